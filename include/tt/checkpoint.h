@@ -1,0 +1,37 @@
+/* tt/checkpoint.h - checkpoints as safetensors files (DESIGN section 6).
+ *
+ * The file holds the global, unsharded tensors under their global names
+ * (vocabulary tensors with their V real rows), the Adam moments as
+ * optim.m.<name> / optim.v.<name>, and a __metadata__ map of strings: format
+ * version, step, every hyper-parameter, the model config, the layout that wrote
+ * it and a CRC-32 per tensor. A file is written under NAME.tmp.<pid> and renamed
+ * onto NAME only when complete. */
+#ifndef TT_CHECKPOINT_H
+#define TT_CHECKPOINT_H
+
+#include "tt/common.h"
+#include "tt/config.h"
+#include "tt/params.h"
+
+#define TT_CKPT_FORMAT "tiny_transformer/1"
+
+/* What a checkpoint says about the run that wrote it. */
+typedef struct {
+    long step;          /* optimizer steps completed */
+    tt_run_config run;  /* model config and hyper-parameters (no file names) */
+    int tp, pp, dp;     /* layout that wrote it */
+} tt_ckpt_info;
+
+/* Writes every shard of p (which must hold whole tensors, i.e. one virtual GPU)
+ * with its moments. Fails without touching `path` if anything goes wrong. */
+int tt_checkpoint_save(const char *path, const tt_params *p, const tt_ckpt_info *info,
+                       tt_err *e);
+
+/* Reads the header and metadata only (model config, step, hyper-parameters). */
+int tt_checkpoint_read_info(const char *path, tt_ckpt_info *info, tt_err *e);
+
+/* Loads every shard's slice (weights and moments) from the file, verifying
+ * shapes and checksums. The caller has already matched the model config. */
+int tt_checkpoint_load(const char *path, tt_params *p, tt_err *e);
+
+#endif

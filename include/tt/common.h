@@ -1,0 +1,33 @@
+/* tt/common.h - small shared helpers: error reporting, allocation, timing.
+ *
+ * Library functions never print or exit on bad input: they fill a tt_err and
+ * return -1, so the caller (which knows whether it is rank 0, and whether the
+ * error is a usage or a runtime one) decides who prints and how to exit. */
+#ifndef TT_COMMON_H
+#define TT_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TT_EXIT_RUNTIME 1 /* bad data, checkpoint, I/O, numerical failure */
+#define TT_EXIT_USAGE 2   /* bad flag or value on the command line */
+
+typedef struct {
+    char msg[512];
+} tt_err;
+
+/* Formats msg into e (if e is non-NULL) and returns -1. */
+int tt_fail(tt_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Allocation that aborts on out-of-memory of the host (not of a virtual GPU). */
+void *tt_malloc(size_t n);
+void *tt_calloc(size_t count, size_t size);
+
+/* Monotonic wall clock in seconds. */
+double tt_now(void);
+
+/* CRC-32 (IEEE 802.3, reflected, as zlib's crc32) of n bytes, continuing from crc
+ * (start with 0). Used for the per-tensor checksums in checkpoints. */
+uint32_t tt_crc32(uint32_t crc, const void *data, size_t n);
+
+#endif

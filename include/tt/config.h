@@ -1,0 +1,49 @@
+/* tt/config.h - the run configuration: every flag of DESIGN section 9, its
+ * default, and the parser that checks it identically on every rank. */
+#ifndef TT_CONFIG_H
+#define TT_CONFIG_H
+
+#include <stdio.h>
+#include <stdint.h>
+#include "tt/common.h"
+#include "tt/model.h"
+#include "tt/optim.h"
+
+/* Bits of tt_run_config.given: which flags the user typed (a resumed run takes
+ * the checkpoint's value for every flag not given). */
+enum {
+    TT_GIVEN_LAYERS = 1 << 0, TT_GIVEN_DIM = 1 << 1, TT_GIVEN_HEADS = 1 << 2,
+    TT_GIVEN_SEQ = 1 << 3, TT_GIVEN_BATCH = 1 << 4, TT_GIVEN_MICRO = 1 << 5,
+    TT_GIVEN_STEPS = 1 << 6, TT_GIVEN_LR = 1 << 7, TT_GIVEN_LR_MIN = 1 << 8,
+    TT_GIVEN_WARMUP = 1 << 9, TT_GIVEN_WD = 1 << 10, TT_GIVEN_CLIP = 1 << 11,
+    TT_GIVEN_BETA1 = 1 << 12, TT_GIVEN_BETA2 = 1 << 13, TT_GIVEN_SEED = 1 << 14
+};
+
+typedef struct {
+    tt_config model;
+    tt_optim_config optim;
+    int tp, pp, dp;           /* layout; 0 = choose from the world size */
+    int batch;                /* global batch in sequences per step */
+    int micro_batches;        /* per DP rank */
+    long steps;               /* total length of the run (sets the lr schedule) */
+    long stop_at;             /* end this process after this step; 0 = at --steps */
+    uint64_t seed;
+    long eval_every;          /* 0 = only at the end */
+    int eval_windows;         /* cap on eval sequences */
+    long save_every;          /* 0 = only at the end */
+    const char *data, *save, *resume, *log;
+    const char *prompt;       /* start of the generated sample */
+    int sample_len;           /* bytes to generate at the end (0 = none) */
+    int quiet;
+    unsigned given;           /* TT_GIVEN_* bits */
+} tt_run_config;
+
+/* Parses argv into c (defaults first). Returns 0 to run, 1 when --help or
+ * --version was answered (text written to out, may be NULL on ranks > 0), and
+ * -1 on a usage error with the message in e. */
+int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *e);
+/* Checks the values against each other (sizes, divisibility); -1 with e. */
+int tt_config_check(const tt_run_config *c, tt_err *e);
+void tt_config_usage(FILE *out);
+
+#endif

@@ -1,0 +1,107 @@
+/* tt/model.h - the GPT of DESIGN section 4, one pipeline stage of it on one
+ * virtual GPU.
+ *
+ *   x      = tok_emb[idx] + pos_emb[0..T)
+ *   block: x = x + attn.proj( causal_self_attention( ln1(x) ) )
+ *          x = x + mlp.fc2( gelu_tanh( mlp.fc1( ln2(x) ) ) )
+ *   logits = lm_head( ln_f(x) )
+ *   loss   = mean cross-entropy of the next byte
+ *
+ * A tt_model holds the shards of one stage (a run of blocks; the first stage
+ * also the embeddings, the last ln_f, lm_head and the loss) for one TP rank.
+ * Today a single virtual GPU holds everything: tp = 1, one stage. */
+#ifndef TT_MODEL_H
+#define TT_MODEL_H
+
+#include <stdint.h>
+#include "tt/params.h"
+
+typedef struct {
+    int V;  /* vocabulary: 256 bytes */
+    int C;  /* width */
+    int L;  /* blocks */
+    int NH; /* heads; head size C/NH */
+    int T;  /* context length */
+} tt_config;
+
+/* Which part of the global model this virtual GPU holds. */
+typedef struct {
+    int tp_rank, tp_size;       /* tensor-parallel coordinate */
+    int layer_begin, layer_end; /* blocks [layer_begin, layer_end) */
+    int first_stage, last_stage;
+} tt_shard_spec;
+
+/* Indices into the parameter table of one block's tensors. */
+typedef struct {
+    int ln1_w, ln1_b;
+    int q_w, q_b, k_w, k_b, v_w, v_b;
+    int proj_w, proj_b;
+    int ln2_w, ln2_b;
+    int fc1_w, fc1_b, fc2_w, fc2_b;
+} tt_block_idx;
+
+/* Activations of one block for one micro-batch (N = B*T rows), kept for the
+ * backward pass. Cl = local attention width, Hl = local MLP width. */
+typedef struct {
+    float *x_in;          /* N,C   block input (residual stream) */
+    float *ln1;           /* N,C */
+    float *ln1_mean, *ln1_rstd; /* N */
+    float *q, *k, *v;     /* N,Cl */
+    float *att;           /* B,NHl,T,T softmax probabilities */
+    float *atty;          /* N,Cl  attention output before proj */
+    float *x_mid;         /* N,C   after the attention residual */
+    float *ln2;           /* N,C */
+    float *ln2_mean, *ln2_rstd; /* N */
+    float *fc1;           /* N,Hl  pre-activation */
+    float *gelu;          /* N,Hl */
+} tt_block_acts;
+
+typedef struct {
+    tt_config cfg;
+    tt_shard_spec sh;
+    int Vp;                /* vocabulary padded to a multiple of tp_size */
+    int Vl, v0;            /* local vocabulary rows [v0, v0+Vl) */
+    int NHl, Cl, Hl;       /* local heads, attention width, MLP width */
+    tt_params P;
+    int tok_emb, pos_emb, ln_f_w, ln_f_b, lm_head; /* table indices or -1 */
+    tt_block_idx *blk;     /* [layer_end - layer_begin] */
+
+    /* activations, sized for micro-batches of up to Bmax sequences */
+    int Bmax, B;           /* capacity and the current micro-batch */
+    int *idx, *targets;    /* B,T */
+    tt_block_acts *acts;   /* per local block */
+    float *x_out;          /* B,T,C  output of the last local block */
+    float *lnf, *lnf_mean, *lnf_rstd; /* B,T,C ; B,T ; B,T */
+    float *logits;         /* B,T,Vl */
+    float *probs;          /* B,T,Vl  softmax of the logits, for the backward */
+    float *losses;         /* B,T */
+    /* gradient scratch */
+    float *dres;           /* B,T,C   gradient of the residual stream */
+    float *dln;            /* B,T,C   gradient of ln_f's output */
+    float *dtmp;           /* B,T,max(C,Hl,Cl) */
+    float *dq, *dk, *dv, *datty; /* B,T,Cl */
+    float *dfc1;           /* B,T,Hl */
+    float *datt_scratch;   /* T,T */
+} tt_model;
+
+/* Builds the parameter table for (cfg, sh), allocates it and activations for
+ * micro-batches of up to Bmax sequences, and initialises the weights with the
+ * layout-independent scheme. */
+void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh,
+                   int Bmax, uint64_t seed);
+void tt_model_free(tt_model *m);
+/* The shard spec of the whole model on one virtual GPU. */
+tt_shard_spec tt_shard_whole(const tt_config *cfg);
+
+/* Forward of B sequences (B <= Bmax). idx, targets: [B,T] bytes. Returns the
+ * mean loss over the B*T tokens (targets may be NULL: logits only). */
+double tt_model_forward(tt_model *m, const int *idx, const int *targets, int B);
+/* Backward of the last forward; dloss = weight of each token's loss in the
+ * total (1 / tokens of the global batch). Accumulates into the gradients. */
+void tt_model_backward(tt_model *m, float dloss);
+
+/* Model FLOPs of one forward+backward of B*T tokens (matrix products and
+ * attention, as 2 per multiply-add; the backward counted as twice the forward). */
+double tt_model_flops(const tt_config *cfg, int B);
+
+#endif

@@ -1,0 +1,73 @@
+/* tt/params.h - the parameter table: every tensor is a shard of a named global
+ * tensor, and all shards live in one contiguous buffer per kind (weights,
+ * gradients, Adam m, Adam v), carved by the table.
+ *
+ * A shard knows its global name and shape and which slice of it it holds:
+ * a run of rows (vocabulary-parallel / column-parallel tensors), a run of
+ * columns (row-parallel weights), or the whole tensor (replicated). On one
+ * virtual GPU every shard is the whole tensor; tensor parallelism only changes
+ * the slice, not the code that walks the table. */
+#ifndef TT_PARAMS_H
+#define TT_PARAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    TT_SPLIT_NONE = 0, /* replicated: every TP rank holds all of it */
+    TT_SPLIT_ROWS = 1, /* dimension 0 split (and 1-D tensors split like rows) */
+    TT_SPLIT_COLS = 2  /* dimension 1 split */
+} tt_split;
+
+#define TT_NAME_MAX 64
+
+typedef struct {
+    char name[TT_NAME_MAX]; /* global name, e.g. "blocks.3.attn.q.weight" */
+    int ndim;               /* 1 or 2 */
+    int gshape[2];          /* global shape (real rows; gshape[1] = 1 when 1-D) */
+    int lshape[2];          /* local shape (may include vocabulary padding rows) */
+    tt_split split;         /* which dimension is sliced */
+    int offset;             /* first global row (ROWS) or column (COLS) held */
+    int replicated;         /* identical on every TP rank: count once in norms */
+    int decay;              /* AdamW weight decay applies (2-D tensors) */
+    size_t numel;           /* local elements = lshape[0] * lshape[1] */
+    size_t off;             /* offset of this shard in the contiguous buffers */
+    float *w, *g, *m, *v;   /* views: weights, gradients, Adam moments */
+} tt_tensor;
+
+typedef struct {
+    int n, cap;
+    tt_tensor *t;
+    size_t total;           /* local elements over all shards */
+    float *mem;             /* one allocation: weights | grads | m | v */
+} tt_params;
+
+/* Adds a tensor to the table (before tt_params_alloc). The slice is rows or
+ * columns [offset, offset + local) of the dimension named by split; local may
+ * run past the global size (vocabulary padding), those elements stay zero.
+ * Returns the tensor's index. */
+int tt_params_add(tt_params *p, const char *name, int ndim, int rows, int cols,
+                  tt_split split, int offset, int local);
+/* Allocates the four buffers (zeroed) and points every shard into them. */
+void tt_params_alloc(tt_params *p);
+void tt_params_free(tt_params *p);
+int tt_params_find(const tt_params *p, const char *name); /* -1 if absent */
+
+/* Number of the shard's local rows that are real (not vocabulary padding). */
+int tt_tensor_real_rows(const tt_tensor *t);
+
+/* Layout-independent initialisation: element (r, c) of global tensor `name` is
+ * a pure function of (seed, name, r*gcols + c), so every rank can generate
+ * exactly its slice. Weights ~ N(0, std), biases 0, LayerNorm weights 1.
+ * Residual projections (attn.proj, mlp.fc2) use std/sqrt(2 n_layers), as
+ * GPT-2 does. Padding rows are left zero. */
+void tt_params_init(tt_params *p, uint64_t seed, int n_layers);
+
+/* Standard normal deviate number `index` of the stream (seed, name). */
+float tt_hash_normal(uint64_t seed, const char *name, uint64_t index);
+/* Uniform in [0,1) from the same kind of counter-based hash. */
+double tt_hash_uniform(uint64_t seed, uint64_t stream, uint64_t index);
+
+void tt_params_zero_grads(tt_params *p);
+
+#endif

@@ -1,0 +1,238 @@
+/* config.c - flags, defaults, --help, and the checks every rank runs on the
+ * configuration before any work, so a bad value is reported once (by rank 0)
+ * with the constraint it breaks instead of surfacing as a crash or a hang. */
+#include "tt/config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h" /* PACKAGE_VERSION */
+
+static void defaults(tt_run_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->model.V = 256;
+    c->model.C = 96;
+    c->model.L = 6;
+    c->model.NH = 6;
+    c->model.T = 64;
+    c->batch = 16;
+    c->micro_batches = 1;
+    c->steps = 200;
+    c->optim.lr = 3e-3;
+    c->optim.lr_min = 3e-4;
+    c->optim.warmup = 20;
+    c->optim.weight_decay = 0.1;
+    c->optim.clip = 1.0;
+    c->optim.beta1 = 0.9;
+    c->optim.beta2 = 0.95;
+    c->optim.eps = 1e-8;
+    c->seed = 1337;
+    c->eval_every = 50;
+    c->eval_windows = 32;
+    c->prompt = "The cat ";
+    c->sample_len = 120;
+}
+
+void tt_config_usage(FILE *out)
+{
+    tt_run_config d;
+    defaults(&d);
+    fprintf(out,
+"Usage: mpirun -np N tiny_transformer [OPTION]...\n"
+"Train a tiny GPT on N virtual GPUs (one MPI rank each) on CPU.\n"
+"\n"
+"Layout:\n"
+"  --tp N, --pp N, --dp N   tensor / pipeline / data parallel sizes (this version\n"
+"                           runs one virtual GPU: all must be 1, and N = 1)\n"
+"Model (vocabulary: 256 bytes):\n"
+"  --layers L               transformer blocks (default %d)\n"
+"  --dim C                  width (default %d)\n"
+"  --heads NH               attention heads, must divide C (default %d)\n"
+"  --seq T                  context length in bytes (default %d)\n"
+"Training:\n"
+"  --batch B                global batch in sequences per step (default %d)\n"
+"  --micro-batches M        micro-batches per step, must divide B (default %d)\n"
+"  --steps S                total optimizer steps of the run (default %ld)\n"
+"  --stop-at K              stop this process after step K (saving if --save),\n"
+"                           keeping the schedule of --steps; --resume continues\n"
+"  --lr X                   peak learning rate (default %g)\n"
+"  --lr-min X               learning-rate floor of the cosine decay (default %g)\n"
+"  --warmup W               linear warm-up steps (default %d)\n"
+"  --weight-decay X         AdamW decoupled weight decay on 2-D tensors (default %g)\n"
+"  --clip X                 clip the global gradient L2 norm to X; 0 = off (default %g)\n"
+"  --beta1 X, --beta2 X     AdamW betas (default %g, %g)\n"
+"  --seed N                 initialisation and generated-corpus seed (default %llu)\n"
+"  --data FILE              train on the bytes of FILE (last 10%% held out for eval)\n"
+"                           instead of the generated corpus\n"
+"  --eval-every K           eval loss on the held-out split every K steps;\n"
+"                           0 = only at the end (default %ld)\n"
+"  --eval-windows N         at most N held-out sequences per eval (default %d)\n"
+"Files:\n"
+"  --save FILE              write a safetensors checkpoint at the end\n"
+"  --save-every K           ... and every K steps\n"
+"  --resume FILE            continue from a checkpoint up to --steps\n"
+"  --log FILE               CSV, one row per step: step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss\n"
+"Output:\n"
+"  --prompt TEXT            start of the sample generated at the end (default \"%s\")\n"
+"  --sample-len N           bytes to generate at the end; 0 = none (default %d)\n"
+"  --quiet                  no per-step lines\n"
+"  --help, --version\n"
+"\n"
+"Open MPI needs --oversubscribe for more ranks than cores and\n"
+"--allow-run-as-root when run as root.\n",
+            d.model.L, d.model.C, d.model.NH, d.model.T, d.batch, d.micro_batches, d.steps,
+            d.optim.lr, d.optim.lr_min, d.optim.warmup, d.optim.weight_decay, d.optim.clip,
+            d.optim.beta1, d.optim.beta2, (unsigned long long)d.seed, d.eval_every,
+            d.eval_windows, d.prompt, d.sample_len);
+}
+
+/* Whole-string integer in [lo, hi]. */
+static int parse_long(const char *flag, const char *s, long lo, long hi, long *out, tt_err *e)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0')
+        return tt_fail(e, "%s expects an integer, got '%s'", flag, s);
+    if (v < lo || v > hi)
+        return tt_fail(e, "%s must be between %ld and %ld, got %ld", flag, lo, hi, v);
+    *out = v;
+    return 0;
+}
+
+static int parse_int(const char *flag, const char *s, long lo, long hi, int *out, tt_err *e)
+{
+    long v;
+    if (parse_long(flag, s, lo, hi, &v, e))
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_double(const char *flag, const char *s, double lo, double hi, double *out,
+                        tt_err *e)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end != '\0' || !isfinite(v))
+        return tt_fail(e, "%s expects a number, got '%s'", flag, s);
+    if (v < lo || v > hi)
+        return tt_fail(e, "%s must be between %g and %g, got %g", flag, lo, hi, v);
+    *out = v;
+    return 0;
+}
+
+int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *e)
+{
+    defaults(c);
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            if (out)
+                tt_config_usage(out);
+            return 1;
+        }
+        if (strcmp(arg, "--version") == 0) {
+            if (out)
+                fprintf(out, "tiny_transformer %s\n", PACKAGE_VERSION);
+            return 1;
+        }
+        if (strcmp(arg, "--quiet") == 0) {
+            c->quiet = 1;
+            continue;
+        }
+        if (strncmp(arg, "--", 2) != 0)
+            return tt_fail(e, "unexpected argument '%s' (options start with --; see --help)", arg);
+
+        /* Every other option takes a value: --flag VALUE or --flag=VALUE. */
+        char flag[64];
+        const char *val;
+        const char *eq = strchr(arg, '=');
+        if (eq) {
+            size_t n = (size_t)(eq - arg);
+            if (n >= sizeof flag)
+                n = sizeof flag - 1;
+            memcpy(flag, arg, n);
+            flag[n] = '\0';
+            val = eq + 1;
+        } else {
+            snprintf(flag, sizeof flag, "%s", arg);
+            val = i + 1 < argc ? argv[i + 1] : NULL;
+        }
+#define IS(name) (strcmp(flag, name) == 0)
+        int known = IS("--tp") || IS("--pp") || IS("--dp") || IS("--layers") || IS("--dim") ||
+                    IS("--heads") || IS("--seq") || IS("--batch") || IS("--micro-batches") ||
+                    IS("--steps") || IS("--stop-at") || IS("--lr") || IS("--lr-min") || IS("--warmup") ||
+                    IS("--weight-decay") || IS("--clip") || IS("--beta1") || IS("--beta2") ||
+                    IS("--seed") || IS("--data") || IS("--save") || IS("--save-every") ||
+                    IS("--resume") || IS("--log") || IS("--eval-every") ||
+                    IS("--eval-windows") || IS("--prompt") || IS("--sample-len");
+        if (!known)
+            return tt_fail(e, "unknown option '%s' (see --help)", flag);
+        if (!val)
+            return tt_fail(e, "option %s needs a value (see --help)", flag);
+        if (!eq)
+            i++;
+
+        const long big = 1000000000L;
+        int rc = 0;
+        if (IS("--tp")) rc = parse_int(flag, val, 1, 4096, &c->tp, e);
+        else if (IS("--pp")) rc = parse_int(flag, val, 1, 4096, &c->pp, e);
+        else if (IS("--dp")) rc = parse_int(flag, val, 1, 4096, &c->dp, e);
+        else if (IS("--layers")) { rc = parse_int(flag, val, 1, 1024, &c->model.L, e); c->given |= TT_GIVEN_LAYERS; }
+        else if (IS("--dim")) { rc = parse_int(flag, val, 1, 65536, &c->model.C, e); c->given |= TT_GIVEN_DIM; }
+        else if (IS("--heads")) { rc = parse_int(flag, val, 1, 4096, &c->model.NH, e); c->given |= TT_GIVEN_HEADS; }
+        else if (IS("--seq")) { rc = parse_int(flag, val, 1, 65536, &c->model.T, e); c->given |= TT_GIVEN_SEQ; }
+        else if (IS("--batch")) { rc = parse_int(flag, val, 1, 1 << 20, &c->batch, e); c->given |= TT_GIVEN_BATCH; }
+        else if (IS("--micro-batches")) { rc = parse_int(flag, val, 1, 1 << 20, &c->micro_batches, e); c->given |= TT_GIVEN_MICRO; }
+        else if (IS("--steps")) { rc = parse_long(flag, val, 0, big, &c->steps, e); c->given |= TT_GIVEN_STEPS; }
+        else if (IS("--stop-at")) rc = parse_long(flag, val, 1, big, &c->stop_at, e);
+        else if (IS("--lr")) { rc = parse_double(flag, val, 0.0, 10.0, &c->optim.lr, e); c->given |= TT_GIVEN_LR; }
+        else if (IS("--lr-min")) { rc = parse_double(flag, val, 0.0, 10.0, &c->optim.lr_min, e); c->given |= TT_GIVEN_LR_MIN; }
+        else if (IS("--warmup")) { rc = parse_int(flag, val, 0, big, &c->optim.warmup, e); c->given |= TT_GIVEN_WARMUP; }
+        else if (IS("--weight-decay")) { rc = parse_double(flag, val, 0.0, 10.0, &c->optim.weight_decay, e); c->given |= TT_GIVEN_WD; }
+        else if (IS("--clip")) { rc = parse_double(flag, val, 0.0, 1e9, &c->optim.clip, e); c->given |= TT_GIVEN_CLIP; }
+        else if (IS("--beta1")) { rc = parse_double(flag, val, 0.0, 0.999999, &c->optim.beta1, e); c->given |= TT_GIVEN_BETA1; }
+        else if (IS("--beta2")) { rc = parse_double(flag, val, 0.0, 0.999999, &c->optim.beta2, e); c->given |= TT_GIVEN_BETA2; }
+        else if (IS("--seed")) {
+            long v;
+            rc = parse_long(flag, val, 0, LONG_MAX, &v, e);
+            c->seed = (uint64_t)v;
+            c->given |= TT_GIVEN_SEED;
+        }
+        else if (IS("--eval-every")) rc = parse_long(flag, val, 0, big, &c->eval_every, e);
+        else if (IS("--eval-windows")) rc = parse_int(flag, val, 1, 1 << 20, &c->eval_windows, e);
+        else if (IS("--save-every")) rc = parse_long(flag, val, 1, big, &c->save_every, e);
+        else if (IS("--sample-len")) rc = parse_int(flag, val, 0, 1 << 20, &c->sample_len, e);
+        else if (IS("--data")) c->data = val;
+        else if (IS("--save")) c->save = val;
+        else if (IS("--resume")) c->resume = val;
+        else if (IS("--log")) c->log = val;
+        else if (IS("--prompt")) c->prompt = val;
+#undef IS
+        if (rc)
+            return -1;
+        if (val[0] == '\0')
+            return tt_fail(e, "option %s needs a non-empty value", flag);
+    }
+    return 0;
+}
+
+int tt_config_check(const tt_run_config *c, tt_err *e)
+{
+    const tt_config *m = &c->model;
+    if (m->C % m->NH != 0)
+        return tt_fail(e, "--heads %d must divide --dim %d (head size = dim / heads)", m->NH, m->C);
+    if (c->batch % c->micro_batches != 0)
+        return tt_fail(e, "--micro-batches %d must divide --batch %d", c->micro_batches, c->batch);
+    if (c->optim.lr_min > c->optim.lr)
+        return tt_fail(e, "--lr-min %g is above --lr %g", c->optim.lr_min, c->optim.lr);
+    if (c->save_every && !c->save)
+        return tt_fail(e, "--save-every needs --save FILE");
+    return 0;
+}

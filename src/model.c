@@ -1,0 +1,305 @@
+/* model.c - the GPT's parameter table, activations, and the forward and
+ * backward of one stage on one virtual GPU, composed from the kernel pairs.
+ *
+ * The table is built from the shard spec, so a tensor-parallel rank holds only
+ * its slice (heads for q/k/v, input columns for proj/fc2, vocabulary rows for
+ * tok_emb/lm_head); every size below is the local one (Cl, Hl, Vl). */
+#include "tt/model.h"
+#include "tt/common.h"
+#include "tt/kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+tt_shard_spec tt_shard_whole(const tt_config *cfg)
+{
+    tt_shard_spec s = {0, 1, 0, cfg->L, 1, 1};
+    return s;
+}
+
+static int add(tt_model *m, const char *fmt, int layer, const char *part, int ndim,
+               int rows, int cols, tt_split split, int offset, int local)
+{
+    char name[TT_NAME_MAX];
+    if (layer >= 0)
+        snprintf(name, sizeof name, fmt, layer, part);
+    else
+        snprintf(name, sizeof name, "%s", fmt);
+    return tt_params_add(&m->P, name, ndim, rows, cols, split, offset, local);
+}
+
+/* Registers one block's tensors with their TP slices (DESIGN section 4). */
+static void add_block(tt_model *m, int layer, tt_block_idx *b)
+{
+    const int C = m->cfg.C, H = 4 * C, r = m->sh.tp_rank;
+    const int cl0 = r * m->Cl, hl0 = r * m->Hl;
+    const char *f = "blocks.%d.%s";
+    b->ln1_w = add(m, f, layer, "ln1.weight", 1, C, 1, TT_SPLIT_NONE, 0, 0);
+    b->ln1_b = add(m, f, layer, "ln1.bias", 1, C, 1, TT_SPLIT_NONE, 0, 0);
+    b->q_w = add(m, f, layer, "attn.q.weight", 2, C, C, TT_SPLIT_ROWS, cl0, m->Cl);
+    b->q_b = add(m, f, layer, "attn.q.bias", 1, C, 1, TT_SPLIT_ROWS, cl0, m->Cl);
+    b->k_w = add(m, f, layer, "attn.k.weight", 2, C, C, TT_SPLIT_ROWS, cl0, m->Cl);
+    b->k_b = add(m, f, layer, "attn.k.bias", 1, C, 1, TT_SPLIT_ROWS, cl0, m->Cl);
+    b->v_w = add(m, f, layer, "attn.v.weight", 2, C, C, TT_SPLIT_ROWS, cl0, m->Cl);
+    b->v_b = add(m, f, layer, "attn.v.bias", 1, C, 1, TT_SPLIT_ROWS, cl0, m->Cl);
+    b->proj_w = add(m, f, layer, "attn.proj.weight", 2, C, C, TT_SPLIT_COLS, cl0, m->Cl);
+    b->proj_b = add(m, f, layer, "attn.proj.bias", 1, C, 1, TT_SPLIT_NONE, 0, 0);
+    b->ln2_w = add(m, f, layer, "ln2.weight", 1, C, 1, TT_SPLIT_NONE, 0, 0);
+    b->ln2_b = add(m, f, layer, "ln2.bias", 1, C, 1, TT_SPLIT_NONE, 0, 0);
+    b->fc1_w = add(m, f, layer, "mlp.fc1.weight", 2, H, C, TT_SPLIT_ROWS, hl0, m->Hl);
+    b->fc1_b = add(m, f, layer, "mlp.fc1.bias", 1, H, 1, TT_SPLIT_ROWS, hl0, m->Hl);
+    b->fc2_w = add(m, f, layer, "mlp.fc2.weight", 2, C, H, TT_SPLIT_COLS, hl0, m->Hl);
+    b->fc2_b = add(m, f, layer, "mlp.fc2.bias", 1, C, 1, TT_SPLIT_NONE, 0, 0);
+}
+
+static float *fbuf(size_t n) { return tt_calloc(n, sizeof(float)); }
+
+void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
+                   uint64_t seed)
+{
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    m->sh = *sh;
+    const int C = cfg->C, T = cfg->T, tp = sh->tp_size;
+    m->Vp = (cfg->V + tp - 1) / tp * tp;
+    m->Vl = m->Vp / tp;
+    m->v0 = sh->tp_rank * m->Vl;
+    m->NHl = cfg->NH / tp;
+    m->Cl = m->NHl * (C / cfg->NH);
+    m->Hl = 4 * C / tp;
+    m->tok_emb = m->pos_emb = m->ln_f_w = m->ln_f_b = m->lm_head = -1;
+
+    if (sh->first_stage) {
+        m->tok_emb = add(m, "tok_emb.weight", -1, NULL, 2, cfg->V, C, TT_SPLIT_ROWS, m->v0, m->Vl);
+        m->pos_emb = add(m, "pos_emb.weight", -1, NULL, 2, T, C, TT_SPLIT_NONE, 0, 0);
+    }
+    int nl = sh->layer_end - sh->layer_begin;
+    m->blk = tt_calloc((size_t)(nl > 0 ? nl : 1), sizeof *m->blk);
+    for (int l = 0; l < nl; l++)
+        add_block(m, sh->layer_begin + l, &m->blk[l]);
+    if (sh->last_stage) {
+        m->ln_f_w = add(m, "ln_f.weight", -1, NULL, 1, C, 1, TT_SPLIT_NONE, 0, 0);
+        m->ln_f_b = add(m, "ln_f.bias", -1, NULL, 1, C, 1, TT_SPLIT_NONE, 0, 0);
+        m->lm_head = add(m, "lm_head.weight", -1, NULL, 2, cfg->V, C, TT_SPLIT_ROWS, m->v0, m->Vl);
+    }
+    tt_params_alloc(&m->P);
+    tt_params_init(&m->P, seed, cfg->L);
+
+    /* Activations for micro-batches of up to Bmax sequences. */
+    const size_t N = (size_t)Bmax * T;
+    const int Cl = m->Cl, Hl = m->Hl;
+    m->Bmax = Bmax;
+    m->idx = tt_calloc(N, sizeof(int));
+    m->targets = tt_calloc(N, sizeof(int));
+    m->acts = tt_calloc((size_t)(nl > 0 ? nl : 1), sizeof *m->acts);
+    for (int l = 0; l < nl; l++) {
+        tt_block_acts *a = &m->acts[l];
+        a->x_in = fbuf(N * C);
+        a->ln1 = fbuf(N * C);
+        a->ln1_mean = fbuf(N);
+        a->ln1_rstd = fbuf(N);
+        a->q = fbuf(N * Cl);
+        a->k = fbuf(N * Cl);
+        a->v = fbuf(N * Cl);
+        a->att = fbuf((size_t)Bmax * m->NHl * T * T);
+        a->atty = fbuf(N * Cl);
+        a->x_mid = fbuf(N * C);
+        a->ln2 = fbuf(N * C);
+        a->ln2_mean = fbuf(N);
+        a->ln2_rstd = fbuf(N);
+        a->fc1 = fbuf(N * Hl);
+        a->gelu = fbuf(N * Hl);
+    }
+    m->x_out = fbuf(N * C);
+    if (sh->last_stage) {
+        m->lnf = fbuf(N * C);
+        m->lnf_mean = fbuf(N);
+        m->lnf_rstd = fbuf(N);
+        m->logits = fbuf(N * m->Vl);
+        m->probs = fbuf(N * m->Vl);
+        m->losses = fbuf(N);
+    }
+    size_t wide = (size_t)(C > Hl ? C : Hl);
+    if ((size_t)m->Vl > wide)
+        wide = (size_t)m->Vl;
+    m->dres = fbuf(N * C);
+    m->dln = fbuf(N * C);
+    m->dtmp = fbuf(N * wide);
+    m->dq = fbuf(N * Cl);
+    m->dk = fbuf(N * Cl);
+    m->dv = fbuf(N * Cl);
+    m->datty = fbuf(N * Cl);
+    m->dfc1 = fbuf(N * Hl);
+    m->datt_scratch = fbuf((size_t)T * T);
+}
+
+void tt_model_free(tt_model *m)
+{
+    int nl = m->sh.layer_end - m->sh.layer_begin;
+    for (int l = 0; l < nl; l++) {
+        tt_block_acts *a = &m->acts[l];
+        float *bufs[] = {a->x_in, a->ln1, a->ln1_mean, a->ln1_rstd, a->q, a->k, a->v, a->att,
+                         a->atty, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->fc1, a->gelu};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            free(bufs[i]);
+    }
+    float *bufs[] = {m->x_out, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits, m->probs,
+                     m->losses, m->dres, m->dln, m->dtmp, m->dq, m->dk, m->dv, m->datty, m->dfc1,
+                     m->datt_scratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
+    free(m->acts);
+    free(m->idx);
+    free(m->targets);
+    free(m->blk);
+    tt_params_free(&m->P);
+    memset(m, 0, sizeof *m);
+}
+
+/* out[n, :] += b (a bias added once, after any reduction of the product). */
+static void bias_forward(float *out /* N,OC */, const float *b /* OC */, int N, int OC)
+{
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++)
+            out[(size_t)n * OC + o] += b[o];
+}
+
+/* db[o] += sum over rows of dout[:, o]. */
+static void bias_backward(float *db /* OC */, const float *dout /* N,OC */, int N, int OC)
+{
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++)
+            db[o] += dout[(size_t)n * OC + o];
+}
+
+#define W(i) (m->P.t[(i)].w)
+#define G(i) (m->P.t[(i)].g)
+
+/* One block forward: x_out = block(a->x_in). */
+static void block_forward(tt_model *m, int l, float *x_out /* N,C */)
+{
+    const tt_block_idx *b = &m->blk[l];
+    tt_block_acts *a = &m->acts[l];
+    const int B = m->B, T = m->cfg.T, C = m->cfg.C, N = B * T;
+    const int Cl = m->Cl, Hl = m->Hl, hs = C / m->cfg.NH;
+    float *tmp = m->dtmp; /* N,C scratch: the forward borrows a gradient buffer */
+
+    layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->x_in, W(b->ln1_w), W(b->ln1_b), N, C);
+    linear_forward(a->q, a->ln1, W(b->q_w), W(b->q_b), N, C, Cl);
+    linear_forward(a->k, a->ln1, W(b->k_w), W(b->k_b), N, C, Cl);
+    linear_forward(a->v, a->ln1, W(b->v_w), W(b->v_b), N, C, Cl);
+    attention_forward(a->atty, a->att, a->q, a->k, a->v, B, T, m->NHl, hs);
+    linear_forward(tmp, a->atty, W(b->proj_w), NULL, N, Cl, C);
+    bias_forward(tmp, W(b->proj_b), N, C);
+    residual_forward(a->x_mid, a->x_in, tmp, N * C);
+
+    layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, W(b->ln2_w), W(b->ln2_b), N, C);
+    linear_forward(a->fc1, a->ln2, W(b->fc1_w), W(b->fc1_b), N, C, Hl);
+    gelu_forward(a->gelu, a->fc1, N * Hl);
+    linear_forward(tmp, a->gelu, W(b->fc2_w), NULL, N, Hl, C);
+    bias_forward(tmp, W(b->fc2_b), N, C);
+    residual_forward(x_out, a->x_mid, tmp, N * C);
+}
+
+/* One block backward: on entry m->dres is d loss / d block output; on exit it
+ * is d loss / d block input (the residual path carries it through). */
+static void block_backward(tt_model *m, int l)
+{
+    const tt_block_idx *b = &m->blk[l];
+    tt_block_acts *a = &m->acts[l];
+    const int B = m->B, T = m->cfg.T, C = m->cfg.C, N = B * T;
+    const int Cl = m->Cl, Hl = m->Hl, hs = C / m->cfg.NH;
+    float *dres = m->dres, *dtmp = m->dtmp;
+
+    /* MLP branch: out = x_mid + fc2(gelu(fc1(ln2(x_mid)))) + fc2.bias */
+    bias_backward(G(b->fc2_b), dres, N, C);
+    memset(dtmp, 0, (size_t)N * Hl * sizeof(float));
+    linear_backward(dtmp, G(b->fc2_w), NULL, dres, a->gelu, W(b->fc2_w), N, Hl, C);
+    memset(m->dfc1, 0, (size_t)N * Hl * sizeof(float));
+    gelu_backward(m->dfc1, a->fc1, dtmp, N * Hl);
+    memset(dtmp, 0, (size_t)N * C * sizeof(float));
+    linear_backward(dtmp, G(b->fc1_w), G(b->fc1_b), m->dfc1, a->ln2, W(b->fc1_w), N, C, Hl);
+    layernorm_backward(dres, G(b->ln2_w), G(b->ln2_b), dtmp, a->x_mid, W(b->ln2_w),
+                       a->ln2_mean, a->ln2_rstd, N, C);
+
+    /* Attention branch: x_mid = x_in + proj(attention(q, k, v)) + proj.bias */
+    bias_backward(G(b->proj_b), dres, N, C);
+    memset(m->datty, 0, (size_t)N * Cl * sizeof(float));
+    linear_backward(m->datty, G(b->proj_w), NULL, dres, a->atty, W(b->proj_w), N, Cl, C);
+    memset(m->dq, 0, (size_t)N * Cl * sizeof(float));
+    memset(m->dk, 0, (size_t)N * Cl * sizeof(float));
+    memset(m->dv, 0, (size_t)N * Cl * sizeof(float));
+    attention_backward(m->dq, m->dk, m->dv, m->datt_scratch, m->datty, a->q, a->k, a->v,
+                       a->att, B, T, m->NHl, hs);
+    memset(dtmp, 0, (size_t)N * C * sizeof(float));
+    linear_backward(dtmp, G(b->q_w), G(b->q_b), m->dq, a->ln1, W(b->q_w), N, C, Cl);
+    linear_backward(dtmp, G(b->k_w), G(b->k_b), m->dk, a->ln1, W(b->k_w), N, C, Cl);
+    linear_backward(dtmp, G(b->v_w), G(b->v_b), m->dv, a->ln1, W(b->v_w), N, C, Cl);
+    layernorm_backward(dres, G(b->ln1_w), G(b->ln1_b), dtmp, a->x_in, W(b->ln1_w),
+                       a->ln1_mean, a->ln1_rstd, N, C);
+}
+
+double tt_model_forward(tt_model *m, const int *idx, const int *targets, int B)
+{
+    const int T = m->cfg.T, C = m->cfg.C, N = B * T;
+    const int nl = m->sh.layer_end - m->sh.layer_begin;
+    m->B = B;
+    memcpy(m->idx, idx, (size_t)N * sizeof(int));
+    if (targets)
+        memcpy(m->targets, targets, (size_t)N * sizeof(int));
+
+    float *x = nl > 0 ? m->acts[0].x_in : m->x_out;
+    if (m->sh.first_stage) {
+        embedding_forward(x, m->idx, W(m->tok_emb), N, C, m->v0, m->Vl);
+        posemb_forward(x, W(m->pos_emb), B, T, C);
+    }
+    for (int l = 0; l < nl; l++)
+        block_forward(m, l, l + 1 < nl ? m->acts[l + 1].x_in : m->x_out);
+
+    if (!m->sh.last_stage)
+        return 0.0;
+    layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, m->x_out, W(m->ln_f_w), W(m->ln_f_b),
+                      N, C);
+    linear_forward(m->logits, m->lnf, W(m->lm_head), NULL, N, C, m->Vl);
+    if (!targets)
+        return 0.0;
+    crossentropy_forward(m->losses, m->probs, m->logits, m->targets, N, m->Vl, m->cfg.V);
+    double sum = 0.0;
+    for (int n = 0; n < N; n++)
+        sum += m->losses[n];
+    return sum / N;
+}
+
+void tt_model_backward(tt_model *m, float dloss)
+{
+    const int B = m->B, T = m->cfg.T, C = m->cfg.C, N = B * T;
+    const int nl = m->sh.layer_end - m->sh.layer_begin;
+    memset(m->dres, 0, (size_t)N * C * sizeof(float));
+    if (m->sh.last_stage) {
+        float *dlogits = m->dtmp; /* N,Vl */
+        memset(dlogits, 0, (size_t)N * m->Vl * sizeof(float));
+        crossentropy_backward(dlogits, m->probs, m->targets, dloss, N, m->Vl, m->cfg.V);
+        memset(m->dln, 0, (size_t)N * C * sizeof(float));
+        linear_backward(m->dln, G(m->lm_head), NULL, dlogits, m->lnf, W(m->lm_head), N, C, m->Vl);
+        layernorm_backward(m->dres, G(m->ln_f_w), G(m->ln_f_b), m->dln, m->x_out, W(m->ln_f_w),
+                           m->lnf_mean, m->lnf_rstd, N, C);
+    }
+    for (int l = nl - 1; l >= 0; l--)
+        block_backward(m, l);
+    if (m->sh.first_stage) {
+        posemb_backward(G(m->pos_emb), m->dres, B, T, C);
+        embedding_backward(G(m->tok_emb), m->dres, m->idx, N, C, m->v0, m->Vl);
+    }
+}
+
+double tt_model_flops(const tt_config *cfg, int B)
+{
+    /* Per token, forward: 24 C^2 per block for the six matrix products (q, k,
+     * v, proj: 4 C^2 multiply-adds; fc1, fc2: 8 C^2), 4 T C for Q K^T and P V
+     * counted over the full T x T square (PaLM's convention, although the
+     * causal half is what is computed), and 2 C V for lm_head. Backward = 2x. */
+    double C = cfg->C, T = cfg->T, L = cfg->L, V = cfg->V;
+    double fwd = L * (24.0 * C * C + 4.0 * T * C) + 2.0 * C * V;
+    return 3.0 * fwd * (double)B * T;
+}

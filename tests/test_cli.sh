@@ -1,0 +1,52 @@
+#!/bin/sh
+# tests/test_cli.sh - bad input gets one clear line from rank 0 and a non-zero
+# exit, never a crash or a hang, and never damages an existing file.
+. "$TT_SRCDIR/testlib.sh"
+
+small="--layers 1 --dim 16 --heads 2 --seq 16 --batch 2 --sample-len 0 --quiet --eval-every 0"
+
+tt 1 --help
+if [ "$status" -eq 0 ] && grep -q -- "--resume FILE" "$work/out"; then ok "--help"; else not_ok "--help"; fi
+tt 1 --version
+if [ "$status" -eq 0 ] && grep -q "^tiny_transformer [0-9]" "$work/out"; then ok "--version"; else not_ok "--version"; fi
+
+expect_error "unknown flag" 2 "unknown option '--frobnicate'" 1 --frobnicate 3
+expect_error "bad number" 2 "--lr expects a number, got 'fast'" 1 --lr fast
+expect_error "bad integer" 2 "--layers expects an integer, got '2x'" 1 --layers 2x
+expect_error "out of range" 2 "--steps must be between" 1 --steps -4
+expect_error "missing value" 2 "option --seq needs a value" 1 --seq
+expect_error "heads do not divide dim" 2 "--heads 5 must divide --dim 16" 1 $small --heads 5
+expect_error "micro-batches" 2 "--micro-batches 3 must divide --batch 2" 1 $small --micro-batches 3
+expect_error "more ranks than supported" 2 "one virtual GPU only" 2 $small
+expect_error "missing data file" 1 "cannot read data file '$work/nope.txt'" 1 $small --data "$work/nope.txt"
+printf 'short text' > "$work/short.txt"
+expect_error "data shorter than a window" 1 "has 10 bytes; with --seq 16 it needs at least" 1 $small --data "$work/short.txt"
+
+# A good checkpoint, then each way a checkpoint can be bad.
+tt 1 $small --steps 0 --save "$work/good.safetensors"
+if [ "$status" -eq 0 ] && [ -s "$work/good.safetensors" ]; then ok "--steps 0 --save"; else not_ok "--steps 0 --save"; fi
+cp "$work/good.safetensors" "$work/keep.safetensors"
+expect_error "missing checkpoint" 1 "$work/none.safetensors" 1 $small --resume "$work/none.safetensors"
+size=$(wc -c < "$work/good.safetensors")
+head -c $((size / 2)) "$work/good.safetensors" > "$work/trunc.safetensors"
+expect_error "truncated checkpoint" 1 "trunc.safetensors" 1 $small --resume "$work/trunc.safetensors"
+head -c 5 "$work/good.safetensors" > "$work/tiny.safetensors"
+expect_error "5-byte checkpoint" 1 "tiny.safetensors" 1 $small --resume "$work/tiny.safetensors"
+cp "$work/good.safetensors" "$work/flip.safetensors"
+printf '\377\377\377\377' | dd of="$work/flip.safetensors" bs=1 seek=$((size - 100)) conv=notrunc 2>/dev/null
+expect_error "corrupted checkpoint data" 1 "checksum" 1 $small --resume "$work/flip.safetensors"
+cp "$work/good.safetensors" "$work/hdr.safetensors"
+printf 'XX' | dd of="$work/hdr.safetensors" bs=1 seek=8 conv=notrunc 2>/dev/null
+expect_error "corrupted checkpoint header" 1 "hdr.safetensors" 1 $small --resume "$work/hdr.safetensors"
+expect_error "checkpoint of another model size" 1 "--dim 16, but --dim 32 was given" 1 $small --dim 32 --resume "$work/good.safetensors"
+tt 1 $small --steps 2 --save "$work/two.safetensors"
+expect_error "--steps below the checkpoint's step" 1 "below the checkpoint's step 2" 1 $small --steps 1 --resume "$work/two.safetensors"
+
+# A save that cannot happen leaves the existing file as it was.
+cp "$work/good.safetensors" "$work/target.safetensors"
+mkdir "$work/ro"
+expect_error "save into a missing directory" 1 "cannot write checkpoint" 1 $small --steps 1 --save "$work/missing/dir/x.safetensors"
+expect_error "resume from a truncated file, save elsewhere" 1 "trunc" 1 $small --resume "$work/trunc.safetensors" --save "$work/target.safetensors"
+if cmp -s "$work/target.safetensors" "$work/keep.safetensors"; then ok "existing checkpoint untouched"; else not_ok "existing checkpoint was modified"; fi
+if ls "$work"/*.tmp.* >/dev/null 2>&1; then not_ok "temporary files left behind"; else ok "no temporary files left"; fi
+finish

@@ -1,0 +1,181 @@
+/* test_model.c - the whole model's gradient against finite differences, on a
+ * tiny config: for every tensor, the directional derivative of the loss along
+ * the gradient and along a random direction, by central differences, against
+ * the backward pass. Plus: the initial loss is ln(256) (independent reason:
+ * small random weights give nearly uniform predictions), micro-batching does
+ * not change the gradient, and one step lowers the loss. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tt/data.h"
+#include "tt/model.h"
+#include "tt/params.h"
+
+static const tt_config cfg = {.V = 256, .C = 16, .L = 2, .NH = 2, .T = 6};
+enum { B = 3 };
+
+static void batch(int *in, int *tg)
+{
+    for (int i = 0; i < B * cfg.T; i++) {
+        in[i] = (37 * i + 11) % 256;
+        tg[i] = (53 * i + 5) % 256;
+    }
+}
+
+START_TEST(initial_loss_is_uniform)
+{
+    tt_model m;
+    tt_shard_spec sh = tt_shard_whole(&cfg);
+    tt_model_init(&m, &cfg, &sh, B, 1);
+    int in[B * 6], tg[B * 6];
+    batch(in, tg);
+    double loss = tt_model_forward(&m, in, tg, B);
+    ck_assert_msg(fabs(loss - log(256.0)) < 0.05, "initial loss %.4f, ln(256) = %.4f", loss,
+                  log(256.0));
+    tt_model_free(&m);
+}
+END_TEST
+
+/* Directional derivative check of every tensor. The loss is float32, so h is
+ * kept large (1e-2 along a unit vector) to beat round-off: the loss (~5.5) is
+ * good to ~2e-7, which puts ~1e-5 of noise in (L+ - L-)/2h; the truncation
+ * error is O(h^2). Tolerance: 2% of the tensor's gradient norm plus 1e-5. */
+START_TEST(whole_model_gradient)
+{
+    tt_model m;
+    tt_shard_spec sh = tt_shard_whole(&cfg);
+    tt_model_init(&m, &cfg, &sh, B, 3);
+    /* Move off the symmetric initial point (LayerNorm weights all 1, biases
+     * 0) so that every parameter has a generic gradient. */
+    for (size_t e = 0; e < m.P.total; e++)
+        m.P.mem[e] += 0.05f * (float)(tt_hash_uniform(9, 1, e) - 0.5);
+    int in[B * 6], tg[B * 6];
+    batch(in, tg);
+    const float dloss = 1.0f / (B * cfg.T);
+    tt_params_zero_grads(&m.P);
+    tt_model_forward(&m, in, tg, B);
+    tt_model_backward(&m, dloss);
+
+    const double h = 1e-2;
+    double worst = 0.0;
+    char worst_name[TT_NAME_MAX] = "";
+    for (int i = 0; i < m.P.n; i++) {
+        tt_tensor *t = &m.P.t[i];
+        size_t n = t->numel;
+        double *dir = malloc(n * sizeof *dir);
+        float *w0 = malloc(n * sizeof *w0);
+        memcpy(w0, t->w, n * sizeof *w0);
+        double gnorm = 0;
+        for (size_t e = 0; e < n; e++)
+            gnorm += (double)t->g[e] * t->g[e];
+        gnorm = sqrt(gnorm);
+        ck_assert_msg(gnorm > 0, "%s has a zero gradient", t->name);
+        for (int kind = 0; kind < 2; kind++) {
+            double dn = 0;
+            for (size_t e = 0; e < n; e++) {
+                dir[e] = kind == 0 ? t->g[e] : tt_hash_uniform(5, (uint64_t)i, e) - 0.5;
+                dn += dir[e] * dir[e];
+            }
+            dn = sqrt(dn);
+            double analytic = 0;
+            for (size_t e = 0; e < n; e++) {
+                dir[e] /= dn;
+                analytic += dir[e] * t->g[e];
+            }
+            double lp, lm;
+            for (size_t e = 0; e < n; e++)
+                t->w[e] = (float)(w0[e] + h * dir[e]);
+            lp = tt_model_forward(&m, in, tg, B);
+            for (size_t e = 0; e < n; e++)
+                t->w[e] = (float)(w0[e] - h * dir[e]);
+            lm = tt_model_forward(&m, in, tg, B);
+            memcpy(t->w, w0, n * sizeof *w0);
+            double numeric = (lp - lm) / (2 * h);
+            double err = fabs(numeric - analytic) / (gnorm + 5e-4);
+            if (err > worst) {
+                worst = err;
+                snprintf(worst_name, sizeof worst_name, "%s", t->name);
+            }
+            ck_assert_msg(fabs(numeric - analytic) < 0.02 * gnorm + 1e-5, "%s (%s direction): analytic %.6g numeric %.6g, "
+                          "error %.3g of |g|+5e-4, |g| = %.3g", t->name, kind ? "random" : "gradient",
+                          analytic, numeric, err, gnorm);
+        }
+        free(dir);
+        free(w0);
+    }
+    printf("whole-model gradient check: %d tensors, worst |numeric - analytic| = %.2e of "
+           "(|g| + 5e-4) (%s); tolerance 2e-2 |g| + 1e-5\n", m.P.n, worst, worst_name);
+    tt_model_free(&m);
+}
+END_TEST
+
+START_TEST(micro_batches_sum)
+{
+    /* One micro-batch of B sequences vs B micro-batches of one: the summed
+     * gradients agree to float rounding (1e-5 of the norm). */
+    tt_model a, b;
+    tt_shard_spec sh = tt_shard_whole(&cfg);
+    tt_model_init(&a, &cfg, &sh, B, 4);
+    tt_model_init(&b, &cfg, &sh, 1, 4);
+    int in[B * 6], tg[B * 6];
+    batch(in, tg);
+    const float dloss = 1.0f / (B * cfg.T);
+    tt_params_zero_grads(&a.P);
+    tt_params_zero_grads(&b.P);
+    tt_model_forward(&a, in, tg, B);
+    tt_model_backward(&a, dloss);
+    for (int k = 0; k < B; k++) {
+        tt_model_forward(&b, in + k * cfg.T, tg + k * cfg.T, 1);
+        tt_model_backward(&b, dloss);
+    }
+    double diff = 0, norm = 0;
+    const float *ga = a.P.mem + a.P.total, *gb = b.P.mem + b.P.total;
+    for (size_t e = 0; e < a.P.total; e++) {
+        diff += (double)(ga[e] - gb[e]) * (ga[e] - gb[e]);
+        norm += (double)ga[e] * ga[e];
+    }
+    ck_assert_msg(sqrt(diff) < 1e-5 * sqrt(norm), "relative difference %g", sqrt(diff / norm));
+    tt_model_free(&a);
+    tt_model_free(&b);
+}
+END_TEST
+
+START_TEST(causal_logits)
+{
+    /* Logits at position t do not depend on bytes after t (generation relies
+     * on it). */
+    tt_model m;
+    tt_shard_spec sh = tt_shard_whole(&cfg);
+    tt_model_init(&m, &cfg, &sh, 1, 2);
+    int in[6] = {1, 2, 3, 4, 5, 6};
+    tt_model_forward(&m, in, NULL, 1);
+    float before[3 * 256];
+    memcpy(before, m.logits, sizeof before);
+    in[3] = 200;
+    in[5] = 100;
+    tt_model_forward(&m, in, NULL, 1);
+    ck_assert(memcmp(before, m.logits, sizeof before) == 0);
+    ck_assert(memcmp(before + 2 * 256, m.logits + 3 * 256, 256 * sizeof(float)) != 0);
+    tt_model_free(&m);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("model");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, initial_loss_is_uniform);
+    tcase_add_test(tc, whole_model_gradient);
+    tcase_add_test(tc, micro_batches_sum);
+    tcase_add_test(tc, causal_logits);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

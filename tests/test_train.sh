@@ -1,0 +1,34 @@
+#!/bin/sh
+# tests/test_train.sh - the program learns: on the generated corpus the loss
+# falls far below its starting value ln(256) = 5.55 and the held-out loss
+# follows; --data trains on a file; the CSV log has its documented columns.
+. "$TT_SRCDIR/testlib.sh"
+
+tt 1 --layers 2 --dim 64 --heads 4 --seq 32 --batch 8 --steps 120 --lr 5e-3 --warmup 10 \
+    --eval-every 60 --log "$work/log.csv" --sample-len 40
+if [ "$status" -ne 0 ]; then
+    not_ok "training run exited $status"
+else
+    first=$(sed -n 2p "$work/log.csv" | cut -d, -f2)
+    last=$(tail -n 1 "$work/log.csv" | cut -d, -f2)
+    ev=$(sed -n 's/.*eval loss \([0-9.]*\).*/\1/p' "$work/out")
+    echo "loss $first -> $last, eval $ev"
+    awk -v f="$first" 'BEGIN { exit !(f > 5.3 && f < 5.8) }' && ok "first loss near ln(256): $first" || not_ok "first loss $first"
+    awk -v l="$last" 'BEGIN { exit !(l < 2.6) }' && ok "loss fell below 2.6: $last" || not_ok "final loss $last"
+    awk -v e="$ev" 'BEGIN { exit !(e != "" && e < 2.8) }' && ok "eval loss below 2.8: $ev" || not_ok "eval loss '$ev'"
+    head -n 1 "$work/log.csv" | grep -q '^step,loss,lr,grad_norm,' && ok "CSV header" || not_ok "CSV header"
+    [ "$(wc -l < "$work/log.csv")" -eq 121 ] && ok "one CSV row per step" || not_ok "CSV rows"
+    grep -q '^sample: "The cat ' "$work/out" && ok "sample printed" || not_ok "no sample"
+    [ "$(grep -c '^step ' "$work/out")" -eq 120 ] && ok "one line per step" || not_ok "step lines"
+fi
+
+# --data: a file of repeated text is learned quickly.
+i=0
+while [ $i -lt 300 ]; do printf 'abcdefghij'; i=$((i + 1)); done > "$work/abc.txt"
+tt 1 --data "$work/abc.txt" --layers 1 --dim 32 --heads 2 --seq 16 --batch 4 --steps 60 --lr 1e-2 --warmup 5 --sample-len 20 --prompt abc --quiet
+if [ "$status" -eq 0 ] && grep -q '^sample: "abcdefghijabcdefghijabc"' "$work/out"; then
+    ok "--data: learned the repeating file"
+else
+    not_ok "--data run"
+fi
+finish
