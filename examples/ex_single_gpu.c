@@ -25,7 +25,7 @@ int main(void)
     tt_model_init(&m, &rc.model, &whole, rc.batch / rc.micro_batches, 7);
     double first = 0, last = 0;
     for (long s = 0; s < rc.steps; s++) {
-        tt_step_stats st = tt_train_step(&m, &rc, &corpus, s);
+        tt_step_stats st = tt_train_step(&m, &rc, &corpus, NULL, s, NULL);
         if (s == 0)
             first = st.loss;
         last = st.loss;

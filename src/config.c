@@ -14,6 +14,7 @@
 static void defaults(tt_run_config *c)
 {
     memset(c, 0, sizeof *c);
+    c->tp = c->pp = c->dp = -1;
     c->model.V = 256;
     c->model.C = 96;
     c->model.L = 6;
@@ -35,6 +36,7 @@ static void defaults(tt_run_config *c)
     c->eval_windows = 32;
     c->prompt = "The cat ";
     c->sample_len = 120;
+    c->dp_bucket = (size_t)1 << 20;
 }
 
 void tt_config_usage(FILE *out)
@@ -46,8 +48,15 @@ void tt_config_usage(FILE *out)
 "Train a tiny GPT on N virtual GPUs (one MPI rank each) on CPU.\n"
 "\n"
 "Layout:\n"
-"  --tp N, --pp N, --dp N   tensor / pipeline / data parallel sizes (this version\n"
-"                           runs one virtual GPU: all must be 1, and N = 1)\n"
+"  --tp N, --pp N, --dp N   tensor / pipeline / data parallel sizes; tp x pp x dp\n"
+"                           must equal N. Sizes not given are chosen from N.\n"
+"                           This version implements data parallelism: tp = pp = 1.\n"
+"  --show-grid              print every virtual GPU and its TP, PP and DP groups\n"
+"  --dp-bucket SIZE         bytes per gradient all-reduce bucket, e.g. 256K, 4M\n"
+"                           (default 1M)\n"
+"  --validate               also train the unsharded reference on rank 0 and\n"
+"                           compare loss, gradients, weights and Adam moments;\n"
+"                           exit 1 beyond tolerance\n"
 "Model (vocabulary: 256 bytes):\n"
 "  --layers L               transformer blocks (default %d)\n"
 "  --dim C                  width (default %d)\n"
@@ -127,6 +136,27 @@ static int parse_double(const char *flag, const char *s, double lo, double hi, d
     return 0;
 }
 
+/* A byte count with an optional K, M or G suffix (powers of 1024). */
+static int parse_size(const char *flag, const char *s, size_t *out, tt_err *e)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    double mult = 1;
+    if (*end == 'K' || *end == 'k') mult = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') mult = 1024.0 * 1024.0, end++;
+    else if (*end == 'G' || *end == 'g') mult = 1024.0 * 1024.0 * 1024.0, end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (errno || end == s || *end != '\0' || !isfinite(v))
+        return tt_fail(e, "%s expects a size such as 4096, 256K or 4M, got '%s'", flag, s);
+    v *= mult;
+    if (v < 4 || v > 1e15)
+        return tt_fail(e, "%s must be between 4 bytes and 1000T, got '%s'", flag, s);
+    *out = (size_t)v;
+    return 0;
+}
+
 int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *e)
 {
     defaults(c);
@@ -144,6 +174,14 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
         }
         if (strcmp(arg, "--quiet") == 0) {
             c->quiet = 1;
+            continue;
+        }
+        if (strcmp(arg, "--validate") == 0) {
+            c->validate = 1;
+            continue;
+        }
+        if (strcmp(arg, "--show-grid") == 0) {
+            c->show_grid = 1;
             continue;
         }
         if (strncmp(arg, "--", 2) != 0)
@@ -171,7 +209,8 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
                     IS("--weight-decay") || IS("--clip") || IS("--beta1") || IS("--beta2") ||
                     IS("--seed") || IS("--data") || IS("--save") || IS("--save-every") ||
                     IS("--resume") || IS("--log") || IS("--eval-every") ||
-                    IS("--eval-windows") || IS("--prompt") || IS("--sample-len");
+                    IS("--eval-windows") || IS("--prompt") || IS("--sample-len") ||
+                    IS("--dp-bucket");
         if (!known)
             return tt_fail(e, "unknown option '%s' (see --help)", flag);
         if (!val)
@@ -181,9 +220,10 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
 
         const long big = 1000000000L;
         int rc = 0;
-        if (IS("--tp")) rc = parse_int(flag, val, 1, 4096, &c->tp, e);
-        else if (IS("--pp")) rc = parse_int(flag, val, 1, 4096, &c->pp, e);
-        else if (IS("--dp")) rc = parse_int(flag, val, 1, 4096, &c->dp, e);
+        /* A size of 0 passes here, to be refused with the layouts that work. */
+        if (IS("--tp")) rc = parse_int(flag, val, 0, 4096, &c->tp, e);
+        else if (IS("--pp")) rc = parse_int(flag, val, 0, 4096, &c->pp, e);
+        else if (IS("--dp")) rc = parse_int(flag, val, 0, 4096, &c->dp, e);
         else if (IS("--layers")) { rc = parse_int(flag, val, 1, 1024, &c->model.L, e); c->given |= TT_GIVEN_LAYERS; }
         else if (IS("--dim")) { rc = parse_int(flag, val, 1, 65536, &c->model.C, e); c->given |= TT_GIVEN_DIM; }
         else if (IS("--heads")) { rc = parse_int(flag, val, 1, 4096, &c->model.NH, e); c->given |= TT_GIVEN_HEADS; }
@@ -209,6 +249,7 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
         else if (IS("--eval-windows")) rc = parse_int(flag, val, 1, 1 << 20, &c->eval_windows, e);
         else if (IS("--save-every")) rc = parse_long(flag, val, 1, big, &c->save_every, e);
         else if (IS("--sample-len")) rc = parse_int(flag, val, 0, 1 << 20, &c->sample_len, e);
+        else if (IS("--dp-bucket")) rc = parse_size(flag, val, &c->dp_bucket, e);
         else if (IS("--data")) c->data = val;
         else if (IS("--save")) c->save = val;
         else if (IS("--resume")) c->resume = val;

@@ -10,6 +10,7 @@
 
 #include "tt/common.h"
 #include "tt/config.h"
+#include "tt/grid.h"
 #include "tt/train.h"
 
 int main(int argc, char **argv)
@@ -32,16 +33,21 @@ int main(int argc, char **argv)
             fprintf(stderr, "tiny_transformer: %s\n", err.msg);
         status = TT_EXIT_USAGE;
     } else if (parsed == 0) {
-        int tp = rc.tp ? rc.tp : 1, pp = rc.pp ? rc.pp : 1, dp = rc.dp ? rc.dp : 1;
-        if (world != 1 || tp * pp * dp != 1) {
+        /* The layout: sizes not given are chosen from the world size; a
+         * layout that cannot work is refused here, before any work. A
+         * resumed run's model shape is only known later, so the rules use
+         * the flags as given (the checkpoint's shape is checked again). */
+        int tp = rc.tp, pp = rc.pp, dp = rc.dp;
+        tt_layout_rules rules = {rc.model.NH, rc.model.L, rc.batch, rc.micro_batches, 1, 1};
+        if (tt_grid_choose(world, &tp, &pp, &dp, &rules, &err)) {
             if (rank == 0)
-                fprintf(stderr,
-                        "tiny_transformer: this version trains on one virtual GPU only "
-                        "(tp=1 pp=1 dp=1, mpirun -np 1); got %d rank(s) with tp=%d pp=%d dp=%d\n",
-                        world, tp, pp, dp);
+                fprintf(stderr, "tiny_transformer: %s\n", err.msg);
             status = TT_EXIT_USAGE;
         } else {
-            status = tt_train_main(&rc, rank);
+            tt_grid grid;
+            tt_grid_init(&grid, tp, pp, dp, MPI_COMM_WORLD);
+            status = tt_train_main(&rc, &grid);
+            tt_grid_free(&grid);
         }
     }
     MPI_Finalize();

@@ -86,7 +86,10 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
     tt_params_alloc(&m->P);
     tt_params_init(&m->P, seed, cfg->L);
 
-    /* Activations for micro-batches of up to Bmax sequences. */
+    /* Activations for micro-batches of up to Bmax sequences (none when Bmax
+     * is 0: a table of parameters only). */
+    if (Bmax == 0)
+        return;
     const size_t N = (size_t)Bmax * T;
     const int Cl = m->Cl, Hl = m->Hl;
     m->Bmax = Bmax;
@@ -137,7 +140,7 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
 void tt_model_free(tt_model *m)
 {
     int nl = m->sh.layer_end - m->sh.layer_begin;
-    for (int l = 0; l < nl; l++) {
+    for (int l = 0; m->acts && l < nl; l++) {
         tt_block_acts *a = &m->acts[l];
         float *bufs[] = {a->x_in, a->ln1, a->ln1_mean, a->ln1_rstd, a->q, a->k, a->v, a->att,
                          a->atty, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->fc1, a->gelu};
@@ -234,7 +237,11 @@ static void block_backward(tt_model *m, int l)
                        a->att, B, T, m->NHl, hs);
     memset(dtmp, 0, (size_t)N * C * sizeof(float));
     linear_backward(dtmp, G(b->q_w), G(b->q_b), m->dq, a->ln1, W(b->q_w), N, C, Cl);
-    linear_backward(dtmp, G(b->k_w), G(b->k_b), m->dk, a->ln1, W(b->k_w), N, C, Cl);
+    /* The key bias gets no gradient: it is exactly zero, because a bias added
+     * to every key adds the same q.b to a whole row of scores, which softmax
+     * ignores. Summed in float it would be rounding noise (~1e-11) that Adam
+     * turns into steps of lr * noise / eps, different in every layout. */
+    linear_backward(dtmp, G(b->k_w), NULL, m->dk, a->ln1, W(b->k_w), N, C, Cl);
     linear_backward(dtmp, G(b->v_w), G(b->v_b), m->dv, a->ln1, W(b->v_w), N, C, Cl);
     layernorm_backward(dres, G(b->ln1_w), G(b->ln1_b), dtmp, a->x_in, W(b->ln1_w),
                        a->ln1_mean, a->ln1_rstd, N, C);

@@ -1,11 +1,15 @@
-/* train.c - the training loop of DESIGN section 5 on one virtual GPU: the
- * sampler's global batch in micro-batches, forward/backward, global-norm
- * clipping, AdamW on the warm-up + cosine schedule; eval, the per-step log,
- * checkpoints and a generated sample. */
+/* train.c - the training loop of DESIGN section 5: each DP replica runs its
+ * share of the sampler's global batch in micro-batches, the gradients are
+ * summed over the DP group, then global-norm clipping and AdamW on the
+ * warm-up + cosine schedule; eval, the per-step log, checkpoints, the
+ * --validate oracle and a generated sample. */
 #include "tt/train.h"
 #include "tt/checkpoint.h"
+#include "tt/comm.h"
 #include "tt/common.h"
+#include "tt/data_parallel.h"
 #include "tt/optim.h"
+#include "tt/validate.h"
 
 #include <errno.h>
 #include <math.h>
@@ -13,48 +17,65 @@
 #include <stdlib.h>
 #include <string.h>
 
-tt_step_stats tt_train_step(tt_model *m, const tt_run_config *rc, const tt_corpus *c, long step)
+tt_step_stats tt_train_step(tt_model *m, const tt_run_config *rc, const tt_corpus *c,
+                            const tt_grid *g, long step, tt_validator *val)
 {
     tt_step_stats st = {0};
     double t0 = tt_now();
-    const int T = rc->model.T, B = rc->batch, mb = B / rc->micro_batches;
+    const int dp = g ? g->dp : 1, dp_rank = g ? g->dp_rank : 0;
+    const int T = rc->model.T, B = rc->batch, local = B / dp, mb = local / rc->micro_batches;
     const float dloss = 1.0f / (float)((double)B * T); /* mean over the global batch */
     int *in = tt_malloc((size_t)mb * T * sizeof(int));
     int *tg = tt_malloc((size_t)mb * T * sizeof(int));
 
+    /* This replica's samples: [dp_rank * B/dp, (dp_rank + 1) * B/dp). */
     tt_params_zero_grads(&m->P);
     double loss = 0.0;
     for (int k = 0; k < rc->micro_batches; k++) {
-        tt_sample_batch(c, step, B, k * mb, mb, T, in, tg);
+        tt_sample_batch(c, step, B, dp_rank * local + k * mb, mb, T, in, tg);
         loss += tt_model_forward(m, in, tg, mb) * mb;
         tt_model_backward(m, dloss);
     }
-    st.loss = loss / B;
+    free(in);
+    free(tg);
+    st.loss = loss / B; /* this replica's share of the global mean */
+    if (g) {
+        tt_allreduce(g, TT_GROUP_OTHER, &st.loss, 1, MPI_DOUBLE, MPI_SUM);
+        tt_dp_sync_grads(g, &m->P, rc->dp_bucket);
+    }
+    if (val)
+        tt_validate_grads(val, m, c, step, st.loss);
+    /* After the DP sum every replica holds the whole gradient: the norm is local. */
     st.grad_norm = sqrt(tt_grad_sumsq(&m->P, 1));
     st.lr = tt_lr_at(&rc->optim, step, rc->steps);
     tt_adamw_step(&m->P, &rc->optim, st.lr, step + 1, tt_clip_coef(rc->optim.clip, st.grad_norm));
-    free(in);
-    free(tg);
+    if (val)
+        tt_validate_update(val, step);
     st.seconds = tt_now() - t0;
     return st;
 }
 
-double tt_eval_loss(tt_model *m, const tt_run_config *rc, const tt_corpus *c)
+double tt_eval_loss(tt_model *m, const tt_run_config *rc, const tt_corpus *c, const tt_grid *g)
 {
     const int T = rc->model.T, mb = m->Bmax;
+    const int dp = g ? g->dp : 1, dp_rank = g ? g->dp_rank : 0;
     int nw = tt_eval_windows(c, T, rc->eval_windows);
     if (nw == 0)
         return NAN;
+    /* The windows are shared out over the DP replicas. */
+    int k0 = (int)((long)nw * dp_rank / dp), k1 = (int)((long)nw * (dp_rank + 1) / dp);
     int *in = tt_malloc((size_t)mb * T * sizeof(int));
     int *tg = tt_malloc((size_t)mb * T * sizeof(int));
     double sum = 0.0;
-    for (int k = 0; k < nw; k += mb) {
-        int n = nw - k < mb ? nw - k : mb;
+    for (int k = k0; k < k1; k += mb) {
+        int n = k1 - k < mb ? k1 - k : mb;
         tt_eval_batch(c, k, n, T, in, tg);
         sum += tt_model_forward(m, in, tg, n) * n;
     }
     free(in);
     free(tg);
+    if (g)
+        tt_allreduce(g, TT_GROUP_OTHER, &sum, 1, MPI_DOUBLE, MPI_SUM);
     return sum / nw;
 }
 
@@ -156,45 +177,106 @@ static int merge_resume(tt_run_config *rc, const tt_ckpt_info *info, tt_err *e)
     return 0;
 }
 
-static int save(const tt_run_config *rc, const tt_model *m, long step, const char *path,
-                tt_err *e)
+static int save(const tt_run_config *rc, const tt_model *m, const tt_grid *g, long step,
+                const char *path, tt_err *e)
 {
     tt_ckpt_info info;
     memset(&info, 0, sizeof info);
     info.step = step;
     info.run = *rc;
-    info.tp = info.pp = info.dp = 1;
-    return tt_checkpoint_save(path, &m->P, &info, e);
+    info.tp = g->tp;
+    info.pp = g->pp;
+    info.dp = g->dp;
+    /* Replicas are identical (and with tp = pp = 1 every rank holds whole
+     * tensors), so one writer suffices. */
+    int rc_ = g->world_rank == 0 ? tt_checkpoint_save(path, &m->P, &info, e) : 0;
+    return rc_;
+}
+
+/* All ranks adopt the worst status: an error seen on one rank (typically rank
+ * 0, the only one writing files) stops every rank at the same point. */
+static int agree(const tt_grid *g, int status)
+{
+    tt_allreduce(g, TT_GROUP_OTHER, &status, 1, MPI_INT, MPI_MAX);
+    return status;
+}
+
+static void say_error(const tt_grid *g, const tt_err *e)
+{
+    if (g->world_rank == 0)
+        fprintf(stderr, "tiny_transformer: %s\n", e->msg);
 }
 
 #define SAY(...) do { if (rank == 0) printf(__VA_ARGS__); } while (0)
 
-int tt_train_main(const tt_run_config *rc_in, int rank)
+static void banner(const tt_run_config *rc, const tt_grid *g, const tt_model *m,
+                   const tt_corpus *corpus, long step0)
+{
+    const int rank = g->world_rank;
+    char name[48];
+    SAY("tiny_transformer: %d virtual GPU%s as tp %d x pp %d x dp %d; model L=%d C=%d NH=%d "
+        "T=%d V=%d, %ld parameters\n", g->world_size, g->world_size > 1 ? "s" : "", g->tp, g->pp,
+        g->dp, rc->model.L, rc->model.C, rc->model.NH, rc->model.T, rc->model.V,
+        count_params(m));
+    if (rc->show_grid && rank == 0)
+        tt_grid_print(g, stdout);
+    SAY("data: %s; train %zu bytes, eval %zu bytes\n", corpus->source, corpus->ntrain,
+        corpus->n - corpus->ntrain);
+    const int local = rc->batch / g->dp, mb = local / rc->micro_batches;
+    SAY("global batch %d sequences x %d tokens; each DP replica takes %d in %d micro-batch%s "
+        "of %d\n", rc->batch, rc->model.T, local, rc->micro_batches,
+        rc->micro_batches > 1 ? "es" : "", mb);
+    if (g->dp > 1)
+        for (int d = 0; d < g->dp; d++)
+            SAY("  %s: samples %d..%d of every step\n",
+                tt_gpu_name(g, tt_grid_rank_of(g, d, 0, 0), name, sizeof name), d * local,
+                (d + 1) * local - 1);
+    if (g->dp > 1) {
+        size_t n = m->P.total;
+        SAY("DP gradient sync: %zu floats (%.2f MB) summed per step in %ld all-reduce bucket%s "
+            "of up to %zu bytes\n", n, n * 4.0 / 1e6, tt_dp_buckets(n, rc->dp_bucket),
+            tt_dp_buckets(n, rc->dp_bucket) > 1 ? "s" : "", rc->dp_bucket);
+    }
+    SAY("steps %ld..%ld of %ld; lr %g -> %g, warm-up %d%s\n", step0,
+        (rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps) - 1, rc->steps,
+        rc->optim.lr, rc->optim.lr_min, rc->optim.warmup,
+        rc->validate ? "; --validate: rank 0 also trains the unsharded reference" : "");
+    if (rc->resume)
+        SAY("resumed from '%s' at step %ld\n", rc->resume, step0);
+    fflush(stdout);
+}
+
+int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
 {
     tt_run_config rcv = *rc_in, *rc = &rcv;
+    const int rank = g->world_rank;
     tt_err err;
     long step0 = 0;
     tt_ckpt_info info;
 
+    /* Every rank reads the same files and so reaches the same verdict. */
     if (rc->resume) {
         if (tt_checkpoint_read_info(rc->resume, &info, &err) || merge_resume(rc, &info, &err)) {
-            if (rank == 0)
-                fprintf(stderr, "tiny_transformer: %s\n", err.msg);
+            say_error(g, &err);
             return TT_EXIT_RUNTIME;
         }
         step0 = info.step;
     }
     if (tt_config_check(rc, &err)) {
-        if (rank == 0)
-            fprintf(stderr, "tiny_transformer: %s\n", err.msg);
+        say_error(g, &err);
+        return TT_EXIT_USAGE;
+    }
+    if (rc->batch % g->dp || (rc->batch / g->dp) % rc->micro_batches) {
+        tt_fail(&err, "--batch %d must split into dp %d replicas of --micro-batches %d", rc->batch,
+                g->dp, rc->micro_batches);
+        say_error(g, &err);
         return TT_EXIT_USAGE;
     }
 
     tt_corpus corpus;
     if (rc->data) {
         if (tt_corpus_load(&corpus, rc->data, rc->model.T, &err)) {
-            if (rank == 0)
-                fprintf(stderr, "tiny_transformer: %s\n", err.msg);
+            say_error(g, &err);
             return TT_EXIT_RUNTIME;
         }
     } else {
@@ -204,38 +286,44 @@ int tt_train_main(const tt_run_config *rc_in, int rank)
     tt_model model;
     tt_shard_spec whole = tt_shard_whole(&rc->model);
     /* Activations for one micro-batch; eval runs in chunks of the same size. */
-    tt_model_init(&model, &rc->model, &whole, rc->batch / rc->micro_batches, rc->seed);
+    tt_model_init(&model, &rc->model, &whole, rc->batch / g->dp / rc->micro_batches, rc->seed);
     int status = 0;
     FILE *log = NULL;
+    tt_validator val;
+    int have_val = 0;
     if (rc->resume && tt_checkpoint_load(rc->resume, &model.P, &err)) {
-        if (rank == 0)
-            fprintf(stderr, "tiny_transformer: %s\n", err.msg);
+        say_error(g, &err);
         status = TT_EXIT_RUNTIME;
         goto done;
     }
-    if (rc->log) {
+    if (rc->log && rank == 0) {
         log = fopen(rc->log, "w");
-        if (!log) {
-            if (rank == 0)
-                fprintf(stderr, "tiny_transformer: cannot write log '%s': %s\n", rc->log,
-                        strerror(errno));
-            status = TT_EXIT_RUNTIME;
-            goto done;
-        }
-        fprintf(log, "step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss\n");
+        if (!log)
+            fprintf(stderr, "tiny_transformer: cannot write log '%s': %s\n", rc->log,
+                    strerror(errno));
+        else
+            fprintf(log, "step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss\n");
     }
-
-    SAY("tiny_transformer: 1 virtual GPU gpu0(dp0,pp0,tp0); model L=%d C=%d NH=%d T=%d V=%d, "
-        "%ld parameters\n", rc->model.L, rc->model.C, rc->model.NH, rc->model.T, rc->model.V,
-        count_params(&model));
-    SAY("data: %s; train %zu bytes, eval %zu bytes\n", corpus.source, corpus.ntrain,
-        corpus.n - corpus.ntrain);
-    SAY("batch %d x %d tokens in %d micro-batch(es); steps %ld..%ld; lr %g -> %g, warm-up %d\n",
-        rc->batch, rc->model.T, rc->micro_batches, step0, rc->steps, rc->optim.lr,
-        rc->optim.lr_min, rc->optim.warmup);
-    if (rc->resume)
-        SAY("resumed from '%s' at step %ld\n", rc->resume, step0);
-    fflush(stdout);
+    if (agree(g, rc->log && rank == 0 && !log ? TT_EXIT_RUNTIME : 0)) {
+        status = TT_EXIT_RUNTIME;
+        goto done;
+    }
+    banner(rc, g, &model, &corpus, step0);
+    if (rc->validate) {
+        if (rc->resume) {
+            /* The reference starts from the same checkpoint. */
+            tt_validate_init(&val, g, rc, &model);
+            if (tt_checkpoint_load(rc->resume, &val.ref.P, &err)) {
+                say_error(g, &err);
+                status = TT_EXIT_RUNTIME;
+                tt_validate_free(&val);
+                goto done;
+            }
+        } else {
+            tt_validate_init(&val, g, rc, &model);
+        }
+        have_val = 1;
+    }
 
     /* This process trains steps [step0, end); the schedule spans --steps. */
     long end = rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps;
@@ -243,7 +331,7 @@ int tt_train_main(const tt_run_config *rc_in, int rank)
         end = step0;
     double first_loss = NAN, last_loss = NAN, t_start = tt_now();
     for (long s = step0; s < end; s++) {
-        tt_step_stats st = tt_train_step(&model, rc, &corpus, s);
+        tt_step_stats st = tt_train_step(&model, rc, &corpus, g, s, have_val ? &val : NULL);
         if (!isfinite(st.loss)) {
             if (rank == 0)
                 fprintf(stderr, "tiny_transformer: loss became %g at step %ld (try a lower --lr)\n",
@@ -257,7 +345,7 @@ int tt_train_main(const tt_run_config *rc_in, int rank)
         double tok_s = (double)rc->batch * rc->model.T / st.seconds;
         double ev = NAN;
         if (rc->eval_every > 0 && (s + 1) % rc->eval_every == 0)
-            ev = tt_eval_loss(&model, rc, &corpus);
+            ev = tt_eval_loss(&model, rc, &corpus, g);
         if (!rc->quiet) {
             SAY("step %5ld/%ld | loss %.4f | lr %.3e | grad norm %.4f | %7.1f ms | %8.0f tok/s",
                 s, rc->steps, st.loss, st.lr, st.grad_norm, st.seconds * 1e3, tok_s);
@@ -274,9 +362,8 @@ int tt_train_main(const tt_run_config *rc_in, int rank)
             fprintf(log, "\n");
         }
         if (rc->save_every && (s + 1) % rc->save_every == 0 && s + 1 < end) {
-            if (save(rc, &model, s + 1, rc->save, &err)) {
-                if (rank == 0)
-                    fprintf(stderr, "tiny_transformer: %s\n", err.msg);
+            if (agree(g, save(rc, &model, g, s + 1, rc->save, &err) ? TT_EXIT_RUNTIME : 0)) {
+                say_error(g, &err);
                 status = TT_EXIT_RUNTIME;
                 goto done;
             }
@@ -284,7 +371,7 @@ int tt_train_main(const tt_run_config *rc_in, int rank)
     }
     double secs = tt_now() - t_start;
 
-    double ev = tt_eval_loss(&model, rc, &corpus);
+    double ev = tt_eval_loss(&model, rc, &corpus, g);
     if (end > step0)
         SAY("trained steps %ld..%ld in %.1f s: loss %.4f -> %.4f", step0, end - 1, secs,
             first_loss, last_loss);
@@ -294,10 +381,28 @@ int tt_train_main(const tt_run_config *rc_in, int rank)
         SAY("; eval loss %.4f on %d held-out sequences", ev,
             tt_eval_windows(&corpus, rc->model.T, rc->eval_windows));
     SAY("\n");
+    if (g->dp > 1) {
+        int same = tt_dp_replicas_identical(g, &model.P);
+        SAY("DP replicas bit-identical (weights and Adam moments): %s\n", same ? "yes" : "NO");
+        /* The measured traffic next to its closed form: every step sums the
+         * whole gradient buffer once, bucket by bucket. */
+        const tt_comm_count *ar = &tt_comm_stats_get()->c[TT_GROUP_DP][TT_OP_ALLREDUCE];
+        long nb = tt_dp_buckets(model.P.total, rc->dp_bucket), steps = end - step0;
+        SAY("DP traffic per GPU: %ld all-reduce calls, %lld bytes (expected %ld steps x %ld "
+            "buckets = %ld calls, %ld x %zu floats x 4 bytes = %lld bytes)\n", ar->calls,
+            ar->bytes, steps, nb, steps * nb, steps, model.P.total,
+            (long long)steps * (long long)model.P.total * 4);
+        if (!same)
+            status = TT_EXIT_RUNTIME;
+    }
+    if (have_val) {
+        tt_validate_final(&val, &model);
+        if (!tt_validate_report(&val, stdout))
+            status = TT_EXIT_RUNTIME;
+    }
     if (rc->save) {
-        if (save(rc, &model, end, rc->save, &err)) {
-            if (rank == 0)
-                fprintf(stderr, "tiny_transformer: %s\n", err.msg);
+        if (agree(g, save(rc, &model, g, end, rc->save, &err) ? TT_EXIT_RUNTIME : 0)) {
+            say_error(g, &err);
             status = TT_EXIT_RUNTIME;
             goto done;
         }
@@ -311,12 +416,13 @@ int tt_train_main(const tt_run_config *rc_in, int rank)
     }
 done:
     if (log && fclose(log) && status == 0) {
-        if (rank == 0)
-            fprintf(stderr, "tiny_transformer: cannot write log '%s'\n", rc->log);
+        fprintf(stderr, "tiny_transformer: cannot write log '%s'\n", rc->log);
         status = TT_EXIT_RUNTIME;
     }
     fflush(stdout);
+    if (have_val)
+        tt_validate_free(&val);
     tt_model_free(&model);
     tt_corpus_free(&corpus);
-    return status;
+    return agree(g, status);
 }

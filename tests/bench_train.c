@@ -98,7 +98,7 @@ int main(int argc, char **argv)
            model_flops * 1e-9);
     double gemm_flops;
     time_gemms(shapes, ns, A, Bm, Cm, &gemm_flops); /* warm-up */
-    tt_train_step(&m, &rc, &corpus, 0);
+    tt_train_step(&m, &rc, &corpus, NULL, 0, NULL);
     double *gemm_rate = tt_calloc((size_t)rounds, sizeof(double));
     double *step_time = tt_calloc((size_t)rounds * steps_per_round, sizeof(double));
     long step = 1;
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
         double t = time_gemms(shapes, ns, A, Bm, Cm, &gemm_flops);
         gemm_rate[r] = gemm_flops / t * 1e-9;
         for (int k = 0; k < steps_per_round; k++)
-            step_time[r * steps_per_round + k] = tt_train_step(&m, &rc, &corpus, step++).seconds;
+            step_time[r * steps_per_round + k] = tt_train_step(&m, &rc, &corpus, NULL, step++, NULL).seconds;
         printf("round %d: sgemm %.1f GFLOP/s, steps %.1f %.1f %.1f ms\n", r + 1, gemm_rate[r],
                step_time[r * steps_per_round] * 1e3, step_time[r * steps_per_round + 1] * 1e3,
                step_time[r * steps_per_round + 2] * 1e3);

@@ -72,6 +72,21 @@ START_TEST(whole_model_gradient)
         for (size_t e = 0; e < n; e++)
             gnorm += (double)t->g[e] * t->g[e];
         gnorm = sqrt(gnorm);
+        if (strstr(t->name, "attn.k.bias")) {
+            /* The model leaves this gradient at exactly zero (see model.c);
+             * finite differences confirm the loss does not depend on it. */
+            ck_assert_msg(gnorm == 0, "%s: gradient %g, expected exactly 0", t->name, gnorm);
+            for (size_t e = 0; e < n; e++)
+                t->w[e] = w0[e] + 0.5f;
+            double shifted = tt_model_forward(&m, in, tg, B);
+            memcpy(t->w, w0, n * sizeof *w0);
+            double base = tt_model_forward(&m, in, tg, B);
+            ck_assert_msg(fabs(shifted - base) < 1e-5, "%s moves the loss by %g", t->name,
+                          shifted - base);
+            free(dir);
+            free(w0);
+            continue;
+        }
         ck_assert_msg(gnorm > 0, "%s has a zero gradient", t->name);
         for (int kind = 0; kind < 2; kind++) {
             double dn = 0;

@@ -22,7 +22,7 @@ enum {
 typedef struct {
     tt_config model;
     tt_optim_config optim;
-    int tp, pp, dp;           /* layout; 0 = choose from the world size */
+    int tp, pp, dp;           /* layout; -1 = choose from the world size */
     int batch;                /* global batch in sequences per step */
     int micro_batches;        /* per DP rank */
     long steps;               /* total length of the run (sets the lr schedule) */
@@ -35,6 +35,9 @@ typedef struct {
     const char *prompt;       /* start of the generated sample */
     int sample_len;           /* bytes to generate at the end (0 = none) */
     int quiet;
+    int validate;             /* --validate: compare with the unsharded reference */
+    int show_grid;            /* --show-grid: print every GPU and group */
+    size_t dp_bucket;         /* bytes per DP gradient all-reduce bucket */
     unsigned given;           /* TT_GIVEN_* bits */
 } tt_run_config;
 

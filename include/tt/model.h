@@ -85,8 +85,8 @@ typedef struct {
 } tt_model;
 
 /* Builds the parameter table for (cfg, sh), allocates it and activations for
- * micro-batches of up to Bmax sequences, and initialises the weights with the
- * layout-independent scheme. */
+ * micro-batches of up to Bmax sequences (Bmax = 0: parameters only), and
+ * initialises the weights with the layout-independent scheme. */
 void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh,
                    int Bmax, uint64_t seed);
 void tt_model_free(tt_model *m);

@@ -5,7 +5,9 @@
 
 #include "tt/config.h"
 #include "tt/data.h"
+#include "tt/grid.h"
 #include "tt/model.h"
+#include "tt/validate.h"
 
 typedef struct {
     double loss;       /* mean training loss of the global batch */
@@ -14,16 +16,20 @@ typedef struct {
     double seconds;
 } tt_step_stats;
 
-/* One optimizer step `step` (from 0) on the global batch of the sampler. */
+/* One optimizer step `step` (from 0) on the global batch of the sampler. g
+ * may be NULL for a single virtual GPU outside MPI (benchmarks, examples);
+ * val is the --validate oracle or NULL. Collective when g is given. */
 tt_step_stats tt_train_step(tt_model *m, const tt_run_config *rc, const tt_corpus *c,
-                            long step);
-/* Mean loss on up to rc->eval_windows windows of the eval split. */
-double tt_eval_loss(tt_model *m, const tt_run_config *rc, const tt_corpus *c);
+                            const tt_grid *g, long step, tt_validator *val);
+/* Mean loss on up to rc->eval_windows windows of the eval split, shared out
+ * over the DP replicas (g may be NULL). */
+double tt_eval_loss(tt_model *m, const tt_run_config *rc, const tt_corpus *c, const tt_grid *g);
 /* Greedy continuation of prompt, len bytes, into out (NUL-terminated, at least
  * len+1 bytes); the context is the last T bytes. */
 void tt_generate(tt_model *m, const char *prompt, int len, char *out);
 
-/* The whole program on one virtual GPU: returns the process exit status. */
-int tt_train_main(const tt_run_config *rc, int rank);
+/* The whole program on this rank's virtual GPU of grid g: returns the exit
+ * status, the same on every rank. */
+int tt_train_main(const tt_run_config *rc, const tt_grid *g);
 
 #endif

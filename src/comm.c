@@ -1,0 +1,96 @@
+/* comm.c - the counted communication layer. */
+#include "tt/comm.h"
+
+#include <string.h>
+
+const char *const tt_group_names[TT_NGROUPS] = {"TP", "PP", "DP", "other"};
+const char *const tt_op_names[TT_NOPS] = {"all-reduce", "all-gather", "reduce-scatter",
+                                          "broadcast", "send", "recv"};
+
+/* One process is one virtual GPU, so one set of counters per process. */
+static tt_comm_stats stats;
+
+const tt_comm_stats *tt_comm_stats_get(void) { return &stats; }
+void tt_comm_stats_reset(void) { memset(&stats, 0, sizeof stats); }
+
+MPI_Comm tt_group_comm(const tt_grid *g, tt_group group)
+{
+    switch (group) {
+    case TT_GROUP_TP: return g->tp_comm;
+    case TT_GROUP_PP: return g->pp_comm;
+    case TT_GROUP_DP: return g->dp_comm;
+    default: return MPI_COMM_WORLD;
+    }
+}
+
+static void count(tt_group group, tt_op op, long long bytes, double t0)
+{
+    tt_comm_count *c = &stats.c[group][op];
+    c->calls++;
+    c->bytes += bytes;
+    c->seconds += MPI_Wtime() - t0;
+}
+
+static long long type_size(MPI_Datatype type)
+{
+    int s;
+    MPI_Type_size(type, &s);
+    return s;
+}
+
+void tt_allreduce(const tt_grid *g, tt_group group, void *buf, int count_, MPI_Datatype type,
+                  MPI_Op op)
+{
+    double t0 = MPI_Wtime();
+    MPI_Allreduce(MPI_IN_PLACE, buf, count_, type, op, tt_group_comm(g, group));
+    count(group, TT_OP_ALLREDUCE, (long long)count_ * type_size(type), t0);
+}
+
+void tt_allgather(const tt_grid *g, tt_group group, const void *send, void *recv, int count_,
+                  MPI_Datatype type)
+{
+    double t0 = MPI_Wtime();
+    MPI_Comm comm = tt_group_comm(g, group);
+    int n;
+    MPI_Comm_size(comm, &n);
+    MPI_Allgather(send, count_, type, recv, count_, type, comm);
+    count(group, TT_OP_ALLGATHER, (long long)n * count_ * type_size(type), t0);
+}
+
+void tt_reduce_scatter(const tt_grid *g, tt_group group, const void *send, void *recv, int count_,
+                       MPI_Datatype type)
+{
+    double t0 = MPI_Wtime();
+    MPI_Comm comm = tt_group_comm(g, group);
+    int n;
+    MPI_Comm_size(comm, &n);
+    MPI_Reduce_scatter_block(send, recv, count_, type, MPI_SUM, comm);
+    count(group, TT_OP_REDUCE_SCATTER, (long long)n * count_ * type_size(type), t0);
+}
+
+void tt_bcast(const tt_grid *g, tt_group group, void *buf, int count_, MPI_Datatype type, int root)
+{
+    double t0 = MPI_Wtime();
+    MPI_Bcast(buf, count_, type, root, tt_group_comm(g, group));
+    count(group, TT_OP_BCAST, (long long)count_ * type_size(type), t0);
+}
+
+void tt_send(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, int dest, int tag)
+{
+    (void)g;
+    if (dest == MPI_PROC_NULL)
+        return;
+    double t0 = MPI_Wtime();
+    MPI_Send(buf, count_, type, dest, tag, MPI_COMM_WORLD);
+    count(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0);
+}
+
+void tt_recv(const tt_grid *g, void *buf, int count_, MPI_Datatype type, int src, int tag)
+{
+    (void)g;
+    if (src == MPI_PROC_NULL)
+        return;
+    double t0 = MPI_Wtime();
+    MPI_Recv(buf, count_, type, src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    count(TT_GROUP_PP, TT_OP_RECV, (long long)count_ * type_size(type), t0);
+}
