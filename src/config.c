@@ -20,7 +20,7 @@ static void defaults(tt_run_config *c)
     c->model.L = 6;
     c->model.NH = 6;
     c->model.T = 64;
-    c->batch = 16;
+    c->batch = 24;
     c->micro_batches = 1;
     c->steps = 200;
     c->optim.lr = 3e-3;

@@ -17,9 +17,9 @@
  * order (VL partial sums combined by a fixed tree) whatever the data or the
  * vector width. Only correctly rounded operations are used (+ - * / sqrt, no
  * reciprocal estimates), so the vector body, the scalar tail and the ISA
- * clones below all give the same bits; that relies on -std=c11, which turns
- * off floating-point contraction in gcc (no fused multiply-adds in the AVX2
- * and AVX-512 clones). */
+ * clones below all give the same bits; that relies on -ffp-contract=off
+ * (configure adds it), so gcc fuses no multiply-adds in the AVX2 and AVX-512
+ * clones. */
 #include "tt/kernels.h"
 
 #include <cblas.h>
@@ -27,11 +27,14 @@
 #include <stdint.h>
 #include <string.h>
 
-/* The build targets baseline x86-64 (SSE2, 4 floats per vector). Where the
- * compiler can, the element-wise kernels are also compiled for AVX2 and
- * AVX-512 and the best one is picked at load time. All clones perform the
- * same IEEE operations in the same order, so they give the same bits. */
-#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
+/* The build targets baseline x86-64 (SSE2, 4 floats per vector). With gcc,
+ * the element-wise kernels are also compiled for AVX2 and AVX-512 and the
+ * best one is picked at load time (an ifunc). All clones perform the same
+ * IEEE operations in the same order, so they give the same bits. (Clang 14's
+ * target_clones does not emit the plain external symbol, so other compilers
+ * get the baseline code.) */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
+    defined(__has_attribute)
 #if __has_attribute(target_clones)
 #define TT_SIMD __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
@@ -56,27 +59,26 @@ _Static_assert(VL == 16, "the reduction trees below are written out for 16 lanes
 /* ------------------------------------------------------------------------ */
 /* Small vector helpers                                                      */
 
-/* x clamped to [lo, hi] (NaN passes through: both comparisons fail). The
- * selection is done on bits with masks because, written as ?:, gcc threads
- * the constant-folded clamped case into separate branches and then refuses
- * to vectorize the loop ("control flow in loop"). */
-TT_INLINE float clampf(float x, float lo, float hi)
-{
-    uint32_t bx, blo, bhi;
-    memcpy(&bx, &x, sizeof bx);
-    memcpy(&blo, &lo, sizeof blo);
-    memcpy(&bhi, &hi, sizeof bhi);
-    uint32_t below = -(uint32_t)(x < lo), above = -(uint32_t)(x > hi);
-    bx = (bx & ~(below | above)) | (blo & below) | (bhi & above);
-    memcpy(&x, &bx, sizeof x);
-    return x;
-}
-
-/* e^x to about 2 ulp for x in [-87, 87]; x is clamped to that range so that
- * 2^n stays a normal float. */
+/* e^x to about 2 ulp for x in [-87, 87]; outside that x is clamped, so that
+ * 2^n stays a normal float. A NaN comes out finite (clamped to +-87): GELU
+ * still returns NaN through its other operand x, and the softmaxes use
+ * exp_nan below.
+ *
+ * The clamp works on |x| as an unsigned integer (for non-negative floats
+ * the bit patterns order like the values): an integer min is one vector
+ * instruction, while gcc will not vectorize a float clamp written with ?:
+ * (it splits the constant clamped case into separate branches) or fminf
+ * (NaN rules) without -ffast-math. */
 TT_INLINE float exp_approx(float x)
 {
-    x = clampf(x, -87.0f, 87.0f);
+    const float lim = 87.0f;
+    uint32_t bx, blim;
+    memcpy(&bx, &x, sizeof bx);
+    memcpy(&blim, &lim, sizeof blim);
+    uint32_t mag = bx & 0x7fffffffu;
+    mag = mag < blim ? mag : blim;
+    bx = (bx & 0x80000000u) | mag;
+    memcpy(&x, &bx, sizeof x);
     /* n = round(x / ln2): adding 1.5 * 2^23 rounds to an integer in the low
      * mantissa bits, which avoids a call to rintf (not vectorized at -O2). */
     const float shifter = 12582912.0f;
@@ -85,15 +87,14 @@ TT_INLINE float exp_approx(float x)
     /* r = x - n ln2 with ln2 split in two (Cody-Waite): n * ln2_hi is exact,
      * so r keeps its low bits; |r| <= ln2/2. */
     float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-    /* Taylor series to r^7: truncation error < r^8/8! = 5e-9 relative. */
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
+    /* Taylor series to r^7 (truncation error < r^8/8! = 5e-9 relative),
+     * evaluated in Estrin's form: pairs of terms in parallel, a shorter
+     * dependency chain than Horner's. */
+    float r2 = r * r, r4 = r2 * r2;
+    float p01 = 1.0f + r, p23 = 0.5f + r * (1.0f / 6.0f);
+    float p45 = 1.0f / 24.0f + r * (1.0f / 120.0f);
+    float p67 = 1.0f / 720.0f + r * (1.0f / 5040.0f);
+    float p = p01 + r2 * p23 + r4 * (p45 + r2 * p67);
     /* The low bits of t hold n (two's complement); shifting them into the
      * exponent field and adding the bias gives the float 2^n. */
     uint32_t bits;
@@ -102,6 +103,21 @@ TT_INLINE float exp_approx(float x)
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
+}
+
+/* exp_approx that returns NaN for a NaN, so that a NaN score or logit shows
+ * up in the loss instead of being silently clamped away. */
+TT_INLINE float exp_nan(float x)
+{
+    uint32_t bx, br;
+    memcpy(&bx, &x, sizeof bx);
+    /* NaN: |x| above the bits of infinity (a signed compare: |x| < 2^31). */
+    uint32_t isnan_ = -(uint32_t)((int32_t)(bx & 0x7fffffffu) > 0x7f800000);
+    float r = exp_approx(x);
+    memcpy(&br, &r, sizeof br);
+    br |= isnan_ & 0x7fc00000u;
+    memcpy(&r, &br, sizeof r);
+    return r;
 }
 
 /* y += x over n floats. */
@@ -186,7 +202,7 @@ TT_INLINE double exp_shift_sum(float *y, const float *x, float shift, int n)
         float e[VL];
         memcpy(e, x + j, sizeof e);
         for (int l = 0; l < VL; l++) {
-            e[l] = exp_approx(e[l] - shift);
+            e[l] = exp_nan(e[l] - shift);
             acc[l] += (double)e[l];
         }
         memcpy(y + j, e, sizeof e);
@@ -198,7 +214,7 @@ TT_INLINE double exp_shift_sum(float *y, const float *x, float shift, int n)
             e[l] = shift;
         memcpy(e, x + j, (size_t)rem * sizeof *e);
         for (int l = 0; l < VL; l++)
-            e[l] = exp_approx(e[l] - shift);
+            e[l] = exp_nan(e[l] - shift);
         for (int l = 0; l < rem; l++) {
             y[j + l] = e[l];
             acc[l] += (double)e[l];
@@ -505,7 +521,7 @@ static void causal_softmax_rows(float *P /* T,T */, int i0, int i1, int T)
             visible_mask(m, j0, n);
             mask_select(b, m, mx);
             for (int l = 0; l < VL; l++)
-                b[l] = exp_approx(b[l] - mx);
+                b[l] = exp_nan(b[l] - mx);
             mask_select(b, m, 0.0f);
             for (int l = 0; l < VL; l++)
                 acc[l] += b[l];
@@ -644,7 +660,8 @@ void attention_backward(float *dq /* B,T,NH*hs */, float *dk /* B,T,NH*hs */,
 /* 0.5 (1 + tanh(u)) is the logistic sigmoid of 2u, so
  *   gelu(x) = x / (1 + e^{-2u}),   u = sqrt(2/pi) (x + 0.044715 x^3).
  * This needs one exp_approx and one division, and unlike 1 + tanhf(u) it does
- * not cancel for negative x, so the relative error stays at a few ulp. */
+ * not cancel for negative x: the error stays within a few ulp of what the
+ * function's own sensitivity to x allows (tests/test_kernels.c measures it). */
 #define GELU_K0 (-1.5957691216057308f)             /* -2 sqrt(2/pi) */
 #define GELU_K1 (-1.5957691216057308f * 0.044715f) /* -2 sqrt(2/pi) 0.044715 */
 

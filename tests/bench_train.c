@@ -92,8 +92,9 @@ int main(int argc, char **argv)
     tt_model_init(&m, &rc.model, &whole, rc.batch, 1);
     const double model_flops = tt_model_flops(&rc.model, rc.batch);
 
-    printf("benchmark: C=%d L=%d NH=%d T=%d B=%d, one rank, one BLAS thread, %d rounds\n", C, L,
-           rc.model.NH, rc.model.T, rc.batch, rounds);
+    printf("benchmark: C=%d L=%d NH=%d T=%d B=%d, one rank, one BLAS thread, %d rounds, "
+           "OpenBLAS kernel %s\n", C, L, rc.model.NH, rc.model.T, rc.batch, rounds,
+           openblas_get_corename());
     printf("model FLOPs per step: %.3f GFLOP (matrix products + attention, backward = 2x forward)\n",
            model_flops * 1e-9);
     double gemm_flops;

@@ -10,14 +10,26 @@ if [ "$status" -eq 0 ] && grep -q -- "--resume FILE" "$work/out"; then ok "--hel
 tt 1 --version
 if [ "$status" -eq 0 ] && grep -q "^tiny_transformer [0-9]" "$work/out"; then ok "--version"; else not_ok "--version"; fi
 
+# What a user sees from mpirun: the ranks' status (first the plain launcher).
+tt 2 --frobnicate
+[ "$status" -eq 2 ] && ok "mpirun exits 2 on a usage error" || not_ok "mpirun exit status $status on a usage error"
+tt 1 --data "$work/nope.txt"
+[ "$status" -eq 1 ] && ok "mpirun exits 1 on a runtime error" || not_ok "mpirun exit status $status on a runtime error"
+
 expect_error "unknown flag" 2 "unknown option '--frobnicate'" 1 --frobnicate 3
 expect_error "bad number" 2 "--lr expects a number, got 'fast'" 1 --lr fast
 expect_error "bad integer" 2 "--layers expects an integer, got '2x'" 1 --layers 2x
 expect_error "out of range" 2 "--steps must be between" 1 --steps -4
 expect_error "missing value" 2 "option --seq needs a value" 1 --seq
 expect_error "heads do not divide dim" 2 "--heads 5 must divide --dim 16" 1 $small --heads 5
-expect_error "micro-batches" 2 "--micro-batches 3 must divide --batch 2" 1 $small --micro-batches 3
-expect_error "more ranks than supported" 2 "one virtual GPU only" 2 $small
+expect_error "micro-batches" 2 "--micro-batches 3 must divide batch/dp = 2/1 = 2" 1 $small --micro-batches 3
+
+# Layouts that cannot work: refused before any work, with the layouts that would.
+expect_error "tp x pp x dp != world" 2 "tp 1 x pp 1 x dp 3 = 3, but 2 rank(s) were started. Layouts that work on 2 rank(s): --tp 1 --pp 1 --dp 2" 2 $small --dp 3
+expect_error "a size of 0" 2 "every size must be at least 1 (got tp 1 pp 1 dp 0). Layouts that work on 4 rank(s): --tp 1 --pp 1 --dp 4" 4 $small --batch 4 --dp 0
+expect_error "batch not divisible by dp" 2 "dp 3 must divide --batch 2" 3 $small
+expect_error "micro-batches per replica" 2 "--micro-batches 2 must divide batch/dp = 4/4 = 1" 4 $small --batch 4 --micro-batches 2
+expect_error "tensor parallelism not yet" 2 "tensor parallelism is not in this version" 2 $small --tp 2
 expect_error "missing data file" 1 "cannot read data file '$work/nope.txt'" 1 $small --data "$work/nope.txt"
 printf 'short text' > "$work/short.txt"
 expect_error "data shorter than a window" 1 "has 10 bytes; with --seq 16 it needs at least" 1 $small --data "$work/short.txt"

@@ -376,12 +376,13 @@ START_TEST(test_embedding)
     snprintf(what, sizeof what, "embedding_backward dw (C=%d)", c);
     check_grad(what, f.dw, emb_objective, &f, f.wd, (size_t)EVL * c);
 
-    /* Tokens outside the slice must not touch dw: with only foreign tokens
-     * the gradient stays exactly zero. */
-    const int foreign_idx[3] = {0, 2, 9};
-    float dw2[EVL * MAXC] = {0};
-    embedding_backward(dw2, f.R, foreign_idx, 3, c, EV0, EVL);
-    for (int i = 0; i < EVL * c; i++)
+    /* Tokens outside the slice, including both neighbours of it (v0 - 1 and
+     * v0 + Vl), must not touch dw: with only foreign tokens the gradient, and
+     * a guard row past its end, stay exactly zero. */
+    const int foreign_idx[4] = {0, EV0 - 1, EV0 + EVL, 9};
+    float dw2[(EVL + 1) * MAXC] = {0};
+    embedding_backward(dw2, f.R, foreign_idx, 4, c, EV0, EVL);
+    for (int i = 0; i < (EVL + 1) * c; i++)
         ck_assert_msg(dw2[i] == 0.0f, "embedding_backward: foreign token wrote dw[%d]", i);
 
     float *grads[1] = {f.dw};
@@ -1017,6 +1018,46 @@ START_TEST(test_crossentropy_padding)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* Non-finite inputs must not be hidden: a diverging run has to show up as a
+ * NaN loss, not as plausible numbers. */
+
+START_TEST(test_nan_propagation)
+{
+    /* GELU, forward and backward. */
+    float x[3] = {0.5f, NAN, -2.0f}, y[3], g[3] = {1, 1, 1}, dx[3] = {0};
+    gelu_forward(y, x, 3);
+    gelu_backward(dx, x, g, 3);
+    ck_assert_msg(isnan(y[1]) && isnan(dx[1]), "gelu lost a NaN: %g %g", y[1], dx[1]);
+    ck_assert_msg(!isnan(y[0]) && !isnan(y[2]), "gelu spread a NaN to its neighbours");
+
+    /* Cross-entropy: a NaN logit that is neither the max nor the target. */
+    float logits[2 * VP], probs[2 * VP], losses[2];
+    const int tg[2] = {0, 1};
+    for (int j = 0; j < 2 * VP; j++)
+        logits[j] = 0.1f * (float)j;
+    logits[3] = NAN;
+    crossentropy_forward(losses, probs, logits, tg, 2, VP, VV);
+    ck_assert_msg(isnan(losses[0]), "crossentropy: NaN logit gave a finite loss %g", losses[0]);
+    ck_assert_msg(isfinite(losses[1]), "crossentropy: NaN leaked into another row");
+
+    /* Attention: a NaN in one key of position 2 reaches the output rows that
+     * see it (t >= 2), not the earlier ones. */
+    att_fx f;
+    att_alloc(&f, 1, T, NH, HS, 22);
+    float out[T * C];
+    f.k[2 * C + 1] = NAN; /* head 0 */
+    attention_forward(out, f.att, f.q, f.k, f.v, 1, T, NH, HS);
+    for (int t = 0; t < T; t++) {
+        int bad = isnan(out[t * C]);
+        ck_assert_msg(bad == (t >= 2), "attention: NaN at t=%d is %d, want %d", t, bad, t >= 2);
+        ck_assert_msg(!isnan(out[t * C + HS]), "attention: NaN crossed into head 1");
+    }
+    att_free(&f);
+    printf("  %-40s gelu, crossentropy, attention keep NaNs\n", "non-finite inputs");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 
 static Suite *kernels_suite(void)
 {
@@ -1037,6 +1078,7 @@ static Suite *kernels_suite(void)
         {"residual", test_residual, 1},
         {"crossentropy", test_crossentropy, 2},
         {"crossentropy_padding", test_crossentropy_padding, 1},
+        {"nan_propagation", test_nan_propagation, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);

@@ -26,16 +26,30 @@ not_ok() {
     echo "---- stderr"; tail -n 20 "$work/err" 2>/dev/null
 }
 
-# expect_error WHAT STATUS PATTERN NP ARGS...: the run exits with STATUS,
-# prints exactly one line on stderr that matches PATTERN, and nothing from
-# MPI_Abort or a crash.
+# tt_each NP ARGS...: like tt, but every rank also records its own exit
+# status in $work/status.RANK, so a test can check that all ranks agree.
+# (mpirun would otherwise kill the other ranks as soon as one exits non-zero;
+# with that turned off, mpirun's own status is 0, so only the ranks' count.)
+tt_each() {
+    np=$1
+    shift
+    rm -f "$work"/status.*
+    $TT_MPIRUN --mca orte_abort_on_non_zero_status 0 -np "$np" sh -c '"$0" "$@"; s=$?; echo $s > "'"$work"'/status.${OMPI_COMM_WORLD_RANK:-0}"; exit $s' \
+        "$TT_BIN" "$@" >"$work/out" 2>"$work/err"
+    status=$?
+}
+
+# expect_error WHAT STATUS PATTERN NP ARGS...: every rank exits with STATUS,
+# stderr holds exactly one line and it matches PATTERN (so one rank spoke, and
+# nothing from MPI_Abort or a crash).
 expect_error() {
     what=$1 want=$2 pattern=$3 np=$4
     shift 4
-    tt "$np" "$@"
+    tt_each "$np" "$@"
     lines=$(grep -c . "$work/err")
-    if [ "$status" -ne "$want" ]; then
-        not_ok "$what: exit status $status, expected $want"
+    statuses=$(cat "$work"/status.* 2>/dev/null | sort | uniq -c | awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," }')
+    if [ "$statuses" != "${np}x$want" ]; then
+        not_ok "$what: rank exit statuses $statuses, expected ${np}x$want"
     elif ! grep -q -- "$pattern" "$work/err"; then
         not_ok "$what: stderr does not match '$pattern'"
     elif [ "$lines" -ne 1 ]; then
