@@ -5,7 +5,7 @@
 
 const char *const tt_group_names[TT_NGROUPS] = {"TP", "PP", "DP", "other"};
 const char *const tt_op_names[TT_NOPS] = {"all-reduce", "all-gather", "reduce-scatter",
-                                          "broadcast", "send", "recv"};
+                                          "broadcast", "gather", "send", "recv"};
 
 /* One process is one virtual GPU, so one set of counters per process. */
 static tt_comm_stats stats;
@@ -13,9 +13,9 @@ static tt_comm_stats stats;
 const tt_comm_stats *tt_comm_stats_get(void) { return &stats; }
 void tt_comm_stats_reset(void) { memset(&stats, 0, sizeof stats); }
 
-MPI_Comm tt_group_comm(const tt_grid *g, tt_group group)
+MPI_Comm tt_group_comm(const tt_grid *g, int where)
 {
-    switch (group) {
+    switch (where & ~TT_BOOKKEEPING) {
     case TT_GROUP_TP: return g->tp_comm;
     case TT_GROUP_PP: return g->pp_comm;
     case TT_GROUP_DP: return g->dp_comm;
@@ -23,9 +23,10 @@ MPI_Comm tt_group_comm(const tt_grid *g, tt_group group)
     }
 }
 
-static void count(tt_group group, tt_op op, long long bytes, double t0)
+static void count(int where, tt_op op, long long bytes, double t0)
 {
-    tt_comm_count *c = &stats.c[group][op];
+    int row = (where & TT_BOOKKEEPING) ? TT_GROUP_OTHER : (where & ~TT_BOOKKEEPING);
+    tt_comm_count *c = &stats.c[row][op];
     c->calls++;
     c->bytes += bytes;
     c->seconds += MPI_Wtime() - t0;
@@ -38,41 +39,57 @@ static long long type_size(MPI_Datatype type)
     return s;
 }
 
-void tt_allreduce(const tt_grid *g, tt_group group, void *buf, int count_, MPI_Datatype type,
+void tt_allreduce(const tt_grid *g, int where, void *buf, int count_, MPI_Datatype type,
                   MPI_Op op)
 {
     double t0 = MPI_Wtime();
-    MPI_Allreduce(MPI_IN_PLACE, buf, count_, type, op, tt_group_comm(g, group));
-    count(group, TT_OP_ALLREDUCE, (long long)count_ * type_size(type), t0);
+    MPI_Allreduce(MPI_IN_PLACE, buf, count_, type, op, tt_group_comm(g, where));
+    count(where, TT_OP_ALLREDUCE, (long long)count_ * type_size(type), t0);
 }
 
-void tt_allgather(const tt_grid *g, tt_group group, const void *send, void *recv, int count_,
+void tt_allgather(const tt_grid *g, int where, const void *send, void *recv, int count_,
                   MPI_Datatype type)
 {
     double t0 = MPI_Wtime();
-    MPI_Comm comm = tt_group_comm(g, group);
+    MPI_Comm comm = tt_group_comm(g, where);
     int n;
     MPI_Comm_size(comm, &n);
     MPI_Allgather(send, count_, type, recv, count_, type, comm);
-    count(group, TT_OP_ALLGATHER, (long long)n * count_ * type_size(type), t0);
+    count(where, TT_OP_ALLGATHER, (long long)n * count_ * type_size(type), t0);
 }
 
-void tt_reduce_scatter(const tt_grid *g, tt_group group, const void *send, void *recv, int count_,
+void tt_reduce_scatter(const tt_grid *g, int where, const void *send, void *recv, int count_,
                        MPI_Datatype type)
 {
     double t0 = MPI_Wtime();
-    MPI_Comm comm = tt_group_comm(g, group);
+    MPI_Comm comm = tt_group_comm(g, where);
     int n;
     MPI_Comm_size(comm, &n);
     MPI_Reduce_scatter_block(send, recv, count_, type, MPI_SUM, comm);
-    count(group, TT_OP_REDUCE_SCATTER, (long long)n * count_ * type_size(type), t0);
+    count(where, TT_OP_REDUCE_SCATTER, (long long)n * count_ * type_size(type), t0);
 }
 
-void tt_bcast(const tt_grid *g, tt_group group, void *buf, int count_, MPI_Datatype type, int root)
+void tt_gatherv(const tt_grid *g, int where, const void *send, int count_, void *recv,
+                const int *counts, const int *displs, MPI_Datatype type, int root)
 {
     double t0 = MPI_Wtime();
-    MPI_Bcast(buf, count_, type, root, tt_group_comm(g, group));
-    count(group, TT_OP_BCAST, (long long)count_ * type_size(type), t0);
+    MPI_Comm comm = tt_group_comm(g, where);
+    int me, n;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    MPI_Gatherv(send, count_, type, recv, counts, displs, type, root, comm);
+    long long elems = count_;
+    if (me == root)
+        for (int i = 0; i < n; i++)
+            elems += i == me ? 0 : counts[i];
+    count(where, TT_OP_GATHER, elems * type_size(type), t0);
+}
+
+void tt_bcast(const tt_grid *g, int where, void *buf, int count_, MPI_Datatype type, int root)
+{
+    double t0 = MPI_Wtime();
+    MPI_Bcast(buf, count_, type, root, tt_group_comm(g, where));
+    count(where, TT_OP_BCAST, (long long)count_ * type_size(type), t0);
 }
 
 void tt_send(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, int dest, int tag)

@@ -50,10 +50,15 @@ void tt_config_usage(FILE *out)
 "Layout:\n"
 "  --tp N, --pp N, --dp N   tensor / pipeline / data parallel sizes; tp x pp x dp\n"
 "                           must equal N. Sizes not given are chosen from N.\n"
-"                           This version implements data parallelism: tp = pp = 1.\n"
+"                           This version implements data and tensor parallelism\n"
+"                           (pp = 1); tp must divide --heads.\n"
 "  --show-grid              print every virtual GPU and its TP, PP and DP groups\n"
 "  --dp-bucket SIZE         bytes per gradient all-reduce bucket, e.g. 256K, 4M\n"
 "                           (default 1M)\n"
+"  --tp-mlp megatron|gather  MLP under tensor parallelism: megatron (default):\n"
+"                           fc1 column-parallel, fc2 row-parallel, one all-reduce;\n"
+"                           gather: fc1's output is also all-gathered, so every\n"
+"                           GPU holds the whole activation (compare --report comm)\n"
 "  --validate               also train the unsharded reference on rank 0 and\n"
 "                           compare loss, gradients, weights and Adam moments;\n"
 "                           exit 1 beyond tolerance\n"
@@ -89,6 +94,8 @@ void tt_config_usage(FILE *out)
 "  --prompt TEXT            start of the sample generated at the end (default \"%s\")\n"
 "  --sample-len N           bytes to generate at the end; 0 = none (default %d)\n"
 "  --quiet                  no per-step lines\n"
+"  --report comm            the communication table of every GPU (with more than\n"
+"                           one GPU, rank 0's table is printed anyway)\n"
 "  --help, --version\n"
 "\n"
 "Open MPI needs --oversubscribe for more ranks than cores and\n"
@@ -210,7 +217,7 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
                     IS("--seed") || IS("--data") || IS("--save") || IS("--save-every") ||
                     IS("--resume") || IS("--log") || IS("--eval-every") ||
                     IS("--eval-windows") || IS("--prompt") || IS("--sample-len") ||
-                    IS("--dp-bucket");
+                    IS("--dp-bucket") || IS("--tp-mlp") || IS("--report");
         if (!known)
             return tt_fail(e, "unknown option '%s' (see --help)", flag);
         if (!val)
@@ -250,6 +257,20 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
         else if (IS("--save-every")) rc = parse_long(flag, val, 1, big, &c->save_every, e);
         else if (IS("--sample-len")) rc = parse_int(flag, val, 0, 1 << 20, &c->sample_len, e);
         else if (IS("--dp-bucket")) rc = parse_size(flag, val, &c->dp_bucket, e);
+        else if (IS("--tp-mlp")) {
+            if (strcmp(val, "megatron") == 0)
+                c->tp_mlp_gather = 0;
+            else if (strcmp(val, "gather") == 0)
+                c->tp_mlp_gather = 1;
+            else
+                rc = tt_fail(e, "--tp-mlp expects megatron or gather, got '%s'", val);
+        }
+        else if (IS("--report")) {
+            if (strcmp(val, "comm") == 0)
+                c->report_comm = 1;
+            else
+                rc = tt_fail(e, "--report expects comm, got '%s'", val);
+        }
         else if (IS("--data")) c->data = val;
         else if (IS("--save")) c->save = val;
         else if (IS("--resume")) c->resume = val;

@@ -33,20 +33,39 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
     }
 }
 
+/* 1 when every member of the group holds the same CRC; agreed by all ranks. */
+static int same_in_group(const tt_grid *g, int group, uint32_t crc)
+{
+    int n;
+    MPI_Comm_size(tt_group_comm(g, group), &n);
+    unsigned int mine = crc, *all = malloc((size_t)n * sizeof *all);
+    tt_allgather(g, group | TT_BOOKKEEPING, &mine, all, 1, MPI_UNSIGNED);
+    int same = 1;
+    for (int i = 1; i < n; i++)
+        same &= all[i] == all[0];
+    free(all);
+    tt_allreduce(g, TT_GROUP_OTHER, &same, 1, MPI_INT, MPI_MIN);
+    return same;
+}
+
 int tt_dp_replicas_identical(const tt_grid *g, const tt_params *p)
 {
     /* weights | grads | m | v: skip the gradients, compare the rest. */
     uint32_t crc = tt_crc32(0, p->mem, p->total * sizeof(float));
     crc = tt_crc32(crc, p->mem + 2 * p->total, 2 * p->total * sizeof(float));
-    unsigned int mine = crc, *all = malloc((size_t)g->world_size * sizeof *all);
-    /* Gathered over the world and booked as OTHER (a check, not training
-     * traffic); every rank then judges every DP group, so all agree. */
-    tt_allgather(g, TT_GROUP_OTHER, &mine, all, 1, MPI_UNSIGNED);
-    int same = 1;
-    for (int r = 0; r < g->world_size; r++) {
-        int tp_rank = r % g->tp, pp_rank = r / (g->tp * g->dp);
-        same &= all[r] == all[tt_grid_rank_of(g, 0, pp_rank, tp_rank)];
+    return same_in_group(g, TT_GROUP_DP, crc);
+}
+
+int tt_tp_replicated_identical(const tt_grid *g, const tt_params *p)
+{
+    uint32_t crc = 0;
+    for (int i = 0; i < p->n; i++) {
+        const tt_tensor *t = &p->t[i];
+        if (!t->replicated)
+            continue;
+        crc = tt_crc32(crc, t->w, t->numel * sizeof(float));
+        crc = tt_crc32(crc, t->m, t->numel * sizeof(float));
+        crc = tt_crc32(crc, t->v, t->numel * sizeof(float));
     }
-    free(all);
-    return same;
+    return same_in_group(g, TT_GROUP_TP, crc);
 }

@@ -7,6 +7,7 @@
 #include "tt/model.h"
 #include "tt/common.h"
 #include "tt/kernels.h"
+#include "tt/tensor_parallel.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,7 @@
 
 tt_shard_spec tt_shard_whole(const tt_config *cfg)
 {
-    tt_shard_spec s = {0, 1, 0, cfg->L, 1, 1};
+    tt_shard_spec s = {0, 1, 0, cfg->L, 1, 1, 0};
     return s;
 }
 
@@ -55,8 +56,8 @@ static void add_block(tt_model *m, int layer, tt_block_idx *b)
 
 static float *fbuf(size_t n) { return tt_calloc(n, sizeof(float)); }
 
-void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
-                   uint64_t seed)
+/* The local sizes of a shard and its parameter table (not yet allocated). */
+static void build_table(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh)
 {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
@@ -83,6 +84,22 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
         m->ln_f_b = add(m, "ln_f.bias", -1, NULL, 1, C, 1, TT_SPLIT_NONE, 0, 0);
         m->lm_head = add(m, "lm_head.weight", -1, NULL, 2, cfg->V, C, TT_SPLIT_ROWS, m->v0, m->Vl);
     }
+}
+
+void tt_model_shard_table(tt_params *P, const tt_config *cfg, const tt_shard_spec *sh)
+{
+    tt_model m;
+    build_table(&m, cfg, sh);
+    *P = m.P;
+    free(m.blk);
+}
+
+void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
+                   uint64_t seed)
+{
+    build_table(m, cfg, sh);
+    const int C = cfg->C, T = cfg->T;
+    const int nl = sh->layer_end - sh->layer_begin;
     tt_params_alloc(&m->P);
     tt_params_init(&m->P, seed, cfg->L);
 
@@ -113,6 +130,10 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
         a->ln2_rstd = fbuf(N);
         a->fc1 = fbuf(N * Hl);
         a->gelu = fbuf(N * Hl);
+        if (sh->mlp_gather && sh->tp_size > 1) {
+            a->fc1_full = fbuf((size_t)sh->tp_size * N * Hl);
+            a->gelu_full = fbuf((size_t)sh->tp_size * N * Hl);
+        }
     }
     m->x_out = fbuf(N * C);
     if (sh->last_stage) {
@@ -134,6 +155,10 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
     m->dv = fbuf(N * Cl);
     m->datty = fbuf(N * Cl);
     m->dfc1 = fbuf(N * Hl);
+    if (sh->mlp_gather && sh->tp_size > 1) {
+        m->dfull = fbuf((size_t)sh->tp_size * N * Hl);
+        m->dfull2 = fbuf((size_t)sh->tp_size * N * Hl);
+    }
     m->datt_scratch = fbuf((size_t)T * T);
 }
 
@@ -143,12 +168,13 @@ void tt_model_free(tt_model *m)
     for (int l = 0; m->acts && l < nl; l++) {
         tt_block_acts *a = &m->acts[l];
         float *bufs[] = {a->x_in, a->ln1, a->ln1_mean, a->ln1_rstd, a->q, a->k, a->v, a->att,
-                         a->atty, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->fc1, a->gelu};
+                         a->atty, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->fc1, a->gelu,
+                         a->fc1_full, a->gelu_full};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             free(bufs[i]);
     }
     float *bufs[] = {m->x_out, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits, m->probs,
-                     m->losses, m->dres, m->dln, m->dtmp, m->dq, m->dk, m->dv, m->datty, m->dfc1,
+                     m->losses, m->dres, m->dln, m->dtmp, m->dq, m->dk, m->dv, m->datty, m->dfc1, m->dfull, m->dfull2,
                      m->datt_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
@@ -160,76 +186,89 @@ void tt_model_free(tt_model *m)
     memset(m, 0, sizeof *m);
 }
 
-/* out[n, :] += b (a bias added once, after any reduction of the product). */
-static void bias_forward(float *out /* N,OC */, const float *b /* OC */, int N, int OC)
-{
-    for (int n = 0; n < N; n++)
-        for (int o = 0; o < OC; o++)
-            out[(size_t)n * OC + o] += b[o];
-}
-
-/* db[o] += sum over rows of dout[:, o]. */
-static void bias_backward(float *db /* OC */, const float *dout /* N,OC */, int N, int OC)
-{
-    for (int n = 0; n < N; n++)
-        for (int o = 0; o < OC; o++)
-            db[o] += dout[(size_t)n * OC + o];
-}
-
 #define W(i) (m->P.t[(i)].w)
 #define G(i) (m->P.t[(i)].g)
 
-/* One block forward: x_out = block(a->x_in). */
+/* One block forward: x_out = block(a->x_in). With tensor parallelism q, k,
+ * v and fc1 are column-parallel (this rank's heads and MLP columns), proj and
+ * fc2 row-parallel; the copy operators in front of the column-parallel layers
+ * are identities forward, the reduce after each row-parallel layer is one
+ * all-reduce: two per block. */
 static void block_forward(tt_model *m, int l, float *x_out /* N,C */)
 {
     const tt_block_idx *b = &m->blk[l];
     tt_block_acts *a = &m->acts[l];
+    const tt_grid *g = m->grid;
     const int B = m->B, T = m->cfg.T, C = m->cfg.C, N = B * T;
     const int Cl = m->Cl, Hl = m->Hl, hs = C / m->cfg.NH;
     float *tmp = m->dtmp; /* N,C scratch: the forward borrows a gradient buffer */
 
     layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->x_in, W(b->ln1_w), W(b->ln1_b), N, C);
-    linear_forward(a->q, a->ln1, W(b->q_w), W(b->q_b), N, C, Cl);
-    linear_forward(a->k, a->ln1, W(b->k_w), W(b->k_b), N, C, Cl);
-    linear_forward(a->v, a->ln1, W(b->v_w), W(b->v_b), N, C, Cl);
+    column_linear_forward(a->q, a->ln1, W(b->q_w), W(b->q_b), N, C, Cl);
+    column_linear_forward(a->k, a->ln1, W(b->k_w), W(b->k_b), N, C, Cl);
+    column_linear_forward(a->v, a->ln1, W(b->v_w), W(b->v_b), N, C, Cl);
     attention_forward(a->atty, a->att, a->q, a->k, a->v, B, T, m->NHl, hs);
-    linear_forward(tmp, a->atty, W(b->proj_w), NULL, N, Cl, C);
-    bias_forward(tmp, W(b->proj_b), N, C);
+    row_linear_forward(g, tmp, a->atty, W(b->proj_w), W(b->proj_b), N, Cl, C);
     residual_forward(a->x_mid, a->x_in, tmp, N * C);
 
     layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, W(b->ln2_w), W(b->ln2_b), N, C);
-    linear_forward(a->fc1, a->ln2, W(b->fc1_w), W(b->fc1_b), N, C, Hl);
-    gelu_forward(a->gelu, a->fc1, N * Hl);
-    linear_forward(tmp, a->gelu, W(b->fc2_w), NULL, N, Hl, C);
-    bias_forward(tmp, W(b->fc2_b), N, C);
+    column_linear_forward(a->fc1, a->ln2, W(b->fc1_w), W(b->fc1_b), N, C, Hl);
+    const float *fc2_in = a->gelu;
+    if (a->fc1_full) {
+        /* --tp-mlp gather: every rank gathers the whole fc1 output (rank-major
+         * blocks) and applies GELU to all of it; fc2 then reads its block. */
+        tp_gather_forward(g, a->fc1_full, a->fc1, N * Hl);
+        gelu_forward(a->gelu_full, a->fc1_full, m->sh.tp_size * N * Hl);
+        fc2_in = a->gelu_full + (size_t)m->sh.tp_rank * N * Hl;
+    } else {
+        gelu_forward(a->gelu, a->fc1, N * Hl);
+    }
+    row_linear_forward(g, tmp, fc2_in, W(b->fc2_w), W(b->fc2_b), N, Hl, C);
     residual_forward(x_out, a->x_mid, tmp, N * C);
 }
 
 /* One block backward: on entry m->dres is d loss / d block output; on exit it
- * is d loss / d block input (the residual path carries it through). */
+ * is d loss / d block input (the residual path carries it through). The
+ * all-reduces are the copy operators' backward, one per column-parallel
+ * group (q, k, v together; fc1): two per block. */
 static void block_backward(tt_model *m, int l)
 {
     const tt_block_idx *b = &m->blk[l];
     tt_block_acts *a = &m->acts[l];
+    const tt_grid *g = m->grid;
     const int B = m->B, T = m->cfg.T, C = m->cfg.C, N = B * T;
     const int Cl = m->Cl, Hl = m->Hl, hs = C / m->cfg.NH;
     float *dres = m->dres, *dtmp = m->dtmp;
 
     /* MLP branch: out = x_mid + fc2(gelu(fc1(ln2(x_mid)))) + fc2.bias */
-    bias_backward(G(b->fc2_b), dres, N, C);
-    memset(dtmp, 0, (size_t)N * Hl * sizeof(float));
-    linear_backward(dtmp, G(b->fc2_w), NULL, dres, a->gelu, W(b->fc2_w), N, Hl, C);
-    memset(m->dfc1, 0, (size_t)N * Hl * sizeof(float));
-    gelu_backward(m->dfc1, a->fc1, dtmp, N * Hl);
-    memset(dtmp, 0, (size_t)N * C * sizeof(float));
-    linear_backward(dtmp, G(b->fc1_w), G(b->fc1_b), m->dfc1, a->ln2, W(b->fc1_w), N, C, Hl);
+    float *dgelu = dtmp; /* N,Hl */
+    memset(dgelu, 0, (size_t)N * Hl * sizeof(float));
+    if (a->fc1_full) {
+        const size_t full = (size_t)m->sh.tp_size * N * Hl, mine = (size_t)m->sh.tp_rank * N * Hl;
+        row_linear_backward(dgelu, G(b->fc2_w), G(b->fc2_b), dres, a->gelu_full + mine,
+                            W(b->fc2_w), N, Hl, C);
+        /* Only this rank's block of the gathered activation fed its fc2; the
+         * gather's backward (reduce-scatter) sums every rank's gradient of
+         * the whole activation and hands each rank its block. */
+        memset(m->dfull, 0, full * sizeof(float));
+        memcpy(m->dfull + mine, dgelu, (size_t)N * Hl * sizeof(float));
+        memset(m->dfull2, 0, full * sizeof(float));
+        gelu_backward(m->dfull2, a->fc1_full, m->dfull, (int)full);
+        tp_gather_backward(g, m->dfc1, m->dfull2, N * Hl);
+    } else {
+        row_linear_backward(dgelu, G(b->fc2_w), G(b->fc2_b), dres, a->gelu, W(b->fc2_w), N, Hl, C);
+        memset(m->dfc1, 0, (size_t)N * Hl * sizeof(float));
+        gelu_backward(m->dfc1, a->fc1, dgelu, N * Hl);
+    }
+    column_linear_backward(g, dtmp, G(b->fc1_w), G(b->fc1_b), m->dfc1, a->ln2, W(b->fc1_w), N, C,
+                           Hl);
     layernorm_backward(dres, G(b->ln2_w), G(b->ln2_b), dtmp, a->x_mid, W(b->ln2_w),
                        a->ln2_mean, a->ln2_rstd, N, C);
 
     /* Attention branch: x_mid = x_in + proj(attention(q, k, v)) + proj.bias */
-    bias_backward(G(b->proj_b), dres, N, C);
     memset(m->datty, 0, (size_t)N * Cl * sizeof(float));
-    linear_backward(m->datty, G(b->proj_w), NULL, dres, a->atty, W(b->proj_w), N, Cl, C);
+    row_linear_backward(m->datty, G(b->proj_w), G(b->proj_b), dres, a->atty, W(b->proj_w), N, Cl,
+                        C);
     memset(m->dq, 0, (size_t)N * Cl * sizeof(float));
     memset(m->dk, 0, (size_t)N * Cl * sizeof(float));
     memset(m->dv, 0, (size_t)N * Cl * sizeof(float));
@@ -243,6 +282,7 @@ static void block_backward(tt_model *m, int l)
      * turns into steps of lr * noise / eps, different in every layout. */
     linear_backward(dtmp, G(b->k_w), NULL, m->dk, a->ln1, W(b->k_w), N, C, Cl);
     linear_backward(dtmp, G(b->v_w), G(b->v_b), m->dv, a->ln1, W(b->v_w), N, C, Cl);
+    tp_allreduce(g, dtmp, N * C); /* copy backward, once for q, k and v */
     layernorm_backward(dres, G(b->ln1_w), G(b->ln1_b), dtmp, a->x_in, W(b->ln1_w),
                        a->ln1_mean, a->ln1_rstd, N, C);
 }
@@ -258,8 +298,8 @@ double tt_model_forward(tt_model *m, const int *idx, const int *targets, int B)
 
     float *x = nl > 0 ? m->acts[0].x_in : m->x_out;
     if (m->sh.first_stage) {
-        embedding_forward(x, m->idx, W(m->tok_emb), N, C, m->v0, m->Vl);
-        posemb_forward(x, W(m->pos_emb), B, T, C);
+        vocab_embedding_forward(m->grid, x, m->idx, W(m->tok_emb), N, C, m->v0, m->Vl);
+        posemb_forward(x, W(m->pos_emb), B, T, C); /* replicated: after the sum */
     }
     for (int l = 0; l < nl; l++)
         block_forward(m, l, l + 1 < nl ? m->acts[l + 1].x_in : m->x_out);
@@ -268,10 +308,14 @@ double tt_model_forward(tt_model *m, const int *idx, const int *targets, int B)
         return 0.0;
     layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, m->x_out, W(m->ln_f_w), W(m->ln_f_b),
                       N, C);
-    linear_forward(m->logits, m->lnf, W(m->lm_head), NULL, N, C, m->Vl);
+    column_linear_forward(m->logits, m->lnf, W(m->lm_head), NULL, N, C, m->Vl);
     if (!targets)
         return 0.0;
-    crossentropy_forward(m->losses, m->probs, m->logits, m->targets, N, m->Vl, m->cfg.V);
+    if (m->sh.tp_size > 1)
+        vocab_crossentropy_forward(m->grid, m->losses, m->probs, m->logits, m->targets, N, m->Vl,
+                                   m->v0, m->cfg.V);
+    else
+        crossentropy_forward(m->losses, m->probs, m->logits, m->targets, N, m->Vl, m->cfg.V);
     double sum = 0.0;
     for (int n = 0; n < N; n++)
         sum += m->losses[n];
@@ -286,9 +330,13 @@ void tt_model_backward(tt_model *m, float dloss)
     if (m->sh.last_stage) {
         float *dlogits = m->dtmp; /* N,Vl */
         memset(dlogits, 0, (size_t)N * m->Vl * sizeof(float));
-        crossentropy_backward(dlogits, m->probs, m->targets, dloss, N, m->Vl, m->cfg.V);
-        memset(m->dln, 0, (size_t)N * C * sizeof(float));
-        linear_backward(m->dln, G(m->lm_head), NULL, dlogits, m->lnf, W(m->lm_head), N, C, m->Vl);
+        if (m->sh.tp_size > 1)
+            vocab_crossentropy_backward(dlogits, m->probs, m->targets, dloss, N, m->Vl, m->v0,
+                                        m->cfg.V);
+        else
+            crossentropy_backward(dlogits, m->probs, m->targets, dloss, N, m->Vl, m->cfg.V);
+        column_linear_backward(m->grid, m->dln, G(m->lm_head), NULL, dlogits, m->lnf,
+                               W(m->lm_head), N, C, m->Vl);
         layernorm_backward(m->dres, G(m->ln_f_w), G(m->ln_f_b), m->dln, m->x_out, W(m->ln_f_w),
                            m->lnf_mean, m->lnf_rstd, N, C);
     }

@@ -156,3 +156,20 @@ void tt_params_zero_grads(tt_params *p)
 {
     memset(p->mem + p->total, 0, p->total * sizeof(float));
 }
+
+size_t tt_tensor_real_numel(const tt_tensor *t)
+{
+    return (size_t)tt_tensor_real_rows(t) * (size_t)t->lshape[1];
+}
+
+void tt_slice_copy(const tt_tensor *t, float *shard, float *whole, int to_whole)
+{
+    const size_t rows = (size_t)tt_tensor_real_rows(t), lc = (size_t)t->lshape[1];
+    const size_t gc = (size_t)t->gshape[1];
+    const size_t r0 = t->split == TT_SPLIT_ROWS ? (size_t)t->offset : 0;
+    const size_t c0 = t->split == TT_SPLIT_COLS ? (size_t)t->offset : 0;
+    for (size_t r = 0; r < rows; r++) {
+        float *w = whole + (r0 + r) * gc + c0, *s = shard + r * lc;
+        memcpy(to_whole ? w : s, to_whole ? s : w, lc * sizeof(float));
+    }
+}

@@ -9,13 +9,28 @@
 #include "tt/common.h"
 #include "tt/data_parallel.h"
 #include "tt/optim.h"
+#include "tt/report.h"
 #include "tt/validate.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The global gradient norm: after the DP sum every replica holds the whole
+ * gradient of its shards; the TP ranks' shards add up, and the replicated
+ * tensors (identical on every TP rank) are counted once, by TP rank 0, as
+ * torch.nn.utils.clip_grad_norm_ sees them on the unsharded model. */
+static double grad_norm(const tt_model *m, const tt_grid *g)
+{
+    if (!g || g->tp == 1)
+        return sqrt(tt_grad_sumsq(&m->P, 1));
+    double ss = tt_grad_sumsq(&m->P, g->tp_rank == 0);
+    tt_allreduce(g, TT_GROUP_TP | TT_BOOKKEEPING, &ss, 1, MPI_DOUBLE, MPI_SUM);
+    return sqrt(ss);
+}
 
 tt_step_stats tt_train_step(tt_model *m, const tt_run_config *rc, const tt_corpus *c,
                             const tt_grid *g, long step, tt_validator *val)
@@ -40,13 +55,15 @@ tt_step_stats tt_train_step(tt_model *m, const tt_run_config *rc, const tt_corpu
     free(tg);
     st.loss = loss / B; /* this replica's share of the global mean */
     if (g) {
+        /* Every TP rank of a replica computed the same loss: count one. */
+        if (g->tp_rank != 0)
+            st.loss = 0.0;
         tt_allreduce(g, TT_GROUP_OTHER, &st.loss, 1, MPI_DOUBLE, MPI_SUM);
         tt_dp_sync_grads(g, &m->P, rc->dp_bucket);
     }
     if (val)
         tt_validate_grads(val, m, c, step, st.loss);
-    /* After the DP sum every replica holds the whole gradient: the norm is local. */
-    st.grad_norm = sqrt(tt_grad_sumsq(&m->P, 1));
+    st.grad_norm = grad_norm(m, g);
     st.lr = tt_lr_at(&rc->optim, step, rc->steps);
     tt_adamw_step(&m->P, &rc->optim, st.lr, step + 1, tt_clip_coef(rc->optim.clip, st.grad_norm));
     if (val)
@@ -74,8 +91,11 @@ double tt_eval_loss(tt_model *m, const tt_run_config *rc, const tt_corpus *c, co
     }
     free(in);
     free(tg);
-    if (g)
+    if (g) {
+        if (g->tp_rank != 0)
+            sum = 0.0;
         tt_allreduce(g, TT_GROUP_OTHER, &sum, 1, MPI_DOUBLE, MPI_SUM);
+    }
     return sum / nw;
 }
 
@@ -97,12 +117,20 @@ void tt_generate(tt_model *m, const char *prompt, int len, char *out)
         memset(window, 0, (size_t)T * sizeof(int));
         memcpy(window, ctx + start, (size_t)n * sizeof(int));
         tt_model_forward(m, window, NULL, 1);
+        /* Greedy: the largest logit of this rank's vocabulary slice, then the
+         * largest over the TP group (ties go to the lowest byte, as on one GPU). */
         const float *lg = m->logits + (size_t)(n - 1) * m->Vl;
-        int best = 0;
-        for (int v = 1; v < V; v++)
-            if (lg[v] > lg[best])
-                best = v;
-        ctx[pos] = best;
+        int real = V - m->v0 < m->Vl ? V - m->v0 : m->Vl;
+        struct { float value; int index; } best = {-FLT_MAX, V};
+        for (int v = 0; v < real; v++)
+            if (lg[v] > best.value) {
+                best.value = lg[v];
+                best.index = m->v0 + v;
+            }
+        if (m->grid && m->grid->tp > 1)
+            tt_allreduce(m->grid, TT_GROUP_TP | TT_BOOKKEEPING, &best, 1, MPI_FLOAT_INT,
+                         MPI_MAXLOC);
+        ctx[pos] = best.index;
     }
     for (int i = 0; i < total; i++)
         out[i] = (char)ctx[i];
@@ -129,12 +157,40 @@ static void print_sample(const char *s)
     printf("\"\n");
 }
 
-static long count_params(const tt_model *m)
+/* Parameters of the whole model (global shapes of every tensor). */
+static long count_params(const tt_config *cfg)
 {
+    tt_params whole;
+    tt_shard_spec spec = tt_shard_whole(cfg);
+    tt_model_shard_table(&whole, cfg, &spec);
     long n = 0;
-    for (int i = 0; i < m->P.n; i++)
-        n += (long)m->P.t[i].gshape[0] * m->P.t[i].gshape[1];
+    for (int i = 0; i < whole.n; i++)
+        n += (long)whole.t[i].gshape[0] * whole.t[i].gshape[1];
+    tt_params_free(&whole);
     return n;
+}
+
+/* What one virtual GPU holds: its slices of the split tensors (with any
+ * vocabulary padding) and the whole replicated ones. */
+static void print_param_memory(const tt_model *m, const tt_grid *g)
+{
+    long split_global = 0, split_local = 0, repl = 0;
+    for (int i = 0; i < m->P.n; i++) {
+        const tt_tensor *t = &m->P.t[i];
+        if (t->replicated) {
+            repl += (long)t->numel;
+        } else {
+            split_global += (long)t->gshape[0] * t->gshape[1];
+            split_local += (long)t->numel;
+        }
+    }
+    long per = split_global / g->tp, pad = split_local - per;
+    long total = split_local + repl;
+    printf("parameters per GPU: %ld split (%ld / tp %d", split_local, split_global, g->tp);
+    if (pad)
+        printf(", %+ld for the padded vocabulary", pad);
+    printf(") + %ld replicated = %ld floats, %.2f MB of weights (x4 with gradients and "
+           "Adam moments)\n", repl, total, total * 4.0 / 1e6);
 }
 
 /* Adopts the checkpoint's model config and hyper-parameters for every flag the
@@ -177,6 +233,16 @@ static int merge_resume(tt_run_config *rc, const tt_ckpt_info *info, tt_err *e)
     return 0;
 }
 
+/* The shard of world rank r: its TP slice of every tensor (all blocks: pp = 1). */
+static tt_shard_spec shard_of(const tt_grid *g, const tt_run_config *rc, int r)
+{
+    tt_shard_spec spec = tt_shard_whole(&rc->model);
+    spec.tp_rank = r % g->tp;
+    spec.tp_size = g->tp;
+    spec.mlp_gather = rc->tp_mlp_gather;
+    return spec;
+}
+
 static int save(const tt_run_config *rc, const tt_model *m, const tt_grid *g, long step,
                 const char *path, tt_err *e)
 {
@@ -217,7 +283,9 @@ static void banner(const tt_run_config *rc, const tt_grid *g, const tt_model *m,
     SAY("tiny_transformer: %d virtual GPU%s as tp %d x pp %d x dp %d; model L=%d C=%d NH=%d "
         "T=%d V=%d, %ld parameters\n", g->world_size, g->world_size > 1 ? "s" : "", g->tp, g->pp,
         g->dp, rc->model.L, rc->model.C, rc->model.NH, rc->model.T, rc->model.V,
-        count_params(m));
+        count_params(&rc->model));
+    if (rank == 0)
+        print_param_memory(m, g);
     if (rc->show_grid && rank == 0)
         tt_grid_print(g, stdout);
     SAY("data: %s; train %zu bytes, eval %zu bytes\n", corpus->source, corpus->ntrain,
@@ -284,9 +352,10 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
     }
 
     tt_model model;
-    tt_shard_spec whole = tt_shard_whole(&rc->model);
+    tt_shard_spec spec = shard_of(g, rc, g->world_rank);
     /* Activations for one micro-batch; eval runs in chunks of the same size. */
-    tt_model_init(&model, &rc->model, &whole, rc->batch / g->dp / rc->micro_batches, rc->seed);
+    tt_model_init(&model, &rc->model, &spec, rc->batch / g->dp / rc->micro_batches, rc->seed);
+    model.grid = g;
     int status = 0;
     FILE *log = NULL;
     tt_validator val;
@@ -310,19 +379,18 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
     }
     banner(rc, g, &model, &corpus, step0);
     if (rc->validate) {
-        if (rc->resume) {
-            /* The reference starts from the same checkpoint. */
-            tt_validate_init(&val, g, rc, &model);
-            if (tt_checkpoint_load(rc->resume, &val.ref.P, &err)) {
-                say_error(g, &err);
-                status = TT_EXIT_RUNTIME;
-                tt_validate_free(&val);
-                goto done;
-            }
-        } else {
-            tt_validate_init(&val, g, rc, &model);
-        }
+        tt_shard_spec *specs = tt_malloc((size_t)g->world_size * sizeof *specs);
+        for (int r = 0; r < g->world_size; r++)
+            specs[r] = shard_of(g, rc, r);
+        tt_validate_init(&val, g, rc, &model, specs);
+        free(specs);
         have_val = 1;
+        /* A resumed reference starts from the same checkpoint (its moments). */
+        if (rc->resume && tt_checkpoint_load(rc->resume, &val.ref.P, &err)) {
+            say_error(g, &err);
+            status = TT_EXIT_RUNTIME;
+            goto done;
+        }
     }
 
     /* This process trains steps [step0, end); the schedule spans --steps. */
@@ -330,8 +398,14 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
     if (end < step0)
         end = step0;
     double first_loss = NAN, last_loss = NAN, t_start = tt_now();
+    tt_comm_stats train_traffic;
+    memset(&train_traffic, 0, sizeof train_traffic);
     for (long s = step0; s < end; s++) {
+        /* The traffic of training steps only (not eval or the sample), which
+         * is what the formulas of the communication report describe. */
+        tt_comm_stats before = *tt_comm_stats_get();
         tt_step_stats st = tt_train_step(&model, rc, &corpus, g, s, have_val ? &val : NULL);
+        tt_comm_accumulate(&train_traffic, &before, tt_comm_stats_get());
         if (!isfinite(st.loss)) {
             if (rank == 0)
                 fprintf(stderr, "tiny_transformer: loss became %g at step %ld (try a lower --lr)\n",
@@ -381,18 +455,21 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
         SAY("; eval loss %.4f on %d held-out sequences", ev,
             tt_eval_windows(&corpus, rc->model.T, rc->eval_windows));
     SAY("\n");
+    if (g->tp > 1) {
+        int same = tt_tp_replicated_identical(g, &model.P);
+        SAY("TP copies of the replicated tensors bit-identical: %s\n", same ? "yes" : "NO");
+        if (!same)
+            status = TT_EXIT_RUNTIME;
+    }
     if (g->dp > 1) {
         int same = tt_dp_replicas_identical(g, &model.P);
         SAY("DP replicas bit-identical (weights and Adam moments): %s\n", same ? "yes" : "NO");
-        /* The measured traffic next to its closed form: every step sums the
-         * whole gradient buffer once, bucket by bucket. */
-        const tt_comm_count *ar = &tt_comm_stats_get()->c[TT_GROUP_DP][TT_OP_ALLREDUCE];
-        long nb = tt_dp_buckets(model.P.total, rc->dp_bucket), steps = end - step0;
-        SAY("DP traffic per GPU: %ld all-reduce calls, %lld bytes (expected %ld steps x %ld "
-            "buckets = %ld calls, %ld x %zu floats x 4 bytes = %lld bytes)\n", ar->calls,
-            ar->bytes, steps, nb, steps * nb, steps, model.P.total,
-            (long long)steps * (long long)model.P.total * 4);
         if (!same)
+            status = TT_EXIT_RUNTIME;
+    }
+    if (g->world_size > 1 || rc->report_comm) {
+        if (!tt_report_comm(rank == 0 ? stdout : NULL, rc, g, &model, &train_traffic, end - step0,
+                            rc->report_comm))
             status = TT_EXIT_RUNTIME;
     }
     if (have_val) {
@@ -408,10 +485,12 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
         }
         SAY("saved checkpoint '%s'\n", rc->save);
     }
-    if (rc->sample_len > 0 && rank == 0) {
+    if (rc->sample_len > 0) {
+        /* Collective over the TP group (every replica runs it; rank 0 prints). */
         char *out = tt_malloc(strlen(rc->prompt) + (size_t)rc->sample_len + 2);
         tt_generate(&model, rc->prompt, rc->sample_len, out);
-        print_sample(out);
+        if (rank == 0)
+            print_sample(out);
         free(out);
     }
 done:

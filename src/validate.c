@@ -8,8 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Does a copy of tensor t held at (dp_rank, tp_rank) count? Each distinct
+ * slice once: one DP replica, and for replicated tensors one TP rank. */
+static int counted(int dp_rank, int tp_rank, const tt_tensor *t)
+{
+    return dp_rank == 0 && (t->split != TT_SPLIT_NONE || tp_rank == 0);
+}
+
+static int counts(const tt_grid *g, const tt_tensor *t)
+{
+    return counted(g->dp_rank, g->tp_rank, t);
+}
+
 void tt_validate_init(tt_validator *v, const tt_grid *g, const tt_run_config *rc,
-                      const tt_model *sharded)
+                      const tt_model *sharded, const tt_shard_spec *specs)
 {
     memset(v, 0, sizeof *v);
     v->g = g;
@@ -24,10 +36,74 @@ void tt_validate_init(tt_validator *v, const tt_grid *g, const tt_run_config *rc
     double **arrs[] = {&v->grad_rel, &v->grad_abs, &v->w_rel, &v->m_rel, &v->v_rel, &v->w_abs};
     for (size_t k = 0; k < sizeof arrs / sizeof arrs[0]; k++)
         *arrs[k] = tt_calloc((size_t)v->n, sizeof(double));
+
+    /* What each rank sends when the weights are gathered: its counted slices. */
+    size_t np = 0;
+    for (int i = 0; i < sharded->P.n; i++)
+        if (counts(g, &sharded->P.t[i]))
+            np += tt_tensor_real_numel(&sharded->P.t[i]);
+    v->npack = (int)np;
+    v->pack = tt_malloc((np ? np : 1) * sizeof(float));
+    if (g->world_rank == 0) {
+        v->tables = tt_calloc((size_t)g->world_size, sizeof(tt_params));
+        v->counts = tt_calloc((size_t)g->world_size, sizeof(int));
+        v->displs = tt_calloc((size_t)g->world_size, sizeof(int));
+        size_t total = 0;
+        for (int r = 0; r < g->world_size; r++) {
+            tt_model_shard_table(&v->tables[r], &rc->model, &specs[r]);
+            size_t c = 0;
+            for (int i = 0; i < v->tables[r].n; i++)
+                if (counted((r / g->tp) % g->dp, r % g->tp, &v->tables[r].t[i]))
+                    c += tt_tensor_real_numel(&v->tables[r].t[i]);
+            v->counts[r] = (int)c;
+            v->displs[r] = (int)total;
+            total += c;
+        }
+        v->gathered = tt_malloc((total ? total : 1) * sizeof(float));
+    }
+}
+
+/* Rank 0's reference takes the sharded run's current weights. */
+static void sync_weights(tt_validator *v, const tt_model *sharded)
+{
+    const tt_grid *g = v->g;
+    float *p = v->pack;
+    for (int i = 0; i < sharded->P.n; i++) {
+        const tt_tensor *t = &sharded->P.t[i];
+        if (!counts(g, t))
+            continue;
+        size_t n = tt_tensor_real_numel(t); /* real rows come first in a shard */
+        memcpy(p, t->w, n * sizeof(float));
+        p += n;
+    }
+    tt_gatherv(g, TT_GROUP_OTHER, v->pack, v->npack, v->gathered, v->counts, v->displs,
+               MPI_FLOAT, 0);
+    if (g->world_rank != 0)
+        return;
+    for (int r = 0; r < g->world_size; r++) {
+        float *src = v->gathered + v->displs[r];
+        const tt_params *tab = &v->tables[r];
+        for (int i = 0; i < tab->n; i++) {
+            const tt_tensor *t = &tab->t[i];
+            if (!counted((r / g->tp) % g->dp, r % g->tp, t))
+                continue;
+            int gi = tt_params_find(&v->ref.P, t->name);
+            tt_slice_copy(t, src, v->ref.P.t[gi].w, 1);
+            src += tt_tensor_real_numel(t);
+        }
+    }
 }
 
 void tt_validate_free(tt_validator *v)
 {
+    if (v->tables)
+        for (int r = 0; r < v->g->world_size; r++)
+            tt_params_free(&v->tables[r]);
+    free(v->tables);
+    free(v->counts);
+    free(v->displs);
+    free(v->gathered);
+    free(v->pack);
     tt_model_free(&v->ref);
     free(v->local_of);
     free(v->grad_rel);
@@ -37,13 +113,6 @@ void tt_validate_free(tt_validator *v)
     free(v->v_rel);
     free(v->w_abs);
     memset(v, 0, sizeof *v);
-}
-
-/* Does this rank's copy of tensor t count? Each distinct slice once: one DP
- * replica, and for replicated tensors one TP rank. */
-static int counts(const tt_grid *g, const tt_tensor *t)
-{
-    return g->dp_rank == 0 && (t->split != TT_SPLIT_NONE || g->tp_rank == 0);
 }
 
 /* Compares, for every global tensor, the sharded buffer `which` (0 weights,
@@ -128,6 +197,7 @@ void tt_validate_grads(tt_validator *v, const tt_model *sharded, const tt_corpus
     const tt_run_config *rc = v->rc;
     const int B = rc->batch, T = rc->model.T;
     double ref_loss = 0.0;
+    sync_weights(v, sharded);
     if (v->g->world_rank == 0) {
         int *in = tt_malloc((size_t)B * T * sizeof(int)), *tg = tt_malloc((size_t)B * T * sizeof(int));
         tt_sample_batch(c, step, B, 0, B, T, in, tg);

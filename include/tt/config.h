@@ -38,6 +38,8 @@ typedef struct {
     int validate;             /* --validate: compare with the unsharded reference */
     int show_grid;            /* --show-grid: print every GPU and group */
     size_t dp_bucket;         /* bytes per DP gradient all-reduce bucket */
+    int tp_mlp_gather;        /* --tp-mlp gather (1) or megatron (0) */
+    int report_comm;          /* --report comm: every GPU's traffic table */
     unsigned given;           /* TT_GIVEN_* bits */
 } tt_run_config;
 

@@ -19,7 +19,11 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes);
 long tt_dp_buckets(size_t n_floats, size_t bucket_bytes);
 
 /* 1 when every DP replica holds the same bytes of weights and Adam moments
- * (a CRC of the buffers compared across the group; counted as OTHER). */
+ * (a CRC of the buffers compared across the group; booked as other). The
+ * verdict is the same on every rank. */
 int tt_dp_replicas_identical(const tt_grid *g, const tt_params *p);
+/* 1 when the replicated tensors (LayerNorms, row-parallel biases, positions)
+ * hold the same bytes on every TP rank. */
+int tt_tp_replicated_identical(const tt_grid *g, const tt_params *p);
 
 #endif

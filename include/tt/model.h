@@ -14,6 +14,7 @@
 #define TT_MODEL_H
 
 #include <stdint.h>
+#include "tt/grid.h"
 #include "tt/params.h"
 
 typedef struct {
@@ -29,6 +30,7 @@ typedef struct {
     int tp_rank, tp_size;       /* tensor-parallel coordinate */
     int layer_begin, layer_end; /* blocks [layer_begin, layer_end) */
     int first_stage, last_stage;
+    int mlp_gather;             /* --tp-mlp gather: all-gather fc1's output */
 } tt_shard_spec;
 
 /* Indices into the parameter table of one block's tensors. */
@@ -54,11 +56,13 @@ typedef struct {
     float *ln2_mean, *ln2_rstd; /* N */
     float *fc1;           /* N,Hl  pre-activation */
     float *gelu;          /* N,Hl */
+    float *fc1_full, *gelu_full; /* tp,N,Hl  gathered (--tp-mlp gather only) */
 } tt_block_acts;
 
 typedef struct {
     tt_config cfg;
     tt_shard_spec sh;
+    const tt_grid *grid;   /* TP communication; NULL on one virtual GPU */
     int Vp;                /* vocabulary padded to a multiple of tp_size */
     int Vl, v0;            /* local vocabulary rows [v0, v0+Vl) */
     int NHl, Cl, Hl;       /* local heads, attention width, MLP width */
@@ -81,15 +85,20 @@ typedef struct {
     float *dtmp;           /* B,T,max(C,Hl,Cl) */
     float *dq, *dk, *dv, *datty; /* B,T,Cl */
     float *dfc1;           /* B,T,Hl */
+    float *dfull, *dfull2; /* tp,B,T,Hl  (--tp-mlp gather only) */
     float *datt_scratch;   /* T,T */
 } tt_model;
 
 /* Builds the parameter table for (cfg, sh), allocates it and activations for
  * micro-batches of up to Bmax sequences (Bmax = 0: parameters only), and
- * initialises the weights with the layout-independent scheme. */
+ * initialises the weights with the layout-independent scheme. With
+ * sh->tp_size > 1, set m->grid before the first forward. */
 void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh,
                    int Bmax, uint64_t seed);
 void tt_model_free(tt_model *m);
+/* The parameter table of shard sh, built but not allocated (no buffers): what
+ * another rank holds, for gathering and file offsets. */
+void tt_model_shard_table(tt_params *P, const tt_config *cfg, const tt_shard_spec *sh);
 /* The shard spec of the whole model on one virtual GPU. */
 tt_shard_spec tt_shard_whole(const tt_config *cfg);
 

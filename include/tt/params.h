@@ -70,4 +70,11 @@ double tt_hash_uniform(uint64_t seed, uint64_t stream, uint64_t index);
 
 void tt_params_zero_grads(tt_params *p);
 
+/* Copies the real elements of shard t between its local buffer `shard`
+ * (lshape, row-major) and the whole global tensor `whole` (gshape): into the
+ * whole tensor when to_whole, else out of it (padding rows left alone). */
+void tt_slice_copy(const tt_tensor *t, float *shard, float *whole, int to_whole);
+/* Number of real elements of the shard (padding rows excluded). */
+size_t tt_tensor_real_numel(const tt_tensor *t);
+
 #endif

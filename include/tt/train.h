@@ -25,7 +25,8 @@ tt_step_stats tt_train_step(tt_model *m, const tt_run_config *rc, const tt_corpu
  * over the DP replicas (g may be NULL). */
 double tt_eval_loss(tt_model *m, const tt_run_config *rc, const tt_corpus *c, const tt_grid *g);
 /* Greedy continuation of prompt, len bytes, into out (NUL-terminated, at least
- * len+1 bytes); the context is the last T bytes. */
+ * strlen(prompt)+len+2 bytes); the context is the last T bytes. Collective
+ * over the model's TP group. */
 void tt_generate(tt_model *m, const char *prompt, int len, char *out);
 
 /* The whole program on this rank's virtual GPU of grid g: returns the exit

@@ -3,10 +3,13 @@
  *
  * Rank 0 also trains the unsharded reference (one virtual GPU, the whole
  * model, the whole global batch in one micro-batch, the same hyper-parameters).
- * Each step it broadcasts the reference gradients; every rank compares its own
- * slices, and the errors are summed (as squares) over the distinct slices to
- * give each global tensor's relative L2 error. After the last step the weights
- * and Adam moments are compared the same way.
+ * Each step starts the reference from the sharded run's weights (gathered to
+ * rank 0), so what is compared is one step of each from the same point and
+ * the errors cannot grow with the length of the run; the reference keeps its
+ * own Adam moments. Each step rank 0 broadcasts the reference gradients; every
+ * rank compares its own slices, and the errors are summed (as squares) over the
+ * distinct slices to give each global tensor's relative L2 error. After the last
+ * step the weights and Adam moments are compared the same way.
  *
  * Tolerances (relative L2 error of a whole tensor; the reason for each is in
  * doc/validation.md): the sharded run adds the same float32 numbers in a
@@ -29,6 +32,11 @@
 typedef struct {
     const tt_grid *g;
     const tt_run_config *rc;
+    tt_params *tables;   /* rank 0: every rank's shard table (not allocated) */
+    int *counts, *displs;/* rank 0: floats each rank sends when weights are gathered */
+    float *gathered;     /* rank 0: receive buffer */
+    float *pack;         /* this rank's counted weight slices, packed */
+    int npack;
     tt_model ref;        /* the unsharded model: rank 0 trains it; the other
                             ranks hold only its parameters, to receive the
                             broadcasts */
@@ -42,9 +50,10 @@ typedef struct {
     char first_bad[96];  /* first tensor (or "loss") beyond tolerance */
 } tt_validator;
 
-/* Collective. Builds the reference with the run's seed (rank 0). */
+/* Collective. Builds the reference with the run's seed (rank 0). specs holds
+ * the shard spec of every world rank (rank 0 uses them to place the slices). */
 void tt_validate_init(tt_validator *v, const tt_grid *g, const tt_run_config *rc,
-                      const tt_model *sharded);
+                      const tt_model *sharded, const tt_shard_spec *specs);
 void tt_validate_free(tt_validator *v);
 /* Collective, after the sharded gradients are complete (and DP-summed), before
  * the update: runs the reference forward/backward on the global batch of

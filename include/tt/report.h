@@ -1,0 +1,26 @@
+/* tt/report.h - what every virtual GPU did: its communication, measured by
+ * the counters of tt/comm.h, next to the closed-form expectation for the
+ * configuration (formulas in doc/communication.md). */
+#ifndef TT_REPORT_H
+#define TT_REPORT_H
+
+#include <stdio.h>
+#include "tt/comm.h"
+#include "tt/config.h"
+#include "tt/grid.h"
+#include "tt/model.h"
+
+/* Adds b - a to acc: the traffic of one interval (e.g. one training step). */
+void tt_comm_accumulate(tt_comm_stats *acc, const tt_comm_stats *a, const tt_comm_stats *b);
+
+/* Expected TP, PP and DP traffic of this GPU for `steps` training steps. */
+void tt_comm_expected(tt_comm_stats *exp, const tt_run_config *rc, const tt_grid *g,
+                      const tt_model *m, long steps);
+
+/* Prints the measured and expected table of rank 0 (of every GPU with
+ * all_gpus), and returns 1 when every GPU's TP/PP/DP counts equal their
+ * formulas. Collective. */
+int tt_report_comm(FILE *out, const tt_run_config *rc, const tt_grid *g, const tt_model *m,
+                   const tt_comm_stats *measured, long steps, int all_gpus);
+
+#endif

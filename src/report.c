@@ -1,0 +1,125 @@
+/* report.c - per-GPU communication: measured next to expected. */
+#include "tt/report.h"
+#include "tt/data_parallel.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void tt_comm_accumulate(tt_comm_stats *acc, const tt_comm_stats *a, const tt_comm_stats *b)
+{
+    for (int gr = 0; gr < TT_NGROUPS; gr++)
+        for (int op = 0; op < TT_NOPS; op++) {
+            acc->c[gr][op].calls += b->c[gr][op].calls - a->c[gr][op].calls;
+            acc->c[gr][op].bytes += b->c[gr][op].bytes - a->c[gr][op].bytes;
+            acc->c[gr][op].seconds += b->c[gr][op].seconds - a->c[gr][op].seconds;
+        }
+}
+
+void tt_comm_expected(tt_comm_stats *exp, const tt_run_config *rc, const tt_grid *g,
+                      const tt_model *m, long steps)
+{
+    memset(exp, 0, sizeof *exp);
+    const long long M = rc->micro_batches;
+    const long long n = (long long)(rc->batch / g->dp) * rc->model.T; /* tokens per step */
+    const long long C = rc->model.C, L = m->sh.layer_end - m->sh.layer_begin;
+    if (g->tp > 1) {
+        /* Per micro-batch: each block all-reduces its row-parallel outputs
+         * (proj, fc2) forward and its column-parallel input gradients (q/k/v,
+         * fc1) backward: 4 x tokens x C floats. The vocabulary-parallel
+         * embedding sums its rows forward (tokens x C); lm_head's copy sums
+         * the gradient of its input backward (tokens x C); the parallel
+         * cross-entropy all-reduces the max, the target logit and the sum of
+         * exponentials (3 x tokens). */
+        long long calls = 4 * L, floats = 4 * L * n * C;
+        if (m->sh.first_stage)
+            calls += 1, floats += n * C;
+        if (m->sh.last_stage)
+            calls += 1 + 3, floats += n * C + 3 * n;
+        exp->c[TT_GROUP_TP][TT_OP_ALLREDUCE].calls = steps * M * calls;
+        exp->c[TT_GROUP_TP][TT_OP_ALLREDUCE].bytes = steps * 4 * floats;
+        if (rc->tp_mlp_gather) {
+            /* fc1's output gathered forward (tokens x 4C floats out) and its
+             * gradient reduce-scattered backward (tokens x 4C floats in). */
+            exp->c[TT_GROUP_TP][TT_OP_ALLGATHER].calls = steps * M * L;
+            exp->c[TT_GROUP_TP][TT_OP_ALLGATHER].bytes = steps * 4 * L * n * 4 * C;
+            exp->c[TT_GROUP_TP][TT_OP_REDUCE_SCATTER].calls = steps * M * L;
+            exp->c[TT_GROUP_TP][TT_OP_REDUCE_SCATTER].bytes = steps * 4 * L * n * 4 * C;
+        }
+    }
+    if (g->dp > 1) {
+        /* The whole gradient buffer once per step, in buckets. */
+        exp->c[TT_GROUP_DP][TT_OP_ALLREDUCE].calls = steps * tt_dp_buckets(m->P.total, rc->dp_bucket);
+        exp->c[TT_GROUP_DP][TT_OP_ALLREDUCE].bytes = steps * 4 * (long long)m->P.total;
+    }
+}
+
+static int matches(const tt_comm_stats *a, const tt_comm_stats *b)
+{
+    for (int gr = 0; gr < TT_GROUP_OTHER; gr++)
+        for (int op = 0; op < TT_NOPS; op++)
+            if (a->c[gr][op].calls != b->c[gr][op].calls ||
+                a->c[gr][op].bytes != b->c[gr][op].bytes)
+                return 0;
+    return 1;
+}
+
+static void print_one(FILE *out, const tt_grid *g, int rank, const tt_comm_stats *ms,
+                      const tt_comm_stats *ex)
+{
+    char name[48];
+    fprintf(out, "  %s\n", tt_gpu_name(g, rank, name, sizeof name));
+    fprintf(out, "    %-5s %-15s %9s %9s %14s %14s %9s\n", "group", "operation", "calls",
+            "expected", "bytes", "expected", "seconds");
+    for (int gr = 0; gr < TT_GROUP_OTHER; gr++)
+        for (int op = 0; op < TT_NOPS; op++) {
+            const tt_comm_count *c = &ms->c[gr][op], *e = &ex->c[gr][op];
+            if (!c->calls && !e->calls)
+                continue;
+            fprintf(out, "    %-5s %-15s %9ld %9ld %14lld %14lld %9.3f%s\n", tt_group_names[gr],
+                    tt_op_names[op], c->calls, e->calls, c->bytes, e->bytes, c->seconds,
+                    c->calls == e->calls && c->bytes == e->bytes ? "" : "  <- differs");
+        }
+    long calls = 0;
+    long long bytes = 0;
+    for (int op = 0; op < TT_NOPS; op++) {
+        calls += ms->c[TT_GROUP_OTHER][op].calls;
+        bytes += ms->c[TT_GROUP_OTHER][op].bytes;
+    }
+    fprintf(out, "    other (loss, clipping norm, oracle): %ld calls, %lld bytes\n", calls, bytes);
+}
+
+int tt_report_comm(FILE *out, const tt_run_config *rc, const tt_grid *g, const tt_model *m,
+                   const tt_comm_stats *measured, long steps, int all_gpus)
+{
+    tt_comm_stats exp;
+    tt_comm_expected(&exp, rc, g, m, steps);
+    int ok = matches(measured, &exp);
+    /* Rank 0 prints every GPU's table: gather them (booked as other). */
+    const int W = g->world_size, sz = (int)sizeof(tt_comm_stats);
+    tt_comm_stats *all = NULL, *alle = NULL;
+    int *cnt = NULL, *disp = NULL;
+    if (g->world_rank == 0) {
+        all = tt_malloc((size_t)W * sizeof *all);
+        alle = tt_malloc((size_t)W * sizeof *alle);
+        cnt = tt_malloc((size_t)W * sizeof(int));
+        disp = tt_malloc((size_t)W * sizeof(int));
+        for (int r = 0; r < W; r++)
+            cnt[r] = sz, disp[r] = r * sz;
+    }
+    tt_gatherv(g, TT_GROUP_OTHER, measured, sz, all, cnt, disp, MPI_BYTE, 0);
+    tt_gatherv(g, TT_GROUP_OTHER, &exp, sz, alle, cnt, disp, MPI_BYTE, 0);
+    tt_allreduce(g, TT_GROUP_OTHER, &ok, 1, MPI_INT, MPI_MIN);
+    if (g->world_rank == 0 && out) {
+        fprintf(out, "\ncommunication over %ld training step%s, measured and expected "
+                     "(doc/communication.md)%s\n", steps, steps == 1 ? "" : "s",
+                all_gpus ? "" : "; --report comm shows every GPU");
+        for (int r = 0; r < (all_gpus ? W : 1); r++)
+            print_one(out, g, r, &all[r], &alle[r]);
+        fprintf(out, "every GPU's TP/PP/DP traffic equals its formula: %s\n", ok ? "yes" : "NO");
+    }
+    free(all);
+    free(alle);
+    free(cnt);
+    free(disp);
+    return ok;
+}
