@@ -15,7 +15,11 @@
 
 tt_shard_spec tt_shard_whole(const tt_config *cfg)
 {
-    tt_shard_spec s = {0, 1, 0, cfg->L, 1, 1, 0};
+    tt_shard_spec s;
+    memset(&s, 0, sizeof s);
+    s.tp_size = 1;
+    s.layer_end = cfg->L;
+    s.first_stage = s.last_stage = 1;
     return s;
 }
 
@@ -75,10 +79,23 @@ static void build_table(tt_model *m, const tt_config *cfg, const tt_shard_spec *
         m->tok_emb = add(m, "tok_emb.weight", -1, NULL, 2, cfg->V, C, TT_SPLIT_ROWS, m->v0, m->Vl);
         m->pos_emb = add(m, "pos_emb.weight", -1, NULL, 2, T, C, TT_SPLIT_NONE, 0, 0);
     }
-    int nl = sh->layer_end - sh->layer_begin;
+    /* The chunks' blocks, in global layer order. */
+    m->nchunks = sh->nchunks > 1 ? sh->nchunks : 1;
+    int nl = 0;
+    for (int j = 0; j < m->nchunks; j++) {
+        int b = sh->nchunks > 1 ? sh->chunk_begin[j] : sh->layer_begin;
+        int e = sh->nchunks > 1 ? sh->chunk_end[j] : sh->layer_end;
+        m->chunk_first[j] = nl;
+        m->chunk_len[j] = e - b;
+        nl += e - b;
+    }
+    m->nl = nl;
     m->blk = tt_calloc((size_t)(nl > 0 ? nl : 1), sizeof *m->blk);
-    for (int l = 0; l < nl; l++)
-        add_block(m, sh->layer_begin + l, &m->blk[l]);
+    for (int j = 0; j < m->nchunks; j++) {
+        int b = sh->nchunks > 1 ? sh->chunk_begin[j] : sh->layer_begin;
+        for (int l = 0; l < m->chunk_len[j]; l++)
+            add_block(m, b + l, &m->blk[m->chunk_first[j] + l]);
+    }
     if (sh->last_stage) {
         m->ln_f_w = add(m, "ln_f.weight", -1, NULL, 1, C, 1, TT_SPLIT_NONE, 0, 0);
         m->ln_f_b = add(m, "ln_f.bias", -1, NULL, 1, C, 1, TT_SPLIT_NONE, 0, 0);
@@ -98,52 +115,15 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
                    uint64_t seed)
 {
     build_table(m, cfg, sh);
-    const int C = cfg->C, T = cfg->T;
-    const int nl = sh->layer_end - sh->layer_begin;
     tt_params_alloc(&m->P);
     tt_params_init(&m->P, seed, cfg->L);
-
-    /* Activations for micro-batches of up to Bmax sequences (none when Bmax
-     * is 0: a table of parameters only). */
+    /* Activations come per slot (tt_slot_acquire); the gradient scratch is
+     * shared by all slots, sized for Bmax sequences. */
+    m->Bmax = Bmax;
     if (Bmax == 0)
         return;
-    const size_t N = (size_t)Bmax * T;
-    const int Cl = m->Cl, Hl = m->Hl;
-    m->Bmax = Bmax;
-    m->idx = tt_calloc(N, sizeof(int));
-    m->targets = tt_calloc(N, sizeof(int));
-    m->acts = tt_calloc((size_t)(nl > 0 ? nl : 1), sizeof *m->acts);
-    for (int l = 0; l < nl; l++) {
-        tt_block_acts *a = &m->acts[l];
-        a->x_in = fbuf(N * C);
-        a->ln1 = fbuf(N * C);
-        a->ln1_mean = fbuf(N);
-        a->ln1_rstd = fbuf(N);
-        a->q = fbuf(N * Cl);
-        a->k = fbuf(N * Cl);
-        a->v = fbuf(N * Cl);
-        a->att = fbuf((size_t)Bmax * m->NHl * T * T);
-        a->atty = fbuf(N * Cl);
-        a->x_mid = fbuf(N * C);
-        a->ln2 = fbuf(N * C);
-        a->ln2_mean = fbuf(N);
-        a->ln2_rstd = fbuf(N);
-        a->fc1 = fbuf(N * Hl);
-        a->gelu = fbuf(N * Hl);
-        if (sh->mlp_gather && sh->tp_size > 1) {
-            a->fc1_full = fbuf((size_t)sh->tp_size * N * Hl);
-            a->gelu_full = fbuf((size_t)sh->tp_size * N * Hl);
-        }
-    }
-    m->x_out = fbuf(N * C);
-    if (sh->last_stage) {
-        m->lnf = fbuf(N * C);
-        m->lnf_mean = fbuf(N);
-        m->lnf_rstd = fbuf(N);
-        m->logits = fbuf(N * m->Vl);
-        m->probs = fbuf(N * m->Vl);
-        m->losses = fbuf(N);
-    }
+    const size_t N = (size_t)Bmax * cfg->T;
+    const int C = cfg->C, Cl = m->Cl, Hl = m->Hl;
     size_t wide = (size_t)(C > Hl ? C : Hl);
     if ((size_t)m->Vl > wide)
         wide = (size_t)m->Vl;
@@ -159,28 +139,123 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
         m->dfull = fbuf((size_t)sh->tp_size * N * Hl);
         m->dfull2 = fbuf((size_t)sh->tp_size * N * Hl);
     }
-    m->datt_scratch = fbuf((size_t)T * T);
+    m->datt_scratch = fbuf((size_t)cfg->T * cfg->T);
 }
 
-void tt_model_free(tt_model *m)
+/* Does local chunk j start with the embeddings / end with the loss? */
+static int has_embedding(const tt_model *m, int j) { return m->sh.first_stage && j == 0; }
+static int has_head(const tt_model *m, int j) { return m->sh.last_stage && j == m->nchunks - 1; }
+
+/* Allocates one slot for local chunk j, sized for Bmax sequences. */
+static tt_slot *slot_new(tt_model *m, int j)
 {
-    int nl = m->sh.layer_end - m->sh.layer_begin;
-    for (int l = 0; m->acts && l < nl; l++) {
-        tt_block_acts *a = &m->acts[l];
+    const size_t N = (size_t)m->Bmax * m->cfg.T;
+    const int C = m->cfg.C, T = m->cfg.T, Cl = m->Cl, Hl = m->Hl, nb = m->chunk_len[j];
+    const size_t full = (size_t)m->sh.tp_size * N * Hl;
+    const int gather = m->sh.mlp_gather && m->sh.tp_size > 1;
+    tt_slot *s = tt_calloc(1, sizeof *s);
+    s->chunk = j;
+    s->acts = tt_calloc((size_t)(nb > 0 ? nb : 1), sizeof *s->acts);
+    size_t floats = 0;
+#define SLOT_BUF(ptr, n) (floats += (n), (ptr) = fbuf(n))
+    for (int l = 0; l < nb; l++) {
+        tt_block_acts *a = &s->acts[l];
+        SLOT_BUF(a->x_in, N * C);
+        SLOT_BUF(a->ln1, N * C);
+        SLOT_BUF(a->ln1_mean, N);
+        SLOT_BUF(a->ln1_rstd, N);
+        SLOT_BUF(a->q, N * Cl);
+        SLOT_BUF(a->k, N * Cl);
+        SLOT_BUF(a->v, N * Cl);
+        SLOT_BUF(a->att, (size_t)m->Bmax * m->NHl * T * T);
+        SLOT_BUF(a->atty, N * Cl);
+        SLOT_BUF(a->x_mid, N * C);
+        SLOT_BUF(a->ln2, N * C);
+        SLOT_BUF(a->ln2_mean, N);
+        SLOT_BUF(a->ln2_rstd, N);
+        SLOT_BUF(a->fc1, N * Hl);
+        SLOT_BUF(a->gelu, N * Hl);
+        if (gather) {
+            SLOT_BUF(a->fc1_full, full);
+            SLOT_BUF(a->gelu_full, full);
+        }
+    }
+    SLOT_BUF(s->x_out, N * C);
+    if (has_head(m, j)) {
+        SLOT_BUF(s->lnf, N * C);
+        SLOT_BUF(s->lnf_mean, N);
+        SLOT_BUF(s->lnf_rstd, N);
+        SLOT_BUF(s->logits, N * m->Vl);
+        SLOT_BUF(s->probs, N * m->Vl);
+        SLOT_BUF(s->losses, N);
+    }
+#undef SLOT_BUF
+    s->idx = tt_calloc(N, sizeof(int));
+    s->targets = tt_calloc(N, sizeof(int));
+    s->bytes = floats * sizeof(float) + 2 * N * sizeof(int);
+    return s;
+}
+
+static void slot_free(tt_model *m, tt_slot *s)
+{
+    for (int l = 0; l < m->chunk_len[s->chunk]; l++) {
+        tt_block_acts *a = &s->acts[l];
         float *bufs[] = {a->x_in, a->ln1, a->ln1_mean, a->ln1_rstd, a->q, a->k, a->v, a->att,
                          a->atty, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->fc1, a->gelu,
                          a->fc1_full, a->gelu_full};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             free(bufs[i]);
     }
-    float *bufs[] = {m->x_out, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits, m->probs,
-                     m->losses, m->dres, m->dln, m->dtmp, m->dq, m->dk, m->dv, m->datty, m->dfc1, m->dfull, m->dfull2,
-                     m->datt_scratch};
+    float *bufs[] = {s->x_out, s->lnf, s->lnf_mean, s->lnf_rstd, s->logits, s->probs, s->losses};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
-    free(m->acts);
-    free(m->idx);
-    free(m->targets);
+    free(s->acts);
+    free(s->idx);
+    free(s->targets);
+    free(s);
+}
+
+tt_slot *tt_slot_acquire(tt_model *m, int j, int B)
+{
+    tt_slot *s = NULL;
+    for (int i = 0; i < m->nslots && !s; i++)
+        if (!m->slots[i]->in_use && m->slots[i]->chunk == j)
+            s = m->slots[i];
+    if (!s) {
+        if (m->nslots == m->slots_cap) {
+            m->slots_cap = m->slots_cap ? 2 * m->slots_cap : 8;
+            tt_slot **n = tt_malloc((size_t)m->slots_cap * sizeof *n);
+            if (m->nslots)
+                memcpy(n, m->slots, (size_t)m->nslots * sizeof *n);
+            free(m->slots);
+            m->slots = n;
+        }
+        s = m->slots[m->nslots++] = slot_new(m, j);
+    }
+    s->in_use = 1;
+    s->B = B;
+    if (++m->slots_in_use > m->slots_peak)
+        m->slots_peak = m->slots_in_use;
+    return s;
+}
+
+void tt_slot_release(tt_model *m, tt_slot *s)
+{
+    if (s && s->in_use) {
+        s->in_use = 0;
+        m->slots_in_use--;
+    }
+}
+
+void tt_model_free(tt_model *m)
+{
+    for (int i = 0; i < m->nslots; i++)
+        slot_free(m, m->slots[i]);
+    free(m->slots);
+    float *bufs[] = {m->dres, m->dln, m->dtmp, m->dq, m->dk, m->dv, m->datty, m->dfc1, m->dfull,
+                     m->dfull2, m->datt_scratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
     free(m->blk);
     tt_params_free(&m->P);
     memset(m, 0, sizeof *m);
@@ -194,12 +269,12 @@ void tt_model_free(tt_model *m)
  * fc2 row-parallel; the copy operators in front of the column-parallel layers
  * are identities forward, the reduce after each row-parallel layer is one
  * all-reduce: two per block. */
-static void block_forward(tt_model *m, int l, float *x_out /* N,C */)
+static void block_forward(tt_model *m, tt_slot *s, int i, float *x_out /* N,C */)
 {
-    const tt_block_idx *b = &m->blk[l];
-    tt_block_acts *a = &m->acts[l];
+    const tt_block_idx *b = &m->blk[m->chunk_first[s->chunk] + i];
+    tt_block_acts *a = &s->acts[i];
     const tt_grid *g = m->grid;
-    const int B = m->B, T = m->cfg.T, C = m->cfg.C, N = B * T;
+    const int B = s->B, T = m->cfg.T, C = m->cfg.C, N = B * T;
     const int Cl = m->Cl, Hl = m->Hl, hs = C / m->cfg.NH;
     float *tmp = m->dtmp; /* N,C scratch: the forward borrows a gradient buffer */
 
@@ -231,12 +306,12 @@ static void block_forward(tt_model *m, int l, float *x_out /* N,C */)
  * is d loss / d block input (the residual path carries it through). The
  * all-reduces are the copy operators' backward, one per column-parallel
  * group (q, k, v together; fc1): two per block. */
-static void block_backward(tt_model *m, int l)
+static void block_backward(tt_model *m, tt_slot *s, int i)
 {
-    const tt_block_idx *b = &m->blk[l];
-    tt_block_acts *a = &m->acts[l];
+    const tt_block_idx *b = &m->blk[m->chunk_first[s->chunk] + i];
+    tt_block_acts *a = &s->acts[i];
     const tt_grid *g = m->grid;
-    const int B = m->B, T = m->cfg.T, C = m->cfg.C, N = B * T;
+    const int B = s->B, T = m->cfg.T, C = m->cfg.C, N = B * T;
     const int Cl = m->Cl, Hl = m->Hl, hs = C / m->cfg.NH;
     float *dres = m->dres, *dtmp = m->dtmp;
 
@@ -287,65 +362,79 @@ static void block_backward(tt_model *m, int l)
                        a->ln1_mean, a->ln1_rstd, N, C);
 }
 
-double tt_model_forward(tt_model *m, const int *idx, const int *targets, int B)
+double tt_chunk_forward(tt_model *m, tt_slot *s, const int *idx, const int *targets)
 {
-    const int T = m->cfg.T, C = m->cfg.C, N = B * T;
-    const int nl = m->sh.layer_end - m->sh.layer_begin;
-    m->B = B;
-    memcpy(m->idx, idx, (size_t)N * sizeof(int));
-    if (targets)
-        memcpy(m->targets, targets, (size_t)N * sizeof(int));
-
-    float *x = nl > 0 ? m->acts[0].x_in : m->x_out;
-    if (m->sh.first_stage) {
-        vocab_embedding_forward(m->grid, x, m->idx, W(m->tok_emb), N, C, m->v0, m->Vl);
+    const int B = s->B, T = m->cfg.T, C = m->cfg.C, N = B * T, j = s->chunk;
+    const int nb = m->chunk_len[j];
+    float *x = nb > 0 ? s->acts[0].x_in : s->x_out;
+    if (has_embedding(m, j)) {
+        memcpy(s->idx, idx, (size_t)N * sizeof(int));
+        vocab_embedding_forward(m->grid, x, s->idx, W(m->tok_emb), N, C, m->v0, m->Vl);
         posemb_forward(x, W(m->pos_emb), B, T, C); /* replicated: after the sum */
     }
-    for (int l = 0; l < nl; l++)
-        block_forward(m, l, l + 1 < nl ? m->acts[l + 1].x_in : m->x_out);
+    for (int i = 0; i < nb; i++)
+        block_forward(m, s, i, i + 1 < nb ? s->acts[i + 1].x_in : s->x_out);
 
-    if (!m->sh.last_stage)
+    if (!has_head(m, j))
         return 0.0;
-    layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, m->x_out, W(m->ln_f_w), W(m->ln_f_b),
+    layernorm_forward(s->lnf, s->lnf_mean, s->lnf_rstd, s->x_out, W(m->ln_f_w), W(m->ln_f_b),
                       N, C);
-    column_linear_forward(m->logits, m->lnf, W(m->lm_head), NULL, N, C, m->Vl);
+    column_linear_forward(s->logits, s->lnf, W(m->lm_head), NULL, N, C, m->Vl);
     if (!targets)
         return 0.0;
+    memcpy(s->targets, targets, (size_t)N * sizeof(int));
     if (m->sh.tp_size > 1)
-        vocab_crossentropy_forward(m->grid, m->losses, m->probs, m->logits, m->targets, N, m->Vl,
+        vocab_crossentropy_forward(m->grid, s->losses, s->probs, s->logits, s->targets, N, m->Vl,
                                    m->v0, m->cfg.V);
     else
-        crossentropy_forward(m->losses, m->probs, m->logits, m->targets, N, m->Vl, m->cfg.V);
+        crossentropy_forward(s->losses, s->probs, s->logits, s->targets, N, m->Vl, m->cfg.V);
     double sum = 0.0;
     for (int n = 0; n < N; n++)
-        sum += m->losses[n];
+        sum += s->losses[n];
     return sum / N;
+}
+
+void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss)
+{
+    const int B = s->B, T = m->cfg.T, C = m->cfg.C, N = B * T, j = s->chunk;
+    if (has_head(m, j)) {
+        float *dlogits = m->dtmp; /* N,Vl */
+        memset(dlogits, 0, (size_t)N * m->Vl * sizeof(float));
+        if (m->sh.tp_size > 1)
+            vocab_crossentropy_backward(dlogits, s->probs, s->targets, dloss, N, m->Vl, m->v0,
+                                        m->cfg.V);
+        else
+            crossentropy_backward(dlogits, s->probs, s->targets, dloss, N, m->Vl, m->cfg.V);
+        column_linear_backward(m->grid, m->dln, G(m->lm_head), NULL, dlogits, s->lnf,
+                               W(m->lm_head), N, C, m->Vl);
+        memset(m->dres, 0, (size_t)N * C * sizeof(float));
+        layernorm_backward(m->dres, G(m->ln_f_w), G(m->ln_f_b), m->dln, s->x_out, W(m->ln_f_w),
+                           s->lnf_mean, s->lnf_rstd, N, C);
+    } else {
+        memcpy(m->dres, dout, (size_t)N * C * sizeof(float));
+    }
+    for (int i = m->chunk_len[j] - 1; i >= 0; i--)
+        block_backward(m, s, i);
+    if (has_embedding(m, j)) {
+        posemb_backward(G(m->pos_emb), m->dres, B, T, C);
+        embedding_backward(G(m->tok_emb), m->dres, s->idx, N, C, m->v0, m->Vl);
+    }
+}
+
+double tt_model_forward(tt_model *m, const int *idx, const int *targets, int B)
+{
+    /* One slot, reused: the whole model is local chunk 0. */
+    if (!m->cur)
+        m->cur = tt_slot_acquire(m, 0, B);
+    m->cur->B = B;
+    double loss = tt_chunk_forward(m, m->cur, idx, targets);
+    m->logits = m->cur->logits;
+    return loss;
 }
 
 void tt_model_backward(tt_model *m, float dloss)
 {
-    const int B = m->B, T = m->cfg.T, C = m->cfg.C, N = B * T;
-    const int nl = m->sh.layer_end - m->sh.layer_begin;
-    memset(m->dres, 0, (size_t)N * C * sizeof(float));
-    if (m->sh.last_stage) {
-        float *dlogits = m->dtmp; /* N,Vl */
-        memset(dlogits, 0, (size_t)N * m->Vl * sizeof(float));
-        if (m->sh.tp_size > 1)
-            vocab_crossentropy_backward(dlogits, m->probs, m->targets, dloss, N, m->Vl, m->v0,
-                                        m->cfg.V);
-        else
-            crossentropy_backward(dlogits, m->probs, m->targets, dloss, N, m->Vl, m->cfg.V);
-        column_linear_backward(m->grid, m->dln, G(m->lm_head), NULL, dlogits, m->lnf,
-                               W(m->lm_head), N, C, m->Vl);
-        layernorm_backward(m->dres, G(m->ln_f_w), G(m->ln_f_b), m->dln, m->x_out, W(m->ln_f_w),
-                           m->lnf_mean, m->lnf_rstd, N, C);
-    }
-    for (int l = nl - 1; l >= 0; l--)
-        block_backward(m, l);
-    if (m->sh.first_stage) {
-        posemb_backward(G(m->pos_emb), m->dres, B, T, C);
-        embedding_backward(G(m->tok_emb), m->dres, m->idx, N, C, m->v0, m->Vl);
-    }
+    tt_chunk_backward(m, m->cur, NULL, dloss);
 }
 
 double tt_model_flops(const tt_config *cfg, int B)

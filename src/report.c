@@ -21,7 +21,7 @@ void tt_comm_expected(tt_comm_stats *exp, const tt_run_config *rc, const tt_grid
     memset(exp, 0, sizeof *exp);
     const long long M = rc->micro_batches;
     const long long n = (long long)(rc->batch / g->dp) * rc->model.T; /* tokens per step */
-    const long long C = rc->model.C, L = m->sh.layer_end - m->sh.layer_begin;
+    const long long C = rc->model.C, L = m->nl;
     if (g->tp > 1) {
         /* Per micro-batch: each block all-reduces its row-parallel outputs
          * (proj, fc2) forward and its column-parallel input gradients (q/k/v,

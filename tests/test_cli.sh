@@ -26,10 +26,10 @@ expect_error "micro-batches" 2 "--micro-batches 3 must divide batch/dp = 2/1 = 2
 
 # Layouts that cannot work: refused before any work, with the layouts that would.
 expect_error "tp x pp x dp != world" 2 "tp 1 x pp 1 x dp 3 = 3, but 2 rank(s) were started. Layouts that work on 2 rank(s): --tp 1 --pp 1 --dp 2" 2 $small --dp 3
-expect_error "a size of 0" 2 "every size must be at least 1 (got tp 1 pp 1 dp 0). Layouts that work on 4 rank(s): --tp 1 --pp 1 --dp 4" 4 $small --batch 4 --dp 0
+expect_error "a size of 0" 2 "every size must be at least 1 (got tp 1 pp 1 dp 0). Layouts that work on 4 rank(s): --tp 2 --pp 1 --dp 2; --tp 1 --pp 1 --dp 4" 4 $small --batch 4 --dp 0
 expect_error "batch not divisible by dp" 2 "dp 3 must divide --batch 2" 3 $small
-expect_error "micro-batches per replica" 2 "--micro-batches 2 must divide batch/dp = 4/4 = 1" 4 $small --batch 4 --micro-batches 2
-expect_error "tensor parallelism not yet" 2 "tensor parallelism is not in this version" 2 $small --tp 2
+expect_error "micro-batches per replica" 2 "--micro-batches 2 must divide batch/dp = 4/4 = 1" 4 $small --batch 4 --dp 4 --micro-batches 2
+expect_error "pipeline parallelism not yet" 2 "pipeline parallelism is not in this version" 2 $small --pp 2
 expect_error "missing data file" 1 "cannot read data file '$work/nope.txt'" 1 $small --data "$work/nope.txt"
 printf 'short text' > "$work/short.txt"
 expect_error "data shorter than a window" 1 "has 10 bytes; with --seq 16 it needs at least" 1 $small --data "$work/short.txt"
