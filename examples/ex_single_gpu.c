@@ -23,14 +23,22 @@ int main(void)
     tt_model m;
     tt_shard_spec whole = tt_shard_whole(&rc.model);
     tt_model_init(&m, &rc.model, &whole, rc.batch / rc.micro_batches, 7);
+    rc.virtual_stages = 1;
+    tt_pipe pipe; /* one stage: micro-batches one after the other */
+    tt_err err;
+    if (tt_pipe_init(&pipe, &m, &rc, NULL, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return EXIT_FAILURE;
+    }
     double first = 0, last = 0;
     for (long s = 0; s < rc.steps; s++) {
-        tt_step_stats st = tt_train_step(&m, &rc, &corpus, NULL, s, NULL);
+        tt_step_stats st = tt_train_step(&pipe, &corpus, s, NULL);
         if (s == 0)
             first = st.loss;
         last = st.loss;
     }
     printf("one virtual GPU: loss %.3f -> %.3f over %ld steps\n", first, last, rc.steps);
+    tt_pipe_free(&pipe);
     tt_model_free(&m);
     tt_corpus_free(&corpus);
     if (!(last < first - 1.0)) {

@@ -12,7 +12,11 @@
  * every tensor, then optim.v.<name>, contiguously.
  *
  * The file always holds global tensors; loading copies out the slice that a
- * shard owns, so one file resumes on any layout. Everything read from a file
+ * shard owns, so one file resumes on any layout. Two writers produce the same
+ * bytes: tt_checkpoint_save, one process holding the whole model, and
+ * tt_checkpoint_save_sharded, every rank writing its own slices into the one
+ * file with MPI-IO. Both write under NAME.tmp.<pid> and rename onto NAME only
+ * a complete, synced file. Everything read from a file
  * is treated as hostile: sizes are checked against the file before anything
  * is allocated or read, and every failure is a one-line message naming the
  * file. */
@@ -21,6 +25,7 @@
 #include "tt/checkpoint.h"
 
 #include <cjson/cJSON.h>
+#include <mpi.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -33,6 +38,9 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
+
+#include "tt/comm.h"
+#include "tt/model.h"
 
 /* A header bigger than this is not one we wrote: refuse it before allocating. */
 #define CKPT_HEADER_MAX (100ull * 1024 * 1024)
@@ -128,6 +136,22 @@ static size_t stored_numel(const tt_tensor *t)
     return (size_t)t->gshape[0] * (size_t)t->gshape[1];
 }
 
+/* Where every stored array of the global table p lies in the data section:
+ * off[kind * p->n + i] is the byte offset of array `kind` of tensor i (the
+ * weights in table order, then every m, then every v). Returns the size of
+ * the data section. Both writers and the header take their offsets from here,
+ * so they cannot disagree. */
+static uint64_t stored_offsets(const tt_params *p, uint64_t *off)
+{
+    uint64_t at = 0;
+    for (int kind = 0; kind < KIND_COUNT; kind++)
+        for (int i = 0; i < p->n; i++) {
+            off[kind * p->n + i] = at;
+            at += 4 * (uint64_t)stored_numel(&p->t[i]);
+        }
+    return at;
+}
+
 /* CRC-32 of the bytes t's array `kind` occupies in the file. */
 static uint32_t stored_crc(const tt_tensor *t, int kind, unsigned char *scratch)
 {
@@ -155,8 +179,13 @@ static int add_meta(cJSON *meta, const char *key, const char *fmt, ...)
     return cJSON_AddStringToObject(meta, key, value) ? 0 : -1;
 }
 
-/* Builds the JSON header (unpadded); NULL when cJSON runs out of memory. */
-static char *build_header(const tt_params *p, const tt_ckpt_info *info, unsigned char *scratch)
+/* Builds the JSON header (unpadded) of global table p, with crc[kind * p->n
+ * + i] as the checksum of each stored array and off[] from stored_offsets;
+ * NULL when cJSON runs out of memory. A checksum always prints as 8 hex
+ * digits, so the header's length does not depend on the checksums: the
+ * collective writer relies on that to write it before it knows them. */
+static char *build_header(const tt_params *p, const tt_ckpt_info *info, const uint32_t *crc,
+                          const uint64_t *off)
 {
     const tt_run_config *r = &info->run;
     const tt_optim_config *o = &r->optim;
@@ -189,14 +218,14 @@ static char *build_header(const tt_params *p, const tt_ckpt_info *info, unsigned
     bad |= add_meta(meta, "pp", "%d", info->pp);
     bad |= add_meta(meta, "dp", "%d", info->dp);
 
-    uint64_t off = 0;
     for (int kind = 0; kind < KIND_COUNT && !bad; kind++)
         for (int i = 0; i < p->n && !bad; i++) {
             const tt_tensor *t = &p->t[i];
+            const int s = kind * p->n + i;
             char name[CKPT_KEY_MAX], key[CKPT_KEY_MAX + 8];
             stored_name(name, sizeof name, t, kind);
             snprintf(key, sizeof key, "crc32.%s", name);
-            bad |= add_meta(meta, key, "%08" PRIx32, stored_crc(t, kind, scratch));
+            bad |= add_meta(meta, key, "%08" PRIx32, crc[s]);
 
             cJSON *ent = cJSON_AddObjectToObject(root, name);
             cJSON *shape = ent ? cJSON_AddArrayToObject(ent, "shape") : NULL;
@@ -208,14 +237,51 @@ static char *build_header(const tt_params *p, const tt_ckpt_info *info, unsigned
             /* Integers below 2^53 (any real file) print exactly as integers. */
             for (int d = 0; d < t->ndim; d++)
                 bad |= !cJSON_AddItemToArray(shape, cJSON_CreateNumber(t->gshape[d]));
-            uint64_t end = off + 4 * (uint64_t)stored_numel(t);
-            bad |= !cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+            uint64_t end = off[s] + 4 * (uint64_t)stored_numel(t);
+            bad |= !cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off[s]));
             bad |= !cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)end));
-            off = end;
         }
     char *text = bad ? NULL : cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return text;
+}
+
+/* Everything before the data section: the u64 little-endian header length
+ * and the header, padded with spaces so the data starts 8-byte aligned
+ * (safetensors' convention, lets readers map the floats in place). Sets
+ * *size; NULL when cJSON runs out of memory. */
+static unsigned char *framed_header(const tt_params *p, const tt_ckpt_info *info,
+                                    const uint32_t *crc, const uint64_t *off, size_t *size)
+{
+    char *json = build_header(p, info, crc, off);
+    if (!json)
+        return NULL;
+    size_t hlen = strlen(json), pad = (8 - hlen % 8) % 8;
+    uint64_t n = (uint64_t)(hlen + pad);
+    unsigned char *buf = tt_malloc(8 + hlen + pad);
+    for (int b = 0; b < 8; b++)
+        buf[b] = (unsigned char)(n >> (8 * b));
+    memcpy(buf + 8, json, hlen);
+    memset(buf + 8 + hlen, ' ', pad);
+    free(json);
+    *size = 8 + hlen + pad;
+    return buf;
+}
+
+/* The shard's slice lies inside its global tensor and its local shape fits
+ * its split, so copies between the shard and the global layout stay in
+ * bounds whatever the table says. */
+static int shard_is_consistent(const tt_tensor *t)
+{
+    int ok = (t->ndim == 1 || t->ndim == 2) && t->gshape[0] >= 0 && t->gshape[1] >= 0 &&
+             t->lshape[0] >= 0 && t->lshape[1] >= 0 && t->offset >= 0;
+    if (ok && t->split == TT_SPLIT_ROWS)
+        ok = t->lshape[1] == t->gshape[1];
+    else if (ok && t->split == TT_SPLIT_COLS)
+        ok = t->lshape[0] == t->gshape[0] && t->offset <= t->gshape[1] - t->lshape[1];
+    else if (ok)
+        ok = t->lshape[0] == t->gshape[0] && t->lshape[1] == t->gshape[1] && t->offset == 0;
+    return ok;
 }
 
 static int write_all(FILE *f, const void *data, size_t n)
@@ -248,6 +314,15 @@ static void sync_parent_dir(const char *path)
     free(dir);
 }
 
+/* "<path>.tmp.<pid>": the private name a file is written under. */
+static char *temp_name(const char *path, long pid)
+{
+    size_t cap = strlen(path) + 32;
+    char *tmp = tt_malloc(cap);
+    snprintf(tmp, cap, "%s.tmp.%ld", path, pid);
+    return tmp;
+}
+
 int tt_checkpoint_save(const char *path, const tt_params *p, const tt_ckpt_info *info,
                        tt_err *e)
 {
@@ -263,28 +338,30 @@ int tt_checkpoint_save(const char *path, const tt_params *p, const tt_ckpt_info 
                            t->gshape[0], t->gshape[1]);
     }
 
+    /* One process holds everything, so the checksums come straight from
+     * memory and the header is final before the first byte is written. */
+    const size_t nst = (size_t)KIND_COUNT * (size_t)p->n;
+    uint64_t *off = tt_malloc((nst ? nst : 1) * sizeof *off);
+    uint32_t *crc = tt_malloc((nst ? nst : 1) * sizeof *crc);
     unsigned char *scratch = tt_malloc(4 * CKPT_CHUNK);
-    char *header = build_header(p, info, scratch);
+    stored_offsets(p, off);
+    for (int kind = 0; kind < KIND_COUNT; kind++)
+        for (int i = 0; i < p->n; i++)
+            crc[kind * p->n + i] = stored_crc(&p->t[i], kind, scratch);
+    size_t hsize = 0;
+    unsigned char *header = framed_header(p, info, crc, off, &hsize);
+    free(off);
+    free(crc);
     if (!header) {
         free(scratch);
         return tt_fail(e, "cannot write checkpoint '%s': out of memory building the header",
                        path);
     }
-    /* Pad with spaces so the data starts 8-byte aligned (safetensors'
-     * convention, lets readers map the floats in place). */
-    size_t hlen = strlen(header);
-    size_t pad = (8 - hlen % 8) % 8;
-    uint64_t n = (uint64_t)(hlen + pad);
-    unsigned char len_le[8];
-    for (int b = 0; b < 8; b++)
-        len_le[b] = (unsigned char)(n >> (8 * b));
 
     /* Everything goes to a private temporary name; only a complete, synced
      * file is renamed over `path`, so a failure (or a crash) at any point
      * leaves whatever was there before intact. */
-    size_t tmp_cap = strlen(path) + 32;
-    char *tmp = tt_malloc(tmp_cap);
-    snprintf(tmp, tmp_cap, "%s.tmp.%ld", path, (long)getpid());
+    char *tmp = temp_name(path, (long)getpid());
     int err = 0;
     FILE *f = NULL;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -297,9 +374,7 @@ int tt_checkpoint_save(const char *path, const tt_params *p, const tt_ckpt_info 
         free(scratch);
         return tt_fail(e, "cannot write checkpoint '%s': %s", path, strerror(err));
     }
-    int failed = write_all(f, len_le, 8) || write_all(f, header, hlen);
-    for (size_t k = 0; k < pad && !failed; k++)
-        failed = fputc(' ', f) == EOF;
+    int failed = write_all(f, header, hsize);
     for (int kind = 0; kind < KIND_COUNT && !failed; kind++)
         for (int i = 0; i < p->n && !failed; i++) {
             const float *src = kind_data(&p->t[i], kind);
@@ -332,6 +407,416 @@ int tt_checkpoint_save(const char *path, const tt_params *p, const tt_ckpt_info 
     if (failed)
         return tt_fail(e, "cannot write checkpoint '%s': %s", path,
                        err ? strerror(err) : "write error");
+    return 0;
+}
+
+/* ---- collective saving (MPI-IO) ------------------------------------------------
+ *
+ * Every rank writes its own slices straight into one shared file, so no rank
+ * ever holds more than its shards. The bytes are exactly those
+ * tt_checkpoint_save would write for the whole model holding the same values:
+ * same header (built by every rank from the whole-model table), same offsets,
+ * same checksums. The checksums are not known until the data is in the file,
+ * so the header first goes out with zero checksums (the same width), the
+ * ranks then read the stored arrays back round-robin to checksum them, and
+ * rank 0 rewrites the header in place.
+ *
+ * Every failure is agreed on by all ranks before anyone acts on it, so no rank
+ * waits forever in a collective another has skipped, and every rank returns
+ * the same message. */
+
+/* A code beyond MPI's (which are >= 0): a transfer that made no progress
+ * although MPI reported success, with the errno left behind (0 if none). Open
+ * MPI 4.1's OMPIO does this when pwrite() fails, e.g. with EFBIG or ENOSPC:
+ * it prints the reason, returns MPI_SUCCESS and a count of 0 bytes. */
+#define CKPT_NO_PROGRESS(err) (-1 - (err))
+
+/* Why an MPI-IO call failed, as one line. Error classes with a POSIX
+ * counterpart are worded with its strerror() text, as the serial writer words
+ * them ("No such file or directory"); the others by MPI_Error_string, with
+ * line breaks and trailing noise removed. */
+static void mpi_reason(int code, char *out, size_t cap)
+{
+    if (code < 0) {
+        int sys = -1 - code;
+        snprintf(out, cap, "%s", sys ? strerror(sys) : "a read or write made no progress");
+        return;
+    }
+    int cls = MPI_ERR_OTHER;
+    MPI_Error_class(code, &cls);
+    int posix = cls == MPI_ERR_NO_SUCH_FILE ? ENOENT
+              : cls == MPI_ERR_ACCESS       ? EACCES
+              : cls == MPI_ERR_NO_SPACE     ? ENOSPC
+              : cls == MPI_ERR_QUOTA        ? EDQUOT
+              : cls == MPI_ERR_READ_ONLY    ? EROFS
+              : cls == MPI_ERR_FILE_EXISTS  ? EEXIST
+                                            : 0;
+    if (posix) {
+        snprintf(out, cap, "%s", strerror(posix));
+        return;
+    }
+    char s[MPI_MAX_ERROR_STRING + 1];
+    int len = 0;
+    if (MPI_Error_string(code, s, &len) != MPI_SUCCESS || len <= 0) {
+        snprintf(out, cap, "MPI-IO error %d", code);
+        return;
+    }
+    s[len < MPI_MAX_ERROR_STRING ? len : MPI_MAX_ERROR_STRING] = '\0';
+    for (char *q = s; *q; q++)
+        if ((unsigned char)*q < 0x20)
+            *q = ' ';
+    size_t n = strlen(s);
+    while (n > 0 && strchr(" .", s[n - 1]))
+        s[--n] = '\0';
+    snprintf(out, cap, "%s", s);
+}
+
+static int io_fail(tt_err *e, const char *path, int code)
+{
+    char why[MPI_MAX_ERROR_STRING + 32];
+    mpi_reason(code, why, sizeof why);
+    return tt_fail(e, "cannot write checkpoint '%s': %s", path, why);
+}
+
+/* Makes a verdict collective (and is a barrier): -1 on every rank if
+ * `failed` on any, with the message of the lowest failing rank copied into
+ * *msg everywhere, so all ranks report the same line; 0 otherwise. */
+static int agree(const tt_grid *g, int me, int nranks, int failed, tt_err *msg)
+{
+    int who = failed ? me : nranks;
+    tt_allreduce(g, TT_GROUP_OTHER, &who, 1, MPI_INT, MPI_MIN);
+    if (who == nranks)
+        return 0;
+    tt_bcast(g, TT_GROUP_OTHER, msg->msg, (int)sizeof msg->msg, MPI_CHAR, who);
+    return -1;
+}
+
+/* Whether this rank's shard t is the one copy of its elements that goes to
+ * the file: replicas beyond the first DP rank hold the same values, and so do
+ * the TP ranks beyond the first for a replicated tensor. */
+static int writes_shard(const tt_grid *g, const tt_tensor *t)
+{
+    return g->dp_rank == 0 && (t->split != TT_SPLIT_NONE || g->tp_rank == 0);
+}
+
+/* Checks this rank's shards against the whole-model table: each must be a
+ * consistent slice of a model tensor, of the same shape and split, with its
+ * buffers allocated. Local verdict; the caller agrees on it. */
+static int check_local_shards(const char *path, const tt_grid *g, const tt_params *whole,
+                              const tt_params *local, tt_err *e)
+{
+    char gpu[64];
+    for (int i = 0; i < local->n; i++) {
+        const tt_tensor *t = &local->t[i];
+        int j = tt_params_find(whole, t->name);
+        tt_gpu_name(g, g->world_rank, gpu, sizeof gpu); /* for the messages */
+        if (j < 0)
+            return tt_fail(e, "cannot write checkpoint '%s': %s holds tensor '%s', which is "
+                              "not part of the model", path, gpu, t->name);
+        const tt_tensor *w = &whole->t[j];
+        if (t->ndim != w->ndim || t->gshape[0] != w->gshape[0] ||
+            t->gshape[1] != w->gshape[1] || t->split != w->split || !shard_is_consistent(t))
+            return tt_fail(e, "cannot write checkpoint '%s': %s holds tensor '%s' as an "
+                              "inconsistent shard (%dx%d at offset %d of %dx%d)", path, gpu,
+                           t->name, t->lshape[0], t->lshape[1], t->offset, t->gshape[0],
+                           t->gshape[1]);
+        if (!t->w || !t->m || !t->v)
+            return tt_fail(e, "cannot write checkpoint '%s': %s holds tensor '%s' without "
+                              "its buffers", path, gpu, t->name);
+    }
+    return 0;
+}
+
+/* Checks, before anything is written, that the writing shards of all ranks
+ * hold every element of every global tensor exactly once. Shards of a tensor
+ * all share its split (checked above), so it is enough to count, per row of a
+ * row-split tensor, per column of a column-split one, or once for a whole
+ * one, how many writers hold it; the counts are summed over the world. The
+ * sums are the same on every rank, and so are the verdict and its message. */
+static int check_coverage(const char *path, const tt_grid *g, const tt_params *whole,
+                          const tt_params *local, tt_err *e)
+{
+    int *base = tt_malloc(((size_t)whole->n + 1) * sizeof *base);
+    long long total = 0;
+    for (int j = 0; j < whole->n; j++) {
+        const tt_tensor *w = &whole->t[j];
+        base[j] = (int)total;
+        total += w->split == TT_SPLIT_ROWS ? w->gshape[0]
+               : w->split == TT_SPLIT_COLS ? w->gshape[1] : 1;
+        if (total > INT_MAX) {
+            free(base);
+            return tt_fail(e, "cannot write checkpoint '%s': the model is too large to "
+                              "check its shards", path);
+        }
+    }
+    int *marks = tt_calloc(total ? (size_t)total : 1, sizeof *marks);
+    for (int i = 0; i < local->n; i++) {
+        const tt_tensor *t = &local->t[i];
+        if (!writes_shard(g, t))
+            continue;
+        int *m = marks + base[tt_params_find(whole, t->name)];
+        int lo = t->split == TT_SPLIT_NONE ? 0 : t->offset;
+        int len = t->split == TT_SPLIT_ROWS ? tt_tensor_real_rows(t)
+                : t->split == TT_SPLIT_COLS ? t->lshape[1] : 1;
+        for (int u = lo; u < lo + len; u++)
+            m[u]++;
+    }
+    tt_allreduce(g, TT_GROUP_OTHER, marks, (int)total, MPI_INT, MPI_SUM);
+    int rc = 0;
+    for (int j = 0; j < whole->n && rc == 0; j++) {
+        const tt_tensor *w = &whole->t[j];
+        int units = (j + 1 < whole->n ? base[j + 1] : (int)total) - base[j];
+        for (int u = 0; u < units && rc == 0; u++) {
+            int held = marks[base[j] + u];
+            if (held == 1)
+                continue;
+            char where[48] = "";
+            if (w->split != TT_SPLIT_NONE)
+                snprintf(where, sizeof where, " %s %d",
+                         w->split == TT_SPLIT_ROWS ? "row" : "column", u);
+            rc = tt_fail(e, "cannot write checkpoint '%s': tensor '%s'%s is held by %d "
+                            "writing shard(s), need exactly 1 (the writers are DP rank 0, "
+                            "and TP rank 0 for a replicated tensor)", path, w->name, where,
+                         held);
+        }
+    }
+    free(marks);
+    free(base);
+    return rc;
+}
+
+/* Writes n bytes at byte `at` of the file; MPI_SUCCESS or why not. A short
+ * write (as at a full disk) is continued, so that the call that cannot make
+ * progress tells why. errno is only a hint for that case (see
+ * CKPT_NO_PROGRESS), hence cleared first. */
+static int write_bytes(MPI_File fh, MPI_Offset at, const void *buf, int n)
+{
+    const unsigned char *p = buf;
+    while (n > 0) {
+        MPI_Status st;
+        errno = 0;
+        int got = 0, rc = MPI_File_write_at(fh, at, p, n, MPI_BYTE, &st);
+        if (rc != MPI_SUCCESS)
+            return rc;
+        MPI_Get_count(&st, MPI_BYTE, &got);
+        if (got <= 0 || got > n)
+            return CKPT_NO_PROGRESS(got <= 0 ? errno : 0);
+        p += got;
+        at += got;
+        n -= got;
+    }
+    return MPI_SUCCESS;
+}
+
+/* Writes n floats as little-endian at byte `at`, converted chunk by chunk. */
+static int write_floats(MPI_File fh, MPI_Offset at, const float *src, size_t n,
+                        unsigned char *scratch)
+{
+    for (size_t i = 0; i < n; i += CKPT_CHUNK) {
+        size_t k = n - i < CKPT_CHUNK ? n - i : CKPT_CHUNK;
+        floats_to_le(scratch, src + i, k);
+        int rc = write_bytes(fh, at + (MPI_Offset)(4 * i), scratch, (int)(4 * k));
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    return MPI_SUCCESS;
+}
+
+/* Writes array `kind` of shard t (real rows only) into its place in the
+ * stored global tensor, which starts at byte `base`: a row slice or a whole
+ * tensor is one contiguous run, a column slice one piece per row. */
+static int write_slice(MPI_File fh, MPI_Offset base, const tt_tensor *t, int kind,
+                       unsigned char *scratch)
+{
+    const float *src = kind_data(t, kind);
+    const size_t gcols = (size_t)t->gshape[1], lcols = (size_t)t->lshape[1];
+    const size_t rows = (size_t)tt_tensor_real_rows(t);
+    if (t->split != TT_SPLIT_COLS) {
+        size_t r0 = t->split == TT_SPLIT_ROWS ? (size_t)t->offset : 0;
+        return write_floats(fh, base + (MPI_Offset)(4 * r0 * gcols), src, rows * lcols,
+                            scratch);
+    }
+    for (size_t r = 0; r < rows; r++) {
+        MPI_Offset at = base + (MPI_Offset)(4 * (r * gcols + (size_t)t->offset));
+        int rc = write_floats(fh, at, src + r * lcols, lcols, scratch);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    return MPI_SUCCESS;
+}
+
+/* CRC-32 of the n bytes at byte `at` of the file, as it now holds them. */
+static int read_crc(MPI_File fh, MPI_Offset at, uint64_t n, unsigned char *scratch,
+                    uint32_t *crc)
+{
+    uint32_t c = 0;
+    for (uint64_t i = 0; i < n; i += 4 * CKPT_CHUNK) {
+        int k = (int)(n - i < 4 * CKPT_CHUNK ? n - i : 4 * CKPT_CHUNK), got = 0;
+        MPI_Status st;
+        errno = 0;
+        int rc = MPI_File_read_at(fh, at + (MPI_Offset)i, scratch, k, MPI_BYTE, &st);
+        if (rc != MPI_SUCCESS)
+            return rc;
+        MPI_Get_count(&st, MPI_BYTE, &got);
+        /* The bytes were just written, so anything short is an error. */
+        if (got != k)
+            return CKPT_NO_PROGRESS(errno);
+        c = tt_crc32(c, scratch, (size_t)k);
+    }
+    *crc = c;
+    return MPI_SUCCESS;
+}
+
+int tt_checkpoint_save_sharded(const char *path, const tt_grid *g, const tt_params *local,
+                               const tt_ckpt_info *info, tt_err *e)
+{
+    int me, nranks;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+
+    /* The file's tensor list and order: the whole model's table. */
+    tt_params whole;
+    tt_shard_spec spec = tt_shard_whole(&info->run.model);
+    tt_model_shard_table(&whole, &info->run.model, &spec);
+    const int n = whole.n, nst = KIND_COUNT * whole.n;
+    uint64_t *off = tt_malloc((size_t)(nst ? nst : 1) * sizeof *off);
+    uint32_t *crc = tt_calloc((size_t)(nst ? nst : 1), sizeof *crc);
+    unsigned char *scratch = tt_malloc(4 * CKPT_CHUNK);
+    stored_offsets(&whole, off);
+    unsigned char *header = NULL;
+    size_t hsize = 0;
+    char *tmp = NULL;
+    MPI_File fh = MPI_FILE_NULL;
+    int opened = 0, attempted = 0, rc = -1, err, serr, failed;
+    long pid = (long)getpid();
+    tt_err msg = {{0}};
+
+    /* Nothing is created before the shards are known to tile the model. */
+    if (agree(g, me, nranks, check_local_shards(path, g, &whole, local, &msg) != 0, &msg) ||
+        check_coverage(path, g, &whole, local, &msg) != 0)
+        goto done;
+
+    /* Zero checksums print as "00000000": a placeholder of the final width. */
+    header = framed_header(&whole, info, crc, off, &hsize);
+    err = !header ? tt_fail(&msg, "cannot write checkpoint '%s': out of memory building the "
+                                  "header", path) : 0;
+    if (agree(g, me, nranks, err != 0, &msg))
+        goto done;
+
+    /* Rank 0's pid names the temporary, as the serial writer's would. MPI-IO
+     * has no O_TRUNC, so rank 0 first deletes any stale temporary of that
+     * name (a reused pid; errors ignored, normally there is none) and the
+     * file ends exactly where the data ends. It does so before broadcasting
+     * the name, so no rank can open the file before it is gone. */
+    if (me == 0) {
+        tmp = temp_name(path, pid);
+        MPI_File_delete(tmp, MPI_INFO_NULL);
+        free(tmp);
+    }
+    tt_bcast(g, TT_GROUP_OTHER, &pid, 1, MPI_LONG, 0);
+    tmp = temp_name(path, pid);
+    attempted = 1;
+    /* Files report errors by return code (MPI_ERRORS_RETURN, the default for
+     * files) instead of aborting, so a bad path is a message, not a crash. */
+    err = MPI_File_open(MPI_COMM_WORLD, tmp, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL,
+                        &fh);
+    opened = err == MPI_SUCCESS;
+    if (!opened)
+        io_fail(&msg, path, err);
+    if (agree(g, me, nranks, !opened, &msg)) {
+        /* Closing is collective: if the open failed on some ranks only, the
+         * others keep their handle rather than wait forever in the close. */
+        opened = 0;
+        goto done;
+    }
+    MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+
+    /* The header (rank 0) and the slices together cover every byte once. */
+    err = me == 0 ? write_bytes(fh, 0, header, (int)hsize) : MPI_SUCCESS;
+    for (int i = 0; i < local->n && err == MPI_SUCCESS; i++) {
+        const tt_tensor *t = &local->t[i];
+        if (!writes_shard(g, t))
+            continue;
+        int j = tt_params_find(&whole, t->name);
+        for (int kind = 0; kind < KIND_COUNT && err == MPI_SUCCESS; kind++)
+            err = write_slice(fh, (MPI_Offset)(hsize + off[kind * n + j]), t, kind, scratch);
+    }
+    /* MPI-IO shows a rank the bytes another rank wrote only after
+     * sync - barrier - sync; the agreement is the barrier. */
+    serr = MPI_File_sync(fh);
+    if (err == MPI_SUCCESS)
+        err = serr;
+    if (err != MPI_SUCCESS)
+        io_fail(&msg, path, err);
+    if (agree(g, me, nranks, err != MPI_SUCCESS, &msg))
+        goto done;
+    err = MPI_File_sync(fh);
+
+    /* Each stored array's checksum, read back from the file by one rank. */
+    for (int s = me; s < nst && err == MPI_SUCCESS; s += nranks)
+        err = read_crc(fh, (MPI_Offset)(hsize + off[s]),
+                       4 * (uint64_t)stored_numel(&whole.t[s % n]), scratch, &crc[s]);
+    if (err != MPI_SUCCESS)
+        io_fail(&msg, path, err);
+    if (agree(g, me, nranks, err != MPI_SUCCESS, &msg))
+        goto done;
+    tt_allreduce(g, TT_GROUP_OTHER, crc, nst, MPI_UINT32_T, MPI_BOR);
+
+    /* The real header replaces the placeholder byte for byte. */
+    failed = 0;
+    if (me == 0) {
+        size_t size = 0;
+        unsigned char *final = framed_header(&whole, info, crc, off, &size);
+        if (!final)
+            failed = tt_fail(&msg, "cannot write checkpoint '%s': out of memory building "
+                                   "the header", path);
+        else if (size != hsize)
+            failed = tt_fail(&msg, "cannot write checkpoint '%s': internal error: the header "
+                                   "changed length (%zu, then %zu bytes)", path, hsize, size);
+        else if ((err = write_bytes(fh, 0, final, (int)size)) != MPI_SUCCESS)
+            failed = io_fail(&msg, path, err);
+        free(final);
+    }
+    serr = MPI_File_sync(fh);
+    if (!failed && serr != MPI_SUCCESS)
+        failed = io_fail(&msg, path, serr);
+    if (agree(g, me, nranks, failed != 0, &msg))
+        goto done;
+
+    opened = 0;
+    err = MPI_File_close(&fh);
+    if (err != MPI_SUCCESS)
+        io_fail(&msg, path, err);
+    if (agree(g, me, nranks, err != MPI_SUCCESS, &msg))
+        goto done;
+
+    /* Complete and durable: only now does `path` change. */
+    failed = 0;
+    if (me == 0) {
+        if (rename(tmp, path) != 0)
+            failed = tt_fail(&msg, "cannot write checkpoint '%s': %s", path, strerror(errno));
+        else
+            sync_parent_dir(path);
+    }
+    if (agree(g, me, nranks, failed != 0, &msg))
+        goto done;
+    rc = 0;
+
+done:
+    if (rc != 0 && opened)
+        MPI_File_close(&fh);
+    /* A failed save leaves no temporary behind (errors ignored: it may never
+     * have been created). */
+    if (rc != 0 && attempted && me == 0)
+        MPI_File_delete(tmp, MPI_INFO_NULL);
+    free(tmp);
+    free(header);
+    free(scratch);
+    free(crc);
+    free(off);
+    tt_params_free(&whole);
+    if (rc != 0)
+        return tt_fail(e, "%s", msg.msg);
     return 0;
 }
 
@@ -657,19 +1142,11 @@ int tt_checkpoint_read_info(const char *path, tt_ckpt_info *info, tt_err *e)
     return rc;
 }
 
-/* Checks that t describes a slice that exists in its global tensor, so the
- * copy below cannot run out of bounds whatever the table says. */
+/* Refuses a shard whose slice is not inside its global tensor, so the copy
+ * below cannot run out of bounds whatever the table says. */
 static int check_shard(const char *path, const tt_tensor *t, tt_err *e)
 {
-    int ok = (t->ndim == 1 || t->ndim == 2) && t->gshape[0] >= 0 && t->gshape[1] >= 0 &&
-             t->lshape[0] >= 0 && t->lshape[1] >= 0 && t->offset >= 0;
-    if (ok && t->split == TT_SPLIT_ROWS)
-        ok = t->lshape[1] == t->gshape[1];
-    else if (ok && t->split == TT_SPLIT_COLS)
-        ok = t->lshape[0] == t->gshape[0] && t->offset <= t->gshape[1] - t->lshape[1];
-    else if (ok)
-        ok = t->lshape[0] == t->gshape[0] && t->lshape[1] == t->gshape[1] && t->offset == 0;
-    if (!ok)
+    if (!shard_is_consistent(t))
         return tt_fail(e, "cannot load checkpoint '%s': the model's tensor '%s' is an "
                           "inconsistent shard (%dx%d at offset %d of %dx%d)", path, t->name,
                        t->lshape[0], t->lshape[1], t->offset, t->gshape[0], t->gshape[1]);

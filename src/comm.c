@@ -102,6 +102,19 @@ void tt_send(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, i
     count(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0);
 }
 
+void tt_isend(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, int dest, int tag,
+              MPI_Request *req)
+{
+    (void)g;
+    if (dest == MPI_PROC_NULL) {
+        *req = MPI_REQUEST_NULL;
+        return;
+    }
+    double t0 = MPI_Wtime();
+    MPI_Isend(buf, count_, type, dest, tag, MPI_COMM_WORLD, req);
+    count(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0);
+}
+
 void tt_recv(const tt_grid *g, void *buf, int count_, MPI_Datatype type, int src, int tag)
 {
     (void)g;

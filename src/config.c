@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config.h" /* PACKAGE_VERSION */
+#include "tt/pipeline.h"
 
 static void defaults(tt_run_config *c)
 {
@@ -18,7 +19,7 @@ static void defaults(tt_run_config *c)
     c->model.V = 256;
     c->model.C = 96;
     c->model.L = 6;
-    c->model.NH = 6;
+    c->model.NH = 12;
     c->model.T = 64;
     c->batch = 24;
     c->micro_batches = 1;
@@ -37,6 +38,8 @@ static void defaults(tt_run_config *c)
     c->prompt = "The cat ";
     c->sample_len = 120;
     c->dp_bucket = (size_t)1 << 20;
+    c->schedule = TT_SCHED_1F1B;
+    c->virtual_stages = 1;
 }
 
 void tt_config_usage(FILE *out)
@@ -50,8 +53,7 @@ void tt_config_usage(FILE *out)
 "Layout:\n"
 "  --tp N, --pp N, --dp N   tensor / pipeline / data parallel sizes; tp x pp x dp\n"
 "                           must equal N. Sizes not given are chosen from N.\n"
-"                           This version implements data and tensor parallelism\n"
-"                           (pp = 1); tp must divide --heads.\n"
+"                           tp must divide --heads; pp x virtual stages <= --layers.\n"
 "  --show-grid              print every virtual GPU and its TP, PP and DP groups\n"
 "  --dp-bucket SIZE         bytes per gradient all-reduce bucket, e.g. 256K, 4M\n"
 "                           (default 1M)\n"
@@ -59,6 +61,13 @@ void tt_config_usage(FILE *out)
 "                           fc1 column-parallel, fc2 row-parallel, one all-reduce;\n"
 "                           gather: fc1's output is also all-gathered, so every\n"
 "                           GPU holds the whole activation (compare --report comm)\n"
+"  --schedule naive|gpipe|1f1b|interleaved\n"
+"                           pipeline schedule (default 1f1b); naive: one micro-batch\n"
+"                           at a time through the whole pipe\n"
+"  --virtual-stages V       chunks of blocks per stage for interleaved (default 2)\n"
+"  --stage-layers a,b,...   blocks per stage (per chunk, in model order, when\n"
+"                           interleaved); default: balanced by compute\n"
+"  --explain                narrate one training step, time step by time step\n"
 "  --validate               also train the unsharded reference on rank 0 and\n"
 "                           compare loss, gradients, weights and Adam moments;\n"
 "                           exit 1 beyond tolerance\n"
@@ -191,6 +200,10 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
             c->show_grid = 1;
             continue;
         }
+        if (strcmp(arg, "--explain") == 0) {
+            c->explain = 1;
+            continue;
+        }
         if (strncmp(arg, "--", 2) != 0)
             return tt_fail(e, "unexpected argument '%s' (options start with --; see --help)", arg);
 
@@ -217,7 +230,8 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
                     IS("--seed") || IS("--data") || IS("--save") || IS("--save-every") ||
                     IS("--resume") || IS("--log") || IS("--eval-every") ||
                     IS("--eval-windows") || IS("--prompt") || IS("--sample-len") ||
-                    IS("--dp-bucket") || IS("--tp-mlp") || IS("--report");
+                    IS("--dp-bucket") || IS("--tp-mlp") || IS("--report") ||
+                    IS("--schedule") || IS("--virtual-stages") || IS("--stage-layers");
         if (!known)
             return tt_fail(e, "unknown option '%s' (see --help)", flag);
         if (!val)
@@ -271,6 +285,19 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
             else
                 rc = tt_fail(e, "--report expects comm, got '%s'", val);
         }
+        else if (IS("--schedule")) {
+            int k = tt_schedule_parse(val);
+            if (k < 0)
+                rc = tt_fail(e, "--schedule expects naive, gpipe, 1f1b or interleaved, got '%s'",
+                             val);
+            else
+                c->schedule = k;
+        }
+        else if (IS("--virtual-stages")) {
+            rc = parse_int(flag, val, 1, TT_MAX_CHUNKS, &c->virtual_stages, e);
+            c->given |= TT_GIVEN_VIRTUAL;
+        }
+        else if (IS("--stage-layers")) c->stage_layers = val;
         else if (IS("--data")) c->data = val;
         else if (IS("--save")) c->save = val;
         else if (IS("--resume")) c->resume = val;
@@ -282,6 +309,9 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
         if (val[0] == '\0')
             return tt_fail(e, "option %s needs a non-empty value", flag);
     }
+    /* Interleaving needs at least two chunks per stage. */
+    if (c->schedule == TT_SCHED_INTERLEAVED && !(c->given & TT_GIVEN_VIRTUAL))
+        c->virtual_stages = 2;
     return 0;
 }
 

@@ -23,9 +23,10 @@ int tt_layout_check(int world, int tp, int pp, int dp, const tt_layout_rules *r,
     if (r->heads % tp != 0)
         return tt_fail(e, "tp %d must divide --heads %d (each TP rank owns whole heads)", tp,
                        r->heads);
-    if (pp > r->layers)
-        return tt_fail(e, "pp %d exceeds --layers %d (every pipeline stage needs a block)", pp,
-                       r->layers);
+    int v = r->virtual_stages > 1 ? r->virtual_stages : 1;
+    if (pp * v > r->layers)
+        return tt_fail(e, "pp %d%s exceeds --layers %d (every pipeline stage%s needs a block)",
+                       pp, v > 1 ? " x virtual stages" : "", r->layers, v > 1 ? " chunk" : "");
     if (r->batch % dp != 0)
         return tt_fail(e, "dp %d must divide --batch %d (each DP rank takes batch/dp sequences)",
                        dp, r->batch);

@@ -38,7 +38,8 @@ int main(int argc, char **argv)
          * resumed run's model shape is only known later, so the rules use
          * the flags as given (the checkpoint's shape is checked again). */
         int tp = rc.tp, pp = rc.pp, dp = rc.dp;
-        tt_layout_rules rules = {rc.model.NH, rc.model.L, rc.batch, rc.micro_batches, 4096, 1};
+        tt_layout_rules rules = {rc.model.NH, rc.model.L, rc.batch, rc.micro_batches, 4096, 4096,
+                                 rc.virtual_stages};
         if (tt_grid_choose(world, &tp, &pp, &dp, &rules, &err)) {
             if (rank == 0)
                 fprintf(stderr, "tiny_transformer: %s\n", err.msg);

@@ -46,6 +46,24 @@ void tt_comm_expected(tt_comm_stats *exp, const tt_run_config *rc, const tt_grid
             exp->c[TT_GROUP_TP][TT_OP_REDUCE_SCATTER].bytes = steps * 4 * L * n * 4 * C;
         }
     }
+    if (g->pp > 1) {
+        /* Per micro-batch and chunk: the activation (mbs x T x C floats)
+         * goes forward to the next chunk and its gradient comes back; a
+         * chunk receives its input unless it is the first and its output
+         * gradient unless it is the last. */
+        const int p = g->pp, v = rc->virtual_stages, K = p * v;
+        const long long msg = 4LL * (rc->batch / g->dp / rc->micro_batches) * rc->model.T * C;
+        long long sends = 0, recvs = 0;
+        for (int j = 0; j < v; j++) {
+            int k = j * p + g->pp_rank;
+            sends += (k < K - 1) + (k > 0);
+            recvs += (k > 0) + (k < K - 1);
+        }
+        exp->c[TT_GROUP_PP][TT_OP_SEND].calls = steps * M * sends;
+        exp->c[TT_GROUP_PP][TT_OP_SEND].bytes = steps * M * sends * msg;
+        exp->c[TT_GROUP_PP][TT_OP_RECV].calls = steps * M * recvs;
+        exp->c[TT_GROUP_PP][TT_OP_RECV].bytes = steps * M * recvs * msg;
+    }
     if (g->dp > 1) {
         /* The whole gradient buffer once per step, in buckets. */
         exp->c[TT_GROUP_DP][TT_OP_ALLREDUCE].calls = steps * tt_dp_buckets(m->P.total, rc->dp_bucket);

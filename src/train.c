@@ -9,6 +9,7 @@
 #include "tt/common.h"
 #include "tt/data_parallel.h"
 #include "tt/optim.h"
+#include "tt/pipeline.h"
 #include "tt/report.h"
 #include "tt/validate.h"
 
@@ -20,47 +21,46 @@
 #include <string.h>
 
 /* The global gradient norm: after the DP sum every replica holds the whole
- * gradient of its shards; the TP ranks' shards add up, and the replicated
- * tensors (identical on every TP rank) are counted once, by TP rank 0, as
- * torch.nn.utils.clip_grad_norm_ sees them on the unsharded model. */
+ * gradient of its shards, so one replica (dp 0) counts; across it the TP
+ * ranks' slices and the pipeline stages' tensors add up, and the replicated
+ * tensors (identical on every TP rank) are counted once, by TP rank 0: the
+ * norm torch.nn.utils.clip_grad_norm_ sees on the unsharded model. */
 static double grad_norm(const tt_model *m, const tt_grid *g)
 {
-    if (!g || g->tp == 1)
+    if (!g || g->world_size == 1)
         return sqrt(tt_grad_sumsq(&m->P, 1));
-    double ss = tt_grad_sumsq(&m->P, g->tp_rank == 0);
-    tt_allreduce(g, TT_GROUP_TP | TT_BOOKKEEPING, &ss, 1, MPI_DOUBLE, MPI_SUM);
+    double ss = g->dp_rank == 0 ? tt_grad_sumsq(&m->P, g->tp_rank == 0) : 0.0;
+    tt_allreduce(g, TT_GROUP_OTHER, &ss, 1, MPI_DOUBLE, MPI_SUM);
     return sqrt(ss);
 }
 
-tt_step_stats tt_train_step(tt_model *m, const tt_run_config *rc, const tt_corpus *c,
-                            const tt_grid *g, long step, tt_validator *val)
+/* A value computed on the ranks of the last stage (identical on its TP
+ * ranks), summed over the DP replicas: each replica's share counted once. */
+static double sum_from_last_stage(const tt_grid *g, const tt_model *m, double v)
 {
+    if (!g)
+        return v;
+    if (g->tp_rank != 0 || !m->sh.last_stage)
+        v = 0.0;
+    tt_allreduce(g, TT_GROUP_OTHER, &v, 1, MPI_DOUBLE, MPI_SUM);
+    return v;
+}
+
+tt_step_stats tt_train_step(tt_pipe *pp, const tt_corpus *c, long step, tt_validator *val)
+{
+    tt_model *m = pp->m;
+    const tt_run_config *rc = pp->rc;
+    const tt_grid *g = pp->g;
     tt_step_stats st = {0};
     double t0 = tt_now();
-    const int dp = g ? g->dp : 1, dp_rank = g ? g->dp_rank : 0;
-    const int T = rc->model.T, B = rc->batch, local = B / dp, mb = local / rc->micro_batches;
-    const float dloss = 1.0f / (float)((double)B * T); /* mean over the global batch */
-    int *in = tt_malloc((size_t)mb * T * sizeof(int));
-    int *tg = tt_malloc((size_t)mb * T * sizeof(int));
+    const float dloss = 1.0f / (float)((double)rc->batch * rc->model.T); /* global mean */
 
-    /* This replica's samples: [dp_rank * B/dp, (dp_rank + 1) * B/dp). */
     tt_params_zero_grads(&m->P);
-    double loss = 0.0;
-    for (int k = 0; k < rc->micro_batches; k++) {
-        tt_sample_batch(c, step, B, dp_rank * local + k * mb, mb, T, in, tg);
-        loss += tt_model_forward(m, in, tg, mb) * mb;
-        tt_model_backward(m, dloss);
-    }
-    free(in);
-    free(tg);
-    st.loss = loss / B; /* this replica's share of the global mean */
-    if (g) {
-        /* Every TP rank of a replica computed the same loss: count one. */
-        if (g->tp_rank != 0)
-            st.loss = 0.0;
-        tt_allreduce(g, TT_GROUP_OTHER, &st.loss, 1, MPI_DOUBLE, MPI_SUM);
+    /* This replica's micro-batches, in the order the schedule says. */
+    double loss = tt_pipe_train(pp, c, step, dloss);
+    st.loss = sum_from_last_stage(g, m, loss / rc->batch);
+    if (g)
         tt_dp_sync_grads(g, &m->P, rc->dp_bucket);
-    }
     if (val)
         tt_validate_grads(val, m, c, step, st.loss);
     st.grad_norm = grad_norm(m, g);
@@ -72,9 +72,11 @@ tt_step_stats tt_train_step(tt_model *m, const tt_run_config *rc, const tt_corpu
     return st;
 }
 
-double tt_eval_loss(tt_model *m, const tt_run_config *rc, const tt_corpus *c, const tt_grid *g)
+double tt_eval_loss(tt_pipe *pp, const tt_corpus *c)
 {
-    const int T = rc->model.T, mb = m->Bmax;
+    const tt_run_config *rc = pp->rc;
+    const tt_grid *g = pp->g;
+    const int T = rc->model.T, mb = pp->m->Bmax;
     const int dp = g ? g->dp : 1, dp_rank = g ? g->dp_rank : 0;
     int nw = tt_eval_windows(c, T, rc->eval_windows);
     if (nw == 0)
@@ -87,20 +89,17 @@ double tt_eval_loss(tt_model *m, const tt_run_config *rc, const tt_corpus *c, co
     for (int k = k0; k < k1; k += mb) {
         int n = k1 - k < mb ? k1 - k : mb;
         tt_eval_batch(c, k, n, T, in, tg);
-        sum += tt_model_forward(m, in, tg, n) * n;
+        sum += tt_pipe_forward(pp, in, tg, n) * n;
     }
     free(in);
     free(tg);
-    if (g) {
-        if (g->tp_rank != 0)
-            sum = 0.0;
-        tt_allreduce(g, TT_GROUP_OTHER, &sum, 1, MPI_DOUBLE, MPI_SUM);
-    }
-    return sum / nw;
+    return sum_from_last_stage(g, pp->m, sum) / nw;
 }
 
-void tt_generate(tt_model *m, const char *prompt, int len, char *out)
+void tt_generate(tt_pipe *pp, const char *prompt, int len, char *out)
 {
+    tt_model *m = pp->m;
+    const tt_grid *g = pp->g;
     const int T = m->cfg.T, V = m->cfg.V;
     int plen = (int)strlen(prompt);
     int total = plen + len;
@@ -116,21 +115,28 @@ void tt_generate(tt_model *m, const char *prompt, int len, char *out)
         int start = pos > T ? pos - T : 0, n = pos - start;
         memset(window, 0, (size_t)T * sizeof(int));
         memcpy(window, ctx + start, (size_t)n * sizeof(int));
-        tt_model_forward(m, window, NULL, 1);
-        /* Greedy: the largest logit of this rank's vocabulary slice, then the
-         * largest over the TP group (ties go to the lowest byte, as on one GPU). */
-        const float *lg = m->logits + (size_t)(n - 1) * m->Vl;
-        int real = V - m->v0 < m->Vl ? V - m->v0 : m->Vl;
-        struct { float value; int index; } best = {-FLT_MAX, V};
-        for (int v = 0; v < real; v++)
-            if (lg[v] > best.value) {
-                best.value = lg[v];
-                best.index = m->v0 + v;
-            }
-        if (m->grid && m->grid->tp > 1)
-            tt_allreduce(m->grid, TT_GROUP_TP | TT_BOOKKEEPING, &best, 1, MPI_FLOAT_INT,
-                         MPI_MAXLOC);
-        ctx[pos] = best.index;
+        tt_pipe_forward(pp, window, NULL, 1);
+        int next = 0;
+        if (m->sh.last_stage) {
+            /* Greedy: the largest logit of this rank's vocabulary slice, then
+             * the largest over the TP group (ties go to the lowest byte, as on
+             * one GPU). */
+            const float *lg = m->logits + (size_t)(n - 1) * m->Vl;
+            int real = V - m->v0 < m->Vl ? V - m->v0 : m->Vl;
+            struct { float value; int index; } best = {-FLT_MAX, V};
+            for (int v = 0; v < real; v++)
+                if (lg[v] > best.value) {
+                    best.value = lg[v];
+                    best.index = m->v0 + v;
+                }
+            if (g && g->tp > 1)
+                tt_allreduce(g, TT_GROUP_TP | TT_BOOKKEEPING, &best, 1, MPI_FLOAT_INT, MPI_MAXLOC);
+            next = best.index;
+        }
+        /* The last stage tells the rest of its pipeline. */
+        if (g && g->pp > 1)
+            tt_bcast(g, TT_GROUP_PP | TT_BOOKKEEPING, &next, 1, MPI_INT, g->pp - 1);
+        ctx[pos] = next;
     }
     for (int i = 0; i < total; i++)
         out[i] = (char)ctx[i];
@@ -233,16 +239,6 @@ static int merge_resume(tt_run_config *rc, const tt_ckpt_info *info, tt_err *e)
     return 0;
 }
 
-/* The shard of world rank r: its TP slice of every tensor (all blocks: pp = 1). */
-static tt_shard_spec shard_of(const tt_grid *g, const tt_run_config *rc, int r)
-{
-    tt_shard_spec spec = tt_shard_whole(&rc->model);
-    spec.tp_rank = r % g->tp;
-    spec.tp_size = g->tp;
-    spec.mlp_gather = rc->tp_mlp_gather;
-    return spec;
-}
-
 static int save(const tt_run_config *rc, const tt_model *m, const tt_grid *g, long step,
                 const char *path, tt_err *e)
 {
@@ -253,10 +249,9 @@ static int save(const tt_run_config *rc, const tt_model *m, const tt_grid *g, lo
     info.tp = g->tp;
     info.pp = g->pp;
     info.dp = g->dp;
-    /* Replicas are identical (and with tp = pp = 1 every rank holds whole
-     * tensors), so one writer suffices. */
-    int rc_ = g->world_rank == 0 ? tt_checkpoint_save(path, &m->P, &info, e) : 0;
-    return rc_;
+    /* Collective: every rank of DP replica 0 writes its own slices of the
+     * global tensors with MPI-IO, so the file is the unsharded model's. */
+    return tt_checkpoint_save_sharded(path, g, &m->P, &info, e);
 }
 
 /* All ranks adopt the worst status: an error seen on one rank (typically rank
@@ -314,6 +309,130 @@ static void banner(const tt_run_config *rc, const tt_grid *g, const tt_model *m,
     fflush(stdout);
 }
 
+/* The stage split: which blocks every stage (and chunk) holds. */
+static void print_pipeline(const tt_run_config *rc, const tt_grid *g, const int *chunk_layers)
+{
+    const int p = g->pp, v = rc->virtual_stages, K = p * v;
+    printf("pipeline: %d stage%s x %d chunk%s, schedule %s, %d micro-batch%s per replica; "
+           "blocks %s\n", p, p > 1 ? "s" : "", v, v > 1 ? "s" : "",
+           tt_schedule_name(rc->schedule), rc->micro_batches, rc->micro_batches > 1 ? "es" : "",
+           rc->stage_layers ? "as --stage-layers says" : "balanced by compute");
+    for (int s = 0; s < p; s++) {
+        printf("  stage %d:", s);
+        for (int j = 0; j < v; j++) {
+            int k = j * p + s, first = 0;
+            for (int i = 0; i < k; i++)
+                first += chunk_layers[i];
+            printf("%s blocks %d-%d", j ? "," : "", first, first + chunk_layers[k] - 1);
+            if (k == 0)
+                printf(" + embeddings");
+            if (k == K - 1)
+                printf(" + ln_f, lm_head, loss");
+        }
+        printf("\n");
+    }
+}
+
+/* Per step, this GPU's idle fraction and the micro-batches it held. */
+typedef struct {
+    int n, cap;
+    double *idle;
+    int peak;
+} tt_bubble_stats;
+
+static void bubble_init(tt_bubble_stats *b, long steps)
+{
+    memset(b, 0, sizeof *b);
+    b->cap = steps > 0 ? (int)steps : 1;
+    b->idle = tt_calloc((size_t)b->cap, sizeof(double));
+}
+
+static void bubble_free(tt_bubble_stats *b) { free(b->idle); }
+
+static void bubble_add(tt_bubble_stats *b, const tt_pipe *pp)
+{
+    if (b->n < b->cap && pp->step_seconds > 0)
+        b->idle[b->n++] = 1.0 - pp->busy_seconds / pp->step_seconds;
+    if (pp->peak_held > b->peak)
+        b->peak = pp->peak_held;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Every GPU's median idle fraction next to the schedule's simulation and the
+ * textbook formula, and the most micro-batches it held at once. */
+static void bubble_report(tt_bubble_stats *b, const tt_pipe *pp, const tt_grid *g)
+{
+    double mine[2] = {0.0, (double)b->peak};
+    if (b->n) {
+        qsort(b->idle, (size_t)b->n, sizeof(double), cmp_double);
+        mine[0] = b->idle[b->n / 2];
+    }
+    double *all = g->world_rank == 0 ? tt_malloc((size_t)2 * g->world_size * sizeof(double)) : NULL;
+    int *cnt = NULL, *disp = NULL;
+    if (all) {
+        cnt = tt_malloc((size_t)g->world_size * sizeof(int));
+        disp = tt_malloc((size_t)g->world_size * sizeof(int));
+        for (int r = 0; r < g->world_size; r++)
+            cnt[r] = 2, disp[r] = 2 * r;
+    }
+    tt_gatherv(g, TT_GROUP_OTHER, mine, 2, all, cnt, disp, MPI_DOUBLE, 0);
+    if (all) {
+        const tt_sim_result *sim = &pp->sim;
+        double theory = tt_bubble_theory(pp->kind, pp->p, pp->M, pp->v);
+        printf("\npipeline bubble (%s, p %d, m %d%s): idle fraction per GPU, median over %d "
+               "step%s\n", tt_schedule_name(pp->kind), pp->p, pp->M,
+               pp->v > 1 ? ", interleaved" : "", b->n, b->n == 1 ? "" : "s");
+        printf("  %-20s %9s %11s %9s %13s\n", "GPU", "measured", "simulated", "theory",
+               "peak held");
+        for (int r = 0; r < g->world_size; r++) {
+            char name[48];
+            int s = r / (g->tp * g->dp);
+            double simulated = 1.0 - sim->busy[s] / sim->span;
+            printf("  %-20s %8.1f%% %10.1f%% %8.1f%% %6d of %d\n", tt_gpu_name(g, r, name, sizeof name),
+                   100 * all[2 * r], 100 * simulated, 100 * theory, (int)all[2 * r + 1],
+                   pp->M * pp->v);
+        }
+        printf("  theory: %s; simulated: this schedule with a backward costing two forwards; "
+               "measured: wall clock, 1 - compute / step\n",
+               pp->kind == TT_SCHED_NAIVE ? "(p-1)/p"
+               : pp->kind == TT_SCHED_INTERLEAVED ? "(p-1)/(v m + p-1)" : "(p-1)/(m + p-1)");
+        free(all);
+        free(cnt);
+        free(disp);
+    }
+}
+
+/* --explain: the step narrated from the schedule the executor ran, with
+ * unit-time forwards and backwards as the textbook draws them. */
+static void explain(const tt_pipe *pp, const tt_grid *g)
+{
+    if (g->world_rank != 0)
+        return;
+    tt_sim_result unit;
+    tt_err e;
+    if (tt_schedule_check(pp->all, pp->p, pp->M, pp->v, 1.0, 1.0, &unit, &e))
+        return;
+    char **names = tt_malloc((size_t)pp->p * sizeof(char *));
+    for (int s = 0; s < pp->p; s++) {
+        names[s] = tt_malloc(48);
+        tt_gpu_name(g, tt_grid_rank_of(g, 0, s, 0), names[s], 48);
+    }
+    printf("\none training step of DP replica 0, narrated (%s, %d stage%s, %d micro-batch%s%s; "
+           "TP peers of each GPU do the same)\n", tt_schedule_name(pp->kind), pp->p,
+           pp->p > 1 ? "s" : "", pp->M, pp->M > 1 ? "es" : "",
+           pp->v > 1 ? ", interleaved chunks" : "");
+    tt_schedule_explain(stdout, pp->all, &unit, (const char *const *)names);
+    for (int s = 0; s < pp->p; s++)
+        free(names[s]);
+    free(names);
+    tt_sim_result_free(&unit);
+}
+
 int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
 {
     tt_run_config rcv = *rc_in, *rc = &rcv;
@@ -351,8 +470,20 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
         tt_corpus_generate(&corpus, 1 << 20, rc->seed);
     }
 
+    /* The pipeline: blocks per chunk, then this rank's shard and schedule. */
+    const int K = g->pp * rc->virtual_stages;
+    int chunk_layers[TT_MAX_CHUNKS * 64];
+    if (K > (int)(sizeof chunk_layers / sizeof chunk_layers[0]) ||
+        tt_stage_split(chunk_layers, &rc->model, K, rc->stage_layers, &err)) {
+        if (K > (int)(sizeof chunk_layers / sizeof chunk_layers[0]))
+            tt_fail(&err, "pp %d x virtual stages %d is more chunks than this build supports",
+                    g->pp, rc->virtual_stages);
+        say_error(g, &err);
+        tt_corpus_free(&corpus);
+        return TT_EXIT_USAGE;
+    }
     tt_model model;
-    tt_shard_spec spec = shard_of(g, rc, g->world_rank);
+    tt_shard_spec spec = tt_stage_spec(g, rc, chunk_layers, g->world_rank);
     /* Activations for one micro-batch; eval runs in chunks of the same size. */
     tt_model_init(&model, &rc->model, &spec, rc->batch / g->dp / rc->micro_batches, rc->seed);
     model.grid = g;
@@ -360,6 +491,16 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
     FILE *log = NULL;
     tt_validator val;
     int have_val = 0;
+    tt_pipe pipe;
+    if (tt_pipe_init(&pipe, &model, rc, g, &err)) {
+        say_error(g, &err);
+        tt_pipe_free(&pipe);
+        tt_model_free(&model);
+        tt_corpus_free(&corpus);
+        return TT_EXIT_USAGE;
+    }
+    tt_bubble_stats bubbles;
+    bubble_init(&bubbles, rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps);
     if (rc->resume && tt_checkpoint_load(rc->resume, &model.P, &err)) {
         say_error(g, &err);
         status = TT_EXIT_RUNTIME;
@@ -378,10 +519,12 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
         goto done;
     }
     banner(rc, g, &model, &corpus, step0);
+    if (rank == 0 && K > 1)
+        print_pipeline(rc, g, chunk_layers);
     if (rc->validate) {
         tt_shard_spec *specs = tt_malloc((size_t)g->world_size * sizeof *specs);
         for (int r = 0; r < g->world_size; r++)
-            specs[r] = shard_of(g, rc, r);
+            specs[r] = tt_stage_spec(g, rc, chunk_layers, r);
         tt_validate_init(&val, g, rc, &model, specs);
         free(specs);
         have_val = 1;
@@ -404,8 +547,9 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
         /* The traffic of training steps only (not eval or the sample), which
          * is what the formulas of the communication report describe. */
         tt_comm_stats before = *tt_comm_stats_get();
-        tt_step_stats st = tt_train_step(&model, rc, &corpus, g, s, have_val ? &val : NULL);
+        tt_step_stats st = tt_train_step(&pipe, &corpus, s, have_val ? &val : NULL);
         tt_comm_accumulate(&train_traffic, &before, tt_comm_stats_get());
+        bubble_add(&bubbles, &pipe);
         if (!isfinite(st.loss)) {
             if (rank == 0)
                 fprintf(stderr, "tiny_transformer: loss became %g at step %ld (try a lower --lr)\n",
@@ -419,7 +563,7 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
         double tok_s = (double)rc->batch * rc->model.T / st.seconds;
         double ev = NAN;
         if (rc->eval_every > 0 && (s + 1) % rc->eval_every == 0)
-            ev = tt_eval_loss(&model, rc, &corpus, g);
+            ev = tt_eval_loss(&pipe, &corpus);
         if (!rc->quiet) {
             SAY("step %5ld/%ld | loss %.4f | lr %.3e | grad norm %.4f | %7.1f ms | %8.0f tok/s",
                 s, rc->steps, st.loss, st.lr, st.grad_norm, st.seconds * 1e3, tok_s);
@@ -445,7 +589,11 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
     }
     double secs = tt_now() - t_start;
 
-    double ev = tt_eval_loss(&model, rc, &corpus, g);
+    if (g->pp > 1)
+        bubble_report(&bubbles, &pipe, g);
+    if (rc->explain)
+        explain(&pipe, g);
+    double ev = tt_eval_loss(&pipe, &corpus);
     if (end > step0)
         SAY("trained steps %ld..%ld in %.1f s: loss %.4f -> %.4f", step0, end - 1, secs,
             first_loss, last_loss);
@@ -488,7 +636,7 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
     if (rc->sample_len > 0) {
         /* Collective over the TP group (every replica runs it; rank 0 prints). */
         char *out = tt_malloc(strlen(rc->prompt) + (size_t)rc->sample_len + 2);
-        tt_generate(&model, rc->prompt, rc->sample_len, out);
+        tt_generate(&pipe, rc->prompt, rc->sample_len, out);
         if (rank == 0)
             print_sample(out);
         free(out);
@@ -501,6 +649,8 @@ done:
     fflush(stdout);
     if (have_val)
         tt_validate_free(&val);
+    tt_pipe_free(&pipe);
+    bubble_free(&bubbles);
     tt_model_free(&model);
     tt_corpus_free(&corpus);
     return agree(g, status);

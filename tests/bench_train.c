@@ -90,6 +90,13 @@ int main(int argc, char **argv)
     tt_model m;
     tt_shard_spec whole = tt_shard_whole(&rc.model);
     tt_model_init(&m, &rc.model, &whole, rc.batch, 1);
+    rc.virtual_stages = 1;
+    tt_pipe pipe; /* one stage */
+    tt_err err;
+    if (tt_pipe_init(&pipe, &m, &rc, NULL, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
     const double model_flops = tt_model_flops(&rc.model, rc.batch);
 
     printf("benchmark: C=%d L=%d NH=%d T=%d B=%d, one rank, one BLAS thread, %d rounds, "
@@ -99,7 +106,7 @@ int main(int argc, char **argv)
            model_flops * 1e-9);
     double gemm_flops;
     time_gemms(shapes, ns, A, Bm, Cm, &gemm_flops); /* warm-up */
-    tt_train_step(&m, &rc, &corpus, NULL, 0, NULL);
+    tt_train_step(&pipe, &corpus, 0, NULL);
     double *gemm_rate = tt_calloc((size_t)rounds, sizeof(double));
     double *step_time = tt_calloc((size_t)rounds * steps_per_round, sizeof(double));
     long step = 1;
@@ -107,7 +114,7 @@ int main(int argc, char **argv)
         double t = time_gemms(shapes, ns, A, Bm, Cm, &gemm_flops);
         gemm_rate[r] = gemm_flops / t * 1e-9;
         for (int k = 0; k < steps_per_round; k++)
-            step_time[r * steps_per_round + k] = tt_train_step(&m, &rc, &corpus, NULL, step++, NULL).seconds;
+            step_time[r * steps_per_round + k] = tt_train_step(&pipe, &corpus, step++, NULL).seconds;
         printf("round %d: sgemm %.1f GFLOP/s, steps %.1f %.1f %.1f ms\n", r + 1, gemm_rate[r],
                step_time[r * steps_per_round] * 1e3, step_time[r * steps_per_round + 1] * 1e3,
                step_time[r * steps_per_round + 2] * 1e3);
@@ -120,6 +127,7 @@ int main(int argc, char **argv)
     printf("training step: %.1f ms (median), %.0f tokens/s, %.1f GFLOP/s\n", s * 1e3,
            rc.batch * rc.model.T / s, achieved);
     printf("MFU (model GFLOP/s / sgemm GFLOP/s): %.1f%%\n", 100.0 * achieved / g);
+    tt_pipe_free(&pipe);
     tt_model_free(&m);
     tt_corpus_free(&corpus);
     free(A);

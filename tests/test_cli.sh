@@ -29,7 +29,12 @@ expect_error "tp x pp x dp != world" 2 "tp 1 x pp 1 x dp 3 = 3, but 2 rank(s) we
 expect_error "a size of 0" 2 "every size must be at least 1 (got tp 1 pp 1 dp 0). Layouts that work on 4 rank(s): --tp 2 --pp 1 --dp 2; --tp 1 --pp 1 --dp 4" 4 $small --batch 4 --dp 0
 expect_error "batch not divisible by dp" 2 "dp 3 must divide --batch 2" 3 $small
 expect_error "micro-batches per replica" 2 "--micro-batches 2 must divide batch/dp = 4/4 = 1" 4 $small --batch 4 --dp 4 --micro-batches 2
-expect_error "pipeline parallelism not yet" 2 "pipeline parallelism is not in this version" 2 $small --pp 2
+expect_error "a pipeline stage without a block" 2 "pp 2 exceeds --layers 1 (every pipeline stage needs a block)" 2 $small --pp 2
+expect_error "--stage-layers leaving a stage empty" 2 "chunk 1 would have 0 blocks" 2 $small --layers 2 --pp 2 --stage-layers 2,0
+expect_error "--stage-layers not adding up" 2 "adds up to 3 blocks, --layers is 2" 2 $small --layers 2 --pp 2 --stage-layers 1,2
+expect_error "--stage-layers of another length" 2 "lists more than the 2 chunks of this layout" 2 $small --layers 3 --pp 2 --stage-layers 1,1,1
+expect_error "--stage-layers too short" 2 "lists 1 chunk(s), the layout has 2" 2 $small --layers 3 --pp 2 --stage-layers 3
+expect_error "unknown schedule" 2 "--schedule expects naive, gpipe, 1f1b or interleaved, got 'zigzag'" 1 $small --schedule zigzag
 expect_error "missing data file" 1 "cannot read data file '$work/nope.txt'" 1 $small --data "$work/nope.txt"
 printf 'short text' > "$work/short.txt"
 expect_error "data shorter than a window" 1 "has 10 bytes; with --seq 16 it needs at least" 1 $small --data "$work/short.txt"

@@ -68,6 +68,9 @@ void tt_bcast(const tt_grid *g, int where, void *buf, int count, MPI_Datatype ty
 /* Point-to-point between pipeline stages (world ranks; MPI_PROC_NULL is a no-op
  * and is not counted). Counted in the PP group. */
 void tt_send(const tt_grid *g, const void *buf, int count, MPI_Datatype type, int dest, int tag);
+/* Non-blocking send (counted when posted); complete it with MPI_Wait. */
+void tt_isend(const tt_grid *g, const void *buf, int count, MPI_Datatype type, int dest, int tag,
+              MPI_Request *req);
 void tt_recv(const tt_grid *g, void *buf, int count, MPI_Datatype type, int src, int tag);
 
 #endif

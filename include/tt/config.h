@@ -16,7 +16,8 @@ enum {
     TT_GIVEN_SEQ = 1 << 3, TT_GIVEN_BATCH = 1 << 4, TT_GIVEN_MICRO = 1 << 5,
     TT_GIVEN_STEPS = 1 << 6, TT_GIVEN_LR = 1 << 7, TT_GIVEN_LR_MIN = 1 << 8,
     TT_GIVEN_WARMUP = 1 << 9, TT_GIVEN_WD = 1 << 10, TT_GIVEN_CLIP = 1 << 11,
-    TT_GIVEN_BETA1 = 1 << 12, TT_GIVEN_BETA2 = 1 << 13, TT_GIVEN_SEED = 1 << 14
+    TT_GIVEN_BETA1 = 1 << 12, TT_GIVEN_BETA2 = 1 << 13, TT_GIVEN_SEED = 1 << 14,
+    TT_GIVEN_VIRTUAL = 1 << 15
 };
 
 typedef struct {
@@ -40,6 +41,10 @@ typedef struct {
     size_t dp_bucket;         /* bytes per DP gradient all-reduce bucket */
     int tp_mlp_gather;        /* --tp-mlp gather (1) or megatron (0) */
     int report_comm;          /* --report comm: every GPU's traffic table */
+    int schedule;             /* tt_schedule_kind: --schedule */
+    int virtual_stages;       /* --virtual-stages: chunks per stage (interleaved) */
+    const char *stage_layers; /* --stage-layers a,b,...: blocks per chunk */
+    int explain;              /* --explain: narrate one step */
     unsigned given;           /* TT_GIVEN_* bits */
 } tt_run_config;
 

@@ -41,6 +41,7 @@ int tt_grid_rank_of(const tt_grid *g, int dp_rank, int pp_rank, int tp_rank);
 typedef struct {
     int heads, layers, batch, micro_batches;
     int max_tp, max_pp; /* what this build implements (1 = not yet) */
+    int virtual_stages; /* chunks per pipeline stage (0 or 1: one) */
 } tt_layout_rules;
 
 /* 0 if (tp, pp, dp) works for world ranks under the rules, else -1 with the

@@ -1,0 +1,434 @@
+/* test_pipeline.c - the pipeline schedules as data: every schedule for every
+ * small (p, m, v) passes the simulation check, computes each (micro-batch,
+ * chunk) forward and backward exactly once, and reaches the bubble and the
+ * activation memory the theory predicts; broken lists are rejected with a
+ * message that names the problem; the narration reads like the textbook's.
+ * Single process, no MPI. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tt/pipeline.h"
+
+#define PMAX 8
+
+static void build_all(tt_action_list *L, tt_schedule_kind kind, int p, int m, int v)
+{
+    for (int s = 0; s < p; s++)
+        tt_schedule_build(&L[s], kind, p, m, v, s);
+}
+
+static void free_all(tt_action_list *L, int p)
+{
+    for (int s = 0; s < p; s++)
+        tt_action_list_free(&L[s]);
+}
+
+/* Builds and checks one schedule; 0 on success (the message in e otherwise). */
+static int run(tt_schedule_kind kind, int p, int m, int v, double fc, double bc,
+               tt_sim_result *r, tt_err *e)
+{
+    tt_action_list L[PMAX];
+    build_all(L, kind, p, m, v);
+    int rc = tt_schedule_check(L, p, m, v, fc, bc, r, e);
+    free_all(L, p);
+    return rc;
+}
+
+/* The span the theory gives, in units of one chunk's forward fc and backward bc.
+ * - naive: a micro-batch crosses p forwards and p backwards before the next
+ *   one may start, so m * p * (fc + bc);
+ * - gpipe: the last forward leaves stage p-1 at (m + p - 1) fc (m forwards on
+ *   the last stage after a fill of p - 1); the backwards then drain the same
+ *   way in reverse, reaching stage 0 after (m + p - 1) bc more;
+ * - 1f1b: the last stage starts at (p - 1) fc, then alternates F and B with no
+ *   gap (each new forward's input was sent during its previous pair), and the
+ *   gradient of its final backward needs (p - 1) bc to reach stage 0:
+ *   (p - 1) fc + m (fc + bc) + (p - 1) bc - the same as GPipe;
+ * - interleaved: the same fill/drain argument over p*v chunks of one chunk-time
+ *   each (Megatron-LM, Narayanan et al. 2021): m v (fc + bc) of work per stage
+ *   plus a fill of (p - 1) fc and a drain of (p - 1) bc.
+ * Every stage computes m v (fc + bc), so the idle fraction of every stage is
+ * 1 - m v (fc + bc) / span, which is exactly tt_bubble_theory. */
+static double theory_span(tt_schedule_kind kind, int p, int m, int v, double fc, double bc)
+{
+    switch (kind) {
+    case TT_SCHED_NAIVE: return (double)m * p * (fc + bc);
+    case TT_SCHED_GPIPE:
+    case TT_SCHED_1F1B: return (double)(m + p - 1) * (fc + bc);
+    case TT_SCHED_INTERLEAVED: return ((double)m * v + p - 1) * (fc + bc);
+    }
+    return -1;
+}
+
+/* Independently of the checker: each (mb, global chunk) is forwarded once and
+ * backwarded once, on the stage that owns the chunk (chunk % p). */
+static void count_compute(const tt_action_list *L, int p, int m, int v, const char *what)
+{
+    int C = p * v;
+    int *nf = calloc((size_t)(m * C), sizeof *nf), *nb = calloc((size_t)(m * C), sizeof *nb);
+    for (int s = 0; s < p; s++)
+        for (int i = 0; i < L[s].n; i++) {
+            const tt_action *a = &L[s].a[i];
+            ck_assert_msg(a->chunk % p == s, "%s: stage %d holds action on chunk %d", what, s,
+                          a->chunk);
+            if (a->kind == TT_ACT_FWD)
+                nf[a->mb * C + a->chunk]++;
+            else if (a->kind == TT_ACT_BWD)
+                nb[a->mb * C + a->chunk]++;
+        }
+    for (int i = 0; i < m * C; i++) {
+        ck_assert_msg(nf[i] == 1, "%s: mb%d chunk %d forwarded %d times", what, i / C, i % C,
+                      nf[i]);
+        ck_assert_msg(nb[i] == 1, "%s: mb%d chunk %d backwarded %d times", what, i / C, i % C,
+                      nb[i]);
+    }
+    free(nf);
+    free(nb);
+}
+
+static void sweep(tt_schedule_kind kind)
+{
+    int vlo = kind == TT_SCHED_INTERLEAVED ? 2 : 1, vhi = kind == TT_SCHED_INTERLEAVED ? 4 : 1;
+    int ran = 0;
+    for (int p = 1; p <= PMAX; p++)
+        for (int m = 1; m <= 16; m++)
+            for (int v = vlo; v <= vhi; v++) {
+                tt_err e;
+                if (kind == TT_SCHED_INTERLEAVED && (p < 2 || m % p != 0)) {
+                    ck_assert_int_eq(tt_schedule_validate_args(kind, p, m, v, &e), -1);
+                    continue;
+                }
+                ck_assert_msg(tt_schedule_validate_args(kind, p, m, v, &e) == 0, "%s", e.msg);
+                char what[96];
+                snprintf(what, sizeof what, "%s p=%d m=%d v=%d", tt_schedule_name(kind), p, m, v);
+                tt_action_list L[PMAX];
+                build_all(L, kind, p, m, v);
+                count_compute(L, p, m, v, what);
+                tt_sim_result r;
+                ck_assert_msg(tt_schedule_check(L, p, m, v, 1, 1, &r, &e) == 0, "%s: %s", what,
+                              e.msg);
+                ck_assert_int_eq(r.p, p);
+                double span = theory_span(kind, p, m, v, 1, 1);
+                ck_assert_msg(r.span == span, "%s: span %g, theory %g", what, r.span, span);
+                double theory = tt_bubble_theory(kind, p, m, v);
+                for (int s = 0; s < p; s++) {
+                    ck_assert_msg(r.busy[s] == 2.0 * m * v, "%s: stage %d busy %g", what, s,
+                                  r.busy[s]);
+                    double idle = (r.span - r.busy[s]) / r.span;
+                    ck_assert_msg(fabs(idle - theory) < 1e-12, "%s: stage %d idle %g, theory %g",
+                                  what, s, idle, theory);
+                    int want = kind == TT_SCHED_NAIVE  ? 1
+                               : kind == TT_SCHED_GPIPE ? m
+                               : kind == TT_SCHED_1F1B  ? (p - s < m ? p - s : m)
+                                                        : -1;
+                    if (want >= 0)
+                        ck_assert_msg(r.peak_held[s] == want, "%s: stage %d peak held %d, want %d",
+                                      what, s, r.peak_held[s], want);
+                    else /* interleaved: more than 1F1B's p - s, far fewer than GPipe's m v */
+                        ck_assert_msg(r.peak_held[s] >= 1 && r.peak_held[s] <= m * v,
+                                      "%s: stage %d peak held %d", what, s, r.peak_held[s]);
+                }
+                tt_sim_result_free(&r);
+                /* A backward twice as long as a forward: the same formulas hold. */
+                ck_assert_msg(tt_schedule_check(L, p, m, v, 1, 2, &r, &e) == 0, "%s", e.msg);
+                span = theory_span(kind, p, m, v, 1, 2);
+                ck_assert_msg(r.span == span, "%s fc=1 bc=2: span %g, theory %g", what, r.span,
+                              span);
+                tt_sim_result_free(&r);
+                free_all(L, p);
+                ran++;
+            }
+    ck_assert_int_gt(ran, 0);
+}
+
+START_TEST(naive_all) { sweep(TT_SCHED_NAIVE); }
+END_TEST
+START_TEST(gpipe_all) { sweep(TT_SCHED_GPIPE); }
+END_TEST
+START_TEST(one_f_one_b_all) { sweep(TT_SCHED_1F1B); }
+END_TEST
+START_TEST(interleaved_all) { sweep(TT_SCHED_INTERLEAVED); }
+END_TEST
+
+/* Interleaving shrinks the bubble: with chunk costs 1/v of a stage (here the
+ * 1F1B stage costs v and the interleaved chunk 1, to stay in integers) the
+ * interleaved step is shorter for every m >= p. */
+START_TEST(interleaved_beats_1f1b)
+{
+    for (int p = 2; p <= PMAX; p++)
+        for (int m = p; m <= 16; m += p)
+            for (int v = 2; v <= 4; v++) {
+                tt_sim_result a, b;
+                tt_err e;
+                ck_assert_msg(run(TT_SCHED_1F1B, p, m, 1, v, v, &a, &e) == 0, "%s", e.msg);
+                ck_assert_msg(run(TT_SCHED_INTERLEAVED, p, m, v, 1, 1, &b, &e) == 0, "%s", e.msg);
+                ck_assert_msg(b.span < a.span, "p=%d m=%d v=%d: interleaved %g >= 1f1b %g", p, m,
+                              v, b.span, a.span);
+                /* Same work per stage, so the difference is all bubble. */
+                ck_assert(a.busy[0] == b.busy[0]);
+                tt_sim_result_free(&a);
+                tt_sim_result_free(&b);
+            }
+}
+END_TEST
+
+/* ---- broken schedules ---------------------------------------------------- */
+
+static int find(const tt_action_list *l, tt_action_kind kind, int mb)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->a[i].kind == kind && l->a[i].mb == mb)
+            return i;
+    ck_abort_msg("action not found");
+    return -1;
+}
+
+static void erase(tt_action_list *l, int i)
+{
+    memmove(&l->a[i], &l->a[i + 1], (size_t)(l->n - i - 1) * sizeof *l->a);
+    l->n--;
+}
+
+static void insert(tt_action_list *l, int i, tt_action a)
+{
+    if (l->n == l->cap) {
+        l->cap = 2 * l->cap + 1;
+        l->a = realloc(l->a, (size_t)l->cap * sizeof *l->a);
+    }
+    memmove(&l->a[i + 1], &l->a[i], (size_t)(l->n - i) * sizeof *l->a);
+    l->a[i] = a;
+    l->n++;
+}
+
+/* Checks L and requires failure with every string of want in the message. */
+static void expect_reject(tt_action_list *L, int p, int m, const char *const *want)
+{
+    tt_err e;
+    tt_sim_result r;
+    e.msg[0] = 0;
+    ck_assert_int_eq(tt_schedule_check(L, p, m, 1, 1, 1, &r, &e), -1);
+    ck_assert_ptr_null(r.start); /* nothing to free on failure */
+    for (; *want; want++)
+        ck_assert_msg(strstr(e.msg, *want), "message \"%s\" lacks \"%s\"", e.msg, *want);
+    free_all(L, p);
+}
+
+START_TEST(reject_missing_backward)
+{
+    tt_action_list L[2];
+    build_all(L, TT_SCHED_GPIPE, 2, 3, 1);
+    erase(&L[0], find(&L[0], TT_ACT_BWD, 1));
+    int f = find(&L[0], TT_ACT_FWD, 1);
+    char at[32];
+    snprintf(at, sizeof at, "stage 0 action %d", f);
+    expect_reject(L, 2, 3, (const char *[]){at, "forward mb1 chunk 0", "never backwarded", NULL});
+}
+END_TEST
+
+START_TEST(reject_duplicated_forward)
+{
+    tt_action_list L[2];
+    build_all(L, TT_SCHED_GPIPE, 2, 3, 1);
+    int f = find(&L[0], TT_ACT_FWD, 0);
+    insert(&L[0], f + 1, L[0].a[f]);
+    char at[48];
+    snprintf(at, sizeof at, "stage 0 action %d", f + 1);
+    expect_reject(L, 2, 3, (const char *[]){at, "forward mb0 chunk 0", "twice", NULL});
+}
+END_TEST
+
+START_TEST(reject_receive_without_send)
+{
+    tt_action_list L[2];
+    build_all(L, TT_SCHED_1F1B, 2, 3, 1);
+    erase(&L[0], find(&L[0], TT_ACT_SEND_ACT, 2));
+    char at[32];
+    snprintf(at, sizeof at, "stage 1 action %d", find(&L[1], TT_ACT_RECV_ACT, 2));
+    expect_reject(L, 2, 3,
+                  (const char *[]){at, "receive activations of mb2 chunk 1 from stage 0",
+                                   "no matching send", NULL});
+}
+END_TEST
+
+START_TEST(reject_backward_before_forward)
+{
+    tt_action_list L[2];
+    build_all(L, TT_SCHED_GPIPE, 2, 3, 1);
+    /* The last stage: ... FWD(2), BWD(2) ... becomes ... BWD(2), FWD(2) ... */
+    int f = find(&L[1], TT_ACT_FWD, 2), b = find(&L[1], TT_ACT_BWD, 2);
+    ck_assert_int_eq(b, f + 1);
+    tt_action t = L[1].a[f];
+    L[1].a[f] = L[1].a[b];
+    L[1].a[b] = t;
+    char at[64];
+    snprintf(at, sizeof at, "stage 1 action %d (backward mb2 chunk 1)", f);
+    char before[48];
+    snprintf(before, sizeof before, "comes before its forward (action %d)", b);
+    expect_reject(L, 2, 3, (const char *[]){at, before, NULL});
+}
+END_TEST
+
+START_TEST(reject_deadlock)
+{
+    /* Naive, 2 stages, 1 micro-batch; stage 0 first waits for the gradient
+     * that stage 1 can only send after the activation stage 0 would send
+     * later: each stage's first action is a receive from the other. */
+    tt_action_list L[2];
+    build_all(L, TT_SCHED_NAIVE, 2, 1, 1);
+    int r = find(&L[0], TT_ACT_RECV_GRAD, 0);
+    tt_action a = L[0].a[r];
+    erase(&L[0], r);
+    insert(&L[0], 0, a);
+    ck_assert_int_eq(L[1].a[0].kind, TT_ACT_RECV_ACT);
+    expect_reject(L, 2, 1,
+                  (const char *[]){"deadlock", "stage 0 waits at action 0",
+                                   "receive gradients of mb0 chunk 0 from stage 1",
+                                   "stage 1 waits at action 0",
+                                   "receive activations of mb0 chunk 1 from stage 0", NULL});
+}
+END_TEST
+
+START_TEST(reject_wrong_peer_and_stage)
+{
+    tt_action_list L[3];
+    build_all(L, TT_SCHED_1F1B, 3, 2, 1);
+    int i = find(&L[1], TT_ACT_SEND_ACT, 0);
+    L[1].a[i].peer = 0;
+    char at[32];
+    snprintf(at, sizeof at, "stage 1 action %d", i);
+    expect_reject(L, 3, 2, (const char *[]){at, "peer should be stage 2", NULL});
+
+    build_all(L, TT_SCHED_1F1B, 3, 2, 1);
+    i = find(&L[2], TT_ACT_FWD, 1);
+    L[2].a[i].chunk = 1;
+    snprintf(at, sizeof at, "stage 2 action %d", i);
+    expect_reject(L, 3, 2, (const char *[]){at, "chunk 1 lives on stage 1", NULL});
+}
+END_TEST
+
+/* ---- arguments, names, theory ------------------------------------------ */
+
+START_TEST(arguments_and_names)
+{
+    tt_err e;
+    ck_assert_int_eq(tt_schedule_validate_args(TT_SCHED_1F1B, 4, 8, 1, &e), 0);
+    ck_assert_int_eq(tt_schedule_validate_args(TT_SCHED_INTERLEAVED, 4, 8, 2, &e), 0);
+    ck_assert_int_eq(tt_schedule_validate_args(TT_SCHED_1F1B, 4, 8, 2, &e), -1);
+    ck_assert(strstr(e.msg, "v = 2") && strstr(e.msg, "interleaved"));
+    ck_assert_int_eq(tt_schedule_validate_args(TT_SCHED_INTERLEAVED, 4, 6, 2, &e), -1);
+    ck_assert_msg(strstr(e.msg, "(6)") && strstr(e.msg, "pp = 4") && strstr(e.msg, "4 or 8"),
+                  "%s", e.msg);
+    ck_assert_int_eq(tt_schedule_validate_args(TT_SCHED_INTERLEAVED, 4, 2, 2, &e), -1);
+    ck_assert_msg(strstr(e.msg, "use 4 micro-batches"), "%s", e.msg);
+    ck_assert_int_eq(tt_schedule_validate_args(TT_SCHED_INTERLEAVED, 4, 8, 1, &e), -1);
+    ck_assert(strstr(e.msg, "v >= 2") && strstr(e.msg, "v = 1"));
+    ck_assert_int_eq(tt_schedule_validate_args(TT_SCHED_INTERLEAVED, 1, 4, 2, &e), -1);
+    ck_assert(strstr(e.msg, "pp = 1"));
+    ck_assert_int_eq(tt_schedule_validate_args(TT_SCHED_GPIPE, 0, 4, 1, &e), -1);
+    ck_assert(strstr(e.msg, "pp = 0"));
+    ck_assert_int_eq(tt_schedule_validate_args(TT_SCHED_GPIPE, 2, 0, 1, &e), -1);
+    ck_assert(strstr(e.msg, "(got 0)"));
+    for (int k = 0; k < 4; k++)
+        ck_assert_int_eq(tt_schedule_parse(tt_schedule_name(k)), k);
+    ck_assert_int_eq(tt_schedule_parse("1F1B-ish"), -1);
+    ck_assert_int_eq(tt_schedule_parse(NULL), -1);
+    /* The textbook's figure: p = 4, m = 4 -> 3/7 idle. */
+    ck_assert(tt_bubble_theory(TT_SCHED_GPIPE, 4, 4, 1) == 3.0 / 7.0);
+    ck_assert(tt_bubble_theory(TT_SCHED_NAIVE, 4, 4, 1) == 0.75);
+    ck_assert(tt_bubble_theory(TT_SCHED_INTERLEAVED, 4, 4, 2) == 3.0 / 11.0);
+}
+END_TEST
+
+/* ---- narration ----------------------------------------------------------- */
+
+START_TEST(explain_gpipe_4x4)
+{
+    tt_action_list L[4];
+    build_all(L, TT_SCHED_GPIPE, 4, 4, 1);
+    tt_sim_result r;
+    tt_err e;
+    ck_assert_msg(tt_schedule_check(L, 4, 4, 1, 1, 1, &r, &e) == 0, "%s", e.msg);
+    const char *names[] = {"gpu0", "gpu1", "gpu2", "gpu3"};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    tt_schedule_explain(f, L, &r, names);
+    fclose(f);
+    ck_assert(strstr(text, "Time step 1\n"));
+    ck_assert(strstr(text, "computing: gpu0 forward mb0 of chunk 0\n"));
+    ck_assert(strstr(text, "communication: gpu0 -> gpu1 activations of mb0\n"));
+    ck_assert(strstr(text, "active GPUs 25%: gpu0"));
+    ck_assert(strstr(text, "active GPUs 100%: gpu0, gpu1, gpu2, gpu3\n"));
+    ck_assert(strstr(text, "gpu1 -> gpu0 gradients of mb3"));
+    /* The last step narrated is the span: 2 (m + p - 1) = 14. */
+    int last = 0, steps = 0;
+    for (const char *s = text; (s = strstr(s, "Time step ")); s++, steps++)
+        last = atoi(s + 10);
+    ck_assert_int_eq(steps, 14);
+    ck_assert_int_eq(last, (int)r.span);
+    ck_assert_int_eq(last, 14);
+    /* Step 14 is stage 0's final backward alone. */
+    ck_assert(strstr(text, "Time step 14\n  computing: gpu0 backward mb0 of chunk 0\n"
+                           "  communication: none\n  active GPUs 25%: gpu0"));
+    free(text);
+    tt_sim_result_free(&r);
+    free_all(L, 4);
+}
+END_TEST
+
+/* One line per schedule: the simulated idle fraction next to the theory. */
+static int print_summary(void)
+{
+    int rc = 0;
+    static const int ms[] = {4, 8};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 2; i++) {
+            int p = 4, m = ms[i], v = k == TT_SCHED_INTERLEAVED ? 2 : 1;
+            tt_sim_result r;
+            tt_err e;
+            if (run(k, p, m, v, 1, 1, &r, &e)) {
+                printf("%-11s p=%d m=%d v=%d: FAILED %s\n", tt_schedule_name(k), p, m, v, e.msg);
+                rc = 1;
+                continue;
+            }
+            printf("%-11s p=%d m=%d v=%d: span %3.0f, bubble simulated %.4f theory %.4f, "
+                   "peak held",
+                   tt_schedule_name(k), p, m, v, r.span, (r.span - r.busy[0]) / r.span,
+                   tt_bubble_theory(k, p, m, v));
+            for (int s = 0; s < p; s++)
+                printf(" %d", r.peak_held[s]);
+            printf("\n");
+            tt_sim_result_free(&r);
+        }
+    return rc;
+}
+
+int main(void)
+{
+    Suite *s = suite_create("pipeline");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, naive_all);
+    tcase_add_test(tc, gpipe_all);
+    tcase_add_test(tc, one_f_one_b_all);
+    tcase_add_test(tc, interleaved_all);
+    tcase_add_test(tc, interleaved_beats_1f1b);
+    tcase_add_test(tc, reject_missing_backward);
+    tcase_add_test(tc, reject_duplicated_forward);
+    tcase_add_test(tc, reject_receive_without_send);
+    tcase_add_test(tc, reject_backward_before_forward);
+    tcase_add_test(tc, reject_deadlock);
+    tcase_add_test(tc, reject_wrong_peer_and_stage);
+    tcase_add_test(tc, arguments_and_names);
+    tcase_add_test(tc, explain_gpipe_4x4);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    failed += print_summary();
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
