@@ -22,7 +22,7 @@ static void defaults(tt_run_config *c)
     c->model.NH = 12;
     c->model.T = 64;
     c->batch = 24;
-    c->micro_batches = 1;
+    c->micro_batches = 4;
     c->steps = 200;
     c->optim.lr = 3e-3;
     c->optim.lr_min = 3e-4;
@@ -40,6 +40,7 @@ static void defaults(tt_run_config *c)
     c->dp_bucket = (size_t)1 << 20;
     c->schedule = TT_SCHED_1F1B;
     c->virtual_stages = 1;
+    c->spot_check = 1;
 }
 
 void tt_config_usage(FILE *out)
@@ -70,7 +71,9 @@ void tt_config_usage(FILE *out)
 "  --explain                narrate one training step, time step by time step\n"
 "  --validate               also train the unsharded reference on rank 0 and\n"
 "                           compare loss, gradients, weights and Adam moments;\n"
-"                           exit 1 beyond tolerance\n"
+"                           exit 1 beyond tolerance. Without it, a run on more\n"
+"                           than one GPU checks its first and last steps that way\n"
+"  --no-spot-check          ... unless this is given\n"
 "Model (vocabulary: 256 bytes):\n"
 "  --layers L               transformer blocks (default %d)\n"
 "  --dim C                  width (default %d)\n"
@@ -202,6 +205,10 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
         }
         if (strcmp(arg, "--explain") == 0) {
             c->explain = 1;
+            continue;
+        }
+        if (strcmp(arg, "--no-spot-check") == 0) {
+            c->spot_check = 0;
             continue;
         }
         if (strncmp(arg, "--", 2) != 0)

@@ -38,6 +38,13 @@ int main(int argc, char **argv)
          * resumed run's model shape is only known later, so the rules use
          * the flags as given (the checkpoint's shape is checked again). */
         int tp = rc.tp, pp = rc.pp, dp = rc.dp;
+        /* The values on their own first, then the layout they allow. */
+        if (tt_config_check(&rc, &err)) {
+            if (rank == 0)
+                fprintf(stderr, "tiny_transformer: %s\n", err.msg);
+            MPI_Finalize();
+            return TT_EXIT_USAGE;
+        }
         tt_layout_rules rules = {rc.model.NH, rc.model.L, rc.batch, rc.micro_batches, 4096, 4096,
                                  rc.virtual_stages};
         if (tt_grid_choose(world, &tp, &pp, &dp, &rules, &err)) {

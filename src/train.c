@@ -521,15 +521,18 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
     banner(rc, g, &model, &corpus, step0);
     if (rank == 0 && K > 1)
         print_pipeline(rc, g, chunk_layers);
-    if (rc->validate) {
+    /* --validate checks every step; otherwise a run on several GPUs
+     * spot-checks its first and last steps against the unsharded model. */
+    const int spot = !rc->validate && rc->spot_check && g->world_size > 1;
+    if (rc->validate || spot) {
         tt_shard_spec *specs = tt_malloc((size_t)g->world_size * sizeof *specs);
         for (int r = 0; r < g->world_size; r++)
             specs[r] = tt_stage_spec(g, rc, chunk_layers, r);
-        tt_validate_init(&val, g, rc, &model, specs);
+        tt_validate_init(&val, g, rc, &model, specs, rc->validate);
         free(specs);
         have_val = 1;
         /* A resumed reference starts from the same checkpoint (its moments). */
-        if (rc->resume && tt_checkpoint_load(rc->resume, &val.ref.P, &err)) {
+        if (rc->validate && rc->resume && tt_checkpoint_load(rc->resume, &val.ref.P, &err)) {
             say_error(g, &err);
             status = TT_EXIT_RUNTIME;
             goto done;
@@ -547,7 +550,8 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
         /* The traffic of training steps only (not eval or the sample), which
          * is what the formulas of the communication report describe. */
         tt_comm_stats before = *tt_comm_stats_get();
-        tt_step_stats st = tt_train_step(&pipe, &corpus, s, have_val ? &val : NULL);
+        int checked = have_val && (rc->validate || s == step0 || s == end - 1);
+        tt_step_stats st = tt_train_step(&pipe, &corpus, s, checked ? &val : NULL);
         tt_comm_accumulate(&train_traffic, &before, tt_comm_stats_get());
         bubble_add(&bubbles, &pipe);
         if (!isfinite(st.loss)) {
@@ -620,7 +624,7 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
                             rc->report_comm))
             status = TT_EXIT_RUNTIME;
     }
-    if (have_val) {
+    if (have_val && val.steps > 0) {
         tt_validate_final(&val, &model);
         if (!tt_validate_report(&val, stdout))
             status = TT_EXIT_RUNTIME;

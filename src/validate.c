@@ -21,7 +21,7 @@ static int counts(const tt_grid *g, const tt_tensor *t)
 }
 
 void tt_validate_init(tt_validator *v, const tt_grid *g, const tt_run_config *rc,
-                      const tt_model *sharded, const tt_shard_spec *specs)
+                      const tt_model *sharded, const tt_shard_spec *specs, int every_step)
 {
     memset(v, 0, sizeof *v);
     v->g = g;
@@ -42,8 +42,11 @@ void tt_validate_init(tt_validator *v, const tt_grid *g, const tt_run_config *rc
     for (int i = 0; i < sharded->P.n; i++)
         if (counts(g, &sharded->P.t[i]))
             np += tt_tensor_real_numel(&sharded->P.t[i]);
-    v->npack = (int)np;
-    v->pack = tt_malloc((np ? np : 1) * sizeof(float));
+    /* Every step: the weights; a spot check also takes the Adam moments. */
+    v->kinds = every_step ? 1 : 3;
+    v->every_step = every_step;
+    v->npack = (int)np * v->kinds;
+    v->pack = tt_malloc((np ? (size_t)v->npack : 1) * sizeof(float));
     if (g->world_rank == 0) {
         v->tables = tt_calloc((size_t)g->world_size, sizeof(tt_params));
         v->counts = tt_calloc((size_t)g->world_size, sizeof(int));
@@ -55,26 +58,31 @@ void tt_validate_init(tt_validator *v, const tt_grid *g, const tt_run_config *rc
             for (int i = 0; i < v->tables[r].n; i++)
                 if (counted((r / g->tp) % g->dp, r % g->tp, &v->tables[r].t[i]))
                     c += tt_tensor_real_numel(&v->tables[r].t[i]);
-            v->counts[r] = (int)c;
+            v->counts[r] = (int)c * v->kinds;
             v->displs[r] = (int)total;
-            total += c;
+            total += c * v->kinds;
         }
         v->gathered = tt_malloc((total ? total : 1) * sizeof(float));
     }
 }
 
-/* Rank 0's reference takes the sharded run's current weights. */
-static void sync_weights(tt_validator *v, const tt_model *sharded)
+/* Rank 0's reference takes the sharded run's current weights (and, for a
+ * spot check, its Adam moments: the reference has not followed the run). */
+static void sync_state(tt_validator *v, const tt_model *sharded)
 {
     const tt_grid *g = v->g;
+    const size_t total = sharded->P.total, rtotal = v->ref.P.total;
     float *p = v->pack;
-    for (int i = 0; i < sharded->P.n; i++) {
-        const tt_tensor *t = &sharded->P.t[i];
-        if (!counts(g, t))
-            continue;
-        size_t n = tt_tensor_real_numel(t); /* real rows come first in a shard */
-        memcpy(p, t->w, n * sizeof(float));
-        p += n;
+    for (int kind = 0; kind < v->kinds; kind++) { /* weights, then m, then v */
+        const size_t off = (size_t)(kind == 0 ? 0 : kind + 1) * total;
+        for (int i = 0; i < sharded->P.n; i++) {
+            const tt_tensor *t = &sharded->P.t[i];
+            if (!counts(g, t))
+                continue;
+            size_t n = tt_tensor_real_numel(t); /* real rows come first in a shard */
+            memcpy(p, sharded->P.mem + off + t->off, n * sizeof(float));
+            p += n;
+        }
     }
     tt_gatherv(g, TT_GROUP_OTHER, v->pack, v->npack, v->gathered, v->counts, v->displs,
                MPI_FLOAT, 0);
@@ -83,13 +91,16 @@ static void sync_weights(tt_validator *v, const tt_model *sharded)
     for (int r = 0; r < g->world_size; r++) {
         float *src = v->gathered + v->displs[r];
         const tt_params *tab = &v->tables[r];
-        for (int i = 0; i < tab->n; i++) {
-            const tt_tensor *t = &tab->t[i];
-            if (!counted((r / g->tp) % g->dp, r % g->tp, t))
-                continue;
-            int gi = tt_params_find(&v->ref.P, t->name);
-            tt_slice_copy(t, src, v->ref.P.t[gi].w, 1);
-            src += tt_tensor_real_numel(t);
+        for (int kind = 0; kind < v->kinds; kind++) {
+            const size_t roff = (size_t)(kind == 0 ? 0 : kind + 1) * rtotal;
+            for (int i = 0; i < tab->n; i++) {
+                const tt_tensor *t = &tab->t[i];
+                if (!counted((r / g->tp) % g->dp, r % g->tp, t))
+                    continue;
+                const tt_tensor *rt = &v->ref.P.t[tt_params_find(&v->ref.P, t->name)];
+                tt_slice_copy(t, src, v->ref.P.mem + roff + rt->off, 1);
+                src += tt_tensor_real_numel(t);
+            }
         }
     }
 }
@@ -197,7 +208,7 @@ void tt_validate_grads(tt_validator *v, const tt_model *sharded, const tt_corpus
     const tt_run_config *rc = v->rc;
     const int B = rc->batch, T = rc->model.T;
     double ref_loss = 0.0;
-    sync_weights(v, sharded);
+    sync_state(v, sharded);
     if (v->g->world_rank == 0) {
         int *in = tt_malloc((size_t)B * T * sizeof(int)), *tg = tt_malloc((size_t)B * T * sizeof(int));
         tt_sample_batch(c, step, B, 0, B, T, in, tg);
@@ -227,7 +238,9 @@ void tt_validate_grads(tt_validator *v, const tt_model *sharded, const tt_corpus
         snprintf(what, sizeof what, "gradient of %s", v->ref.P.t[i].name);
         note_bad(v, step, what, rel[i], TT_TOL_GRAD);
     }
-    v->steps++;
+    if (v->steps++ == 0)
+        v->first_checked = step;
+    v->last_checked = step;
     free(rel);
     free(ab);
 }
@@ -278,8 +291,17 @@ int tt_validate_report(tt_validator *v, FILE *out)
 {
     int pass = v->first_bad_step < 0;
     if (v->g->world_rank == 0 && out) {
-        fprintf(out, "\nvalidation against the unsharded reference (%ld steps; relative L2 error "
-                     "per tensor, worst over steps and blocks)\n", v->steps);
+        if (v->every_step)
+            fprintf(out, "\nvalidation against the unsharded reference, every step (%ld); ",
+                    v->steps);
+        else if (v->steps > 1)
+            fprintf(out, "\nvalidation against the unsharded reference, spot check of steps %ld "
+                         "and %ld (--validate checks every step); ", v->first_checked,
+                    v->last_checked);
+        else
+            fprintf(out, "\nvalidation against the unsharded reference, spot check of step %ld "
+                         "(--validate checks every step); ", v->first_checked);
+        fprintf(out, "relative L2 error per tensor, worst over steps and blocks\n");
         fprintf(out, "  %-28s %11s %11s %11s %11s %11s\n", "tensor", "grad max|e|", "grad rel",
                 "weight rel", "Adam m rel", "Adam v rel");
         int *done = tt_calloc((size_t)v->n, sizeof(int));

@@ -3,7 +3,7 @@
 # exit, never a crash or a hang, and never damages an existing file.
 . "$TT_SRCDIR/testlib.sh"
 
-small="--layers 1 --dim 16 --heads 2 --seq 16 --batch 2 --sample-len 0 --quiet --eval-every 0"
+small="--layers 1 --dim 16 --heads 2 --seq 16 --batch 2 --micro-batches 1 --sample-len 0 --quiet --eval-every 0"
 
 tt 1 --help
 if [ "$status" -eq 0 ] && grep -q -- "--resume FILE" "$work/out"; then ok "--help"; else not_ok "--help"; fi
@@ -22,10 +22,10 @@ expect_error "bad integer" 2 "--layers expects an integer, got '2x'" 1 --layers 
 expect_error "out of range" 2 "--steps must be between" 1 --steps -4
 expect_error "missing value" 2 "option --seq needs a value" 1 --seq
 expect_error "heads do not divide dim" 2 "--heads 5 must divide --dim 16" 1 $small --heads 5
-expect_error "micro-batches" 2 "--micro-batches 3 must divide batch/dp = 2/1 = 2" 1 $small --micro-batches 3
+expect_error "micro-batches" 2 "--micro-batches 3 must divide --batch 2" 1 $small --micro-batches 3
 
 # Layouts that cannot work: refused before any work, with the layouts that would.
-expect_error "tp x pp x dp != world" 2 "tp 1 x pp 1 x dp 3 = 3, but 2 rank(s) were started. Layouts that work on 2 rank(s): --tp 1 --pp 1 --dp 2" 2 $small --dp 3
+expect_error "tp x pp x dp != world" 2 "tp 1 x pp 1 x dp 3 = 3, but 2 rank(s) were started. Layouts that work on 2 rank(s): --tp 1 --pp 1 --dp 2; --tp 2 --pp 1 --dp 1" 2 $small --dp 3
 expect_error "a size of 0" 2 "every size must be at least 1 (got tp 1 pp 1 dp 0). Layouts that work on 4 rank(s): --tp 2 --pp 1 --dp 2; --tp 1 --pp 1 --dp 4" 4 $small --batch 4 --dp 0
 expect_error "batch not divisible by dp" 2 "dp 3 must divide --batch 2" 3 $small
 expect_error "micro-batches per replica" 2 "--micro-batches 2 must divide batch/dp = 4/4 = 1" 4 $small --batch 4 --dp 4 --micro-batches 2

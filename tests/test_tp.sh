@@ -7,7 +7,7 @@
 . "$TT_SRCDIR/testlib.sh"
 
 # 12 heads of size 4: every tp above divides them.
-cfg="--layers 2 --dim 48 --heads 12 --seq 16 --batch 12 --steps 3 --warmup 2 --sample-len 0 --quiet --eval-every 0"
+cfg="--layers 2 --dim 48 --heads 12 --seq 16 --batch 12 --micro-batches 1 --steps 3 --warmup 2 --sample-len 0 --quiet --eval-every 0"
 
 run_case() {
     np=$1

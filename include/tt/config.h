@@ -45,6 +45,7 @@ typedef struct {
     int virtual_stages;       /* --virtual-stages: chunks per stage (interleaved) */
     const char *stage_layers; /* --stage-layers a,b,...: blocks per chunk */
     int explain;              /* --explain: narrate one step */
+    int spot_check;           /* check the first and last steps (off: --no-spot-check) */
     unsigned given;           /* TT_GIVEN_* bits */
 } tt_run_config;
 
