@@ -1,5 +1,6 @@
 /* comm.c - the counted communication layer. */
 #include "tt/comm.h"
+#include "tt/trace.h"
 
 #include <string.h>
 
@@ -23,13 +24,21 @@ MPI_Comm tt_group_comm(const tt_grid *g, int where)
     }
 }
 
-static void count(int where, tt_op op, long long bytes, double t0)
+/* Books one call, and logs it when a trace is being captured. */
+static void count_peer(int where, tt_op op, long long bytes, double t0, int peer)
 {
     int row = (where & TT_BOOKKEEPING) ? TT_GROUP_OTHER : (where & ~TT_BOOKKEEPING);
     tt_comm_count *c = &stats.c[row][op];
+    double t1 = tt_now();
     c->calls++;
     c->bytes += bytes;
-    c->seconds += MPI_Wtime() - t0;
+    c->seconds += t1 - t0;
+    tt_trace_add(TT_EV_COMM, tt_op_names[op], tt_group_names[row], t0, t1, -1, -1, peer, bytes);
+}
+
+static void count(int where, tt_op op, long long bytes, double t0)
+{
+    count_peer(where, op, bytes, t0, -1);
 }
 
 static long long type_size(MPI_Datatype type)
@@ -42,7 +51,7 @@ static long long type_size(MPI_Datatype type)
 void tt_allreduce(const tt_grid *g, int where, void *buf, int count_, MPI_Datatype type,
                   MPI_Op op)
 {
-    double t0 = MPI_Wtime();
+    double t0 = tt_now();
     MPI_Allreduce(MPI_IN_PLACE, buf, count_, type, op, tt_group_comm(g, where));
     count(where, TT_OP_ALLREDUCE, (long long)count_ * type_size(type), t0);
 }
@@ -50,7 +59,7 @@ void tt_allreduce(const tt_grid *g, int where, void *buf, int count_, MPI_Dataty
 void tt_allgather(const tt_grid *g, int where, const void *send, void *recv, int count_,
                   MPI_Datatype type)
 {
-    double t0 = MPI_Wtime();
+    double t0 = tt_now();
     MPI_Comm comm = tt_group_comm(g, where);
     int n;
     MPI_Comm_size(comm, &n);
@@ -61,7 +70,7 @@ void tt_allgather(const tt_grid *g, int where, const void *send, void *recv, int
 void tt_reduce_scatter(const tt_grid *g, int where, const void *send, void *recv, int count_,
                        MPI_Datatype type)
 {
-    double t0 = MPI_Wtime();
+    double t0 = tt_now();
     MPI_Comm comm = tt_group_comm(g, where);
     int n;
     MPI_Comm_size(comm, &n);
@@ -72,7 +81,7 @@ void tt_reduce_scatter(const tt_grid *g, int where, const void *send, void *recv
 void tt_gatherv(const tt_grid *g, int where, const void *send, int count_, void *recv,
                 const int *counts, const int *displs, MPI_Datatype type, int root)
 {
-    double t0 = MPI_Wtime();
+    double t0 = tt_now();
     MPI_Comm comm = tt_group_comm(g, where);
     int me, n;
     MPI_Comm_rank(comm, &me);
@@ -87,7 +96,7 @@ void tt_gatherv(const tt_grid *g, int where, const void *send, int count_, void 
 
 void tt_bcast(const tt_grid *g, int where, void *buf, int count_, MPI_Datatype type, int root)
 {
-    double t0 = MPI_Wtime();
+    double t0 = tt_now();
     MPI_Bcast(buf, count_, type, root, tt_group_comm(g, where));
     count(where, TT_OP_BCAST, (long long)count_ * type_size(type), t0);
 }
@@ -97,9 +106,9 @@ void tt_send(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, i
     (void)g;
     if (dest == MPI_PROC_NULL)
         return;
-    double t0 = MPI_Wtime();
+    double t0 = tt_now();
     MPI_Send(buf, count_, type, dest, tag, MPI_COMM_WORLD);
-    count(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0);
+    count_peer(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0, dest);
 }
 
 void tt_isend(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, int dest, int tag,
@@ -110,9 +119,9 @@ void tt_isend(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, 
         *req = MPI_REQUEST_NULL;
         return;
     }
-    double t0 = MPI_Wtime();
+    double t0 = tt_now();
     MPI_Isend(buf, count_, type, dest, tag, MPI_COMM_WORLD, req);
-    count(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0);
+    count_peer(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0, dest);
 }
 
 void tt_recv(const tt_grid *g, void *buf, int count_, MPI_Datatype type, int src, int tag)
@@ -120,7 +129,7 @@ void tt_recv(const tt_grid *g, void *buf, int count_, MPI_Datatype type, int src
     (void)g;
     if (src == MPI_PROC_NULL)
         return;
-    double t0 = MPI_Wtime();
+    double t0 = tt_now();
     MPI_Recv(buf, count_, type, src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    count(TT_GROUP_PP, TT_OP_RECV, (long long)count_ * type_size(type), t0);
+    count_peer(TT_GROUP_PP, TT_OP_RECV, (long long)count_ * type_size(type), t0, src);
 }

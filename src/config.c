@@ -69,6 +69,9 @@ void tt_config_usage(FILE *out)
 "  --stage-layers a,b,...   blocks per stage (per chunk, in model order, when\n"
 "                           interleaved); default: balanced by compute\n"
 "  --explain                narrate one training step, time step by time step\n"
+"  --trace FILE.json        Chrome trace of the last two steps (open it in\n"
+"                           ui.perfetto.dev): one track per virtual GPU\n"
+"  --timeline FILE.svg      the last step as a picture: one row per virtual GPU\n"
 "  --validate               also train the unsharded reference on rank 0 and\n"
 "                           compare loss, gradients, weights and Adam moments;\n"
 "                           exit 1 beyond tolerance. Without it, a run on more\n"
@@ -106,8 +109,11 @@ void tt_config_usage(FILE *out)
 "  --prompt TEXT            start of the sample generated at the end (default \"%s\")\n"
 "  --sample-len N           bytes to generate at the end; 0 = none (default %d)\n"
 "  --quiet                  no per-step lines\n"
-"  --report comm            the communication table of every GPU (with more than\n"
-"                           one GPU, rank 0's table is printed anyway)\n"
+"  --report comm,memory     the communication table of every GPU (with more than\n"
+"                           one GPU, rank 0's table is printed anyway) and the\n"
+"                           memory of every GPU by category\n"
+"  --gpu-mem SIZE           memory of each virtual GPU, e.g. 16M; more is an\n"
+"                           out-of-memory error before training (default unlimited)\n"
 "  --help, --version\n"
 "\n"
 "Open MPI needs --oversubscribe for more ranks than cores and\n"
@@ -238,7 +244,8 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
                     IS("--resume") || IS("--log") || IS("--eval-every") ||
                     IS("--eval-windows") || IS("--prompt") || IS("--sample-len") ||
                     IS("--dp-bucket") || IS("--tp-mlp") || IS("--report") ||
-                    IS("--schedule") || IS("--virtual-stages") || IS("--stage-layers");
+                    IS("--schedule") || IS("--virtual-stages") || IS("--stage-layers") ||
+                    IS("--trace") || IS("--timeline") || IS("--gpu-mem");
         if (!known)
             return tt_fail(e, "unknown option '%s' (see --help)", flag);
         if (!val)
@@ -287,11 +294,19 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
                 rc = tt_fail(e, "--tp-mlp expects megatron or gather, got '%s'", val);
         }
         else if (IS("--report")) {
-            if (strcmp(val, "comm") == 0)
-                c->report_comm = 1;
-            else
-                rc = tt_fail(e, "--report expects comm, got '%s'", val);
+            /* A comma-separated list of reports. */
+            char list[64];
+            snprintf(list, sizeof list, "%s", val);
+            for (char *tok = strtok(list, ","); tok && !rc; tok = strtok(NULL, ",")) {
+                if (strcmp(tok, "comm") == 0)
+                    c->report_comm = 1;
+                else if (strcmp(tok, "memory") == 0)
+                    c->report_memory = 1;
+                else
+                    rc = tt_fail(e, "--report expects comm, memory or comm,memory, got '%s'", val);
+            }
         }
+        else if (IS("--gpu-mem")) rc = parse_size(flag, val, &c->gpu_mem, e);
         else if (IS("--schedule")) {
             int k = tt_schedule_parse(val);
             if (k < 0)
@@ -305,6 +320,8 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
             c->given |= TT_GIVEN_VIRTUAL;
         }
         else if (IS("--stage-layers")) c->stage_layers = val;
+        else if (IS("--trace")) c->trace = val;
+        else if (IS("--timeline")) c->timeline = val;
         else if (IS("--data")) c->data = val;
         else if (IS("--save")) c->save = val;
         else if (IS("--resume")) c->resume = val;

@@ -7,6 +7,7 @@
 #include "tt/model.h"
 #include "tt/common.h"
 #include "tt/kernels.h"
+#include "tt/memory.h"
 #include "tt/tensor_parallel.h"
 
 #include <stdio.h>
@@ -115,6 +116,7 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
                    uint64_t seed)
 {
     build_table(m, cfg, sh);
+    m->tracked = tt_mem_is_tracking();
     tt_params_alloc(&m->P);
     tt_params_init(&m->P, seed, cfg->L);
     /* Activations come per slot (tt_slot_acquire); the gradient scratch is
@@ -127,19 +129,26 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
     size_t wide = (size_t)(C > Hl ? C : Hl);
     if ((size_t)m->Vl > wide)
         wide = (size_t)m->Vl;
-    m->dres = fbuf(N * C);
-    m->dln = fbuf(N * C);
-    m->dtmp = fbuf(N * wide);
-    m->dq = fbuf(N * Cl);
-    m->dk = fbuf(N * Cl);
-    m->dv = fbuf(N * Cl);
-    m->datty = fbuf(N * Cl);
-    m->dfc1 = fbuf(N * Hl);
+    size_t floats = 0;
+#define ERR_BUF(ptr, n) (floats += (n), (ptr) = fbuf(n))
+    ERR_BUF(m->dres, N * C);
+    ERR_BUF(m->dln, N * C);
+    ERR_BUF(m->dtmp, N * wide);
+    ERR_BUF(m->dq, N * Cl);
+    ERR_BUF(m->dk, N * Cl);
+    ERR_BUF(m->dv, N * Cl);
+    ERR_BUF(m->datty, N * Cl);
+    ERR_BUF(m->dfc1, N * Hl);
     if (sh->mlp_gather && sh->tp_size > 1) {
-        m->dfull = fbuf((size_t)sh->tp_size * N * Hl);
-        m->dfull2 = fbuf((size_t)sh->tp_size * N * Hl);
+        ERR_BUF(m->dfull, (size_t)sh->tp_size * N * Hl);
+        ERR_BUF(m->dfull2, (size_t)sh->tp_size * N * Hl);
     }
-    m->datt_scratch = fbuf((size_t)cfg->T * cfg->T);
+    ERR_BUF(m->datt_scratch, (size_t)cfg->T * cfg->T);
+#undef ERR_BUF
+    /* The errors (activation gradients) of one backward at a time. */
+    m->err_bytes = floats * sizeof(float);
+    if (m->tracked)
+        tt_mem_account(TT_MEM_ERRORS, m->err_bytes, "activation gradients (errors)");
 }
 
 /* Does local chunk j start with the embeddings / end with the loss? */
@@ -193,11 +202,15 @@ static tt_slot *slot_new(tt_model *m, int j)
     s->idx = tt_calloc(N, sizeof(int));
     s->targets = tt_calloc(N, sizeof(int));
     s->bytes = floats * sizeof(float) + 2 * N * sizeof(int);
+    if (m->tracked)
+        tt_mem_account(TT_MEM_ACTIVATIONS, s->bytes, "the activations of one more micro-batch");
     return s;
 }
 
 static void slot_free(tt_model *m, tt_slot *s)
 {
+    if (m->tracked)
+        tt_mem_release(TT_MEM_ACTIVATIONS, s->bytes);
     for (int l = 0; l < m->chunk_len[s->chunk]; l++) {
         tt_block_acts *a = &s->acts[l];
         float *bufs[] = {a->x_in, a->ln1, a->ln1_mean, a->ln1_rstd, a->q, a->k, a->v, a->att,
@@ -239,6 +252,18 @@ tt_slot *tt_slot_acquire(tt_model *m, int j, int B)
     return s;
 }
 
+void tt_slot_reserve(tt_model *m, int j, int n)
+{
+    /* Hold n slots of the chunk at once (allocating what is missing), then
+     * give them all back. */
+    tt_slot **tmp = tt_malloc((size_t)(n > 0 ? n : 1) * sizeof *tmp);
+    for (int i = 0; i < n; i++)
+        tmp[i] = tt_slot_acquire(m, j, m->Bmax);
+    for (int i = 0; i < n; i++)
+        tt_slot_release(m, tmp[i]);
+    free(tmp);
+}
+
 void tt_slot_release(tt_model *m, tt_slot *s)
 {
     if (s && s->in_use) {
@@ -256,6 +281,8 @@ void tt_model_free(tt_model *m)
                      m->dfull2, m->datt_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
+    if (m->tracked && m->err_bytes)
+        tt_mem_release(TT_MEM_ERRORS, m->err_bytes);
     free(m->blk);
     tt_params_free(&m->P);
     memset(m, 0, sizeof *m);

@@ -1,6 +1,7 @@
 /* params.c - the parameter table and its layout-independent initialisation. */
 #include "tt/params.h"
 #include "tt/common.h"
+#include "tt/memory.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -47,6 +48,11 @@ void tt_params_alloc(tt_params *p)
     }
     p->total = total;
     p->mem = tt_calloc(4 * total, sizeof(float));
+    /* One buffer, three entries in the account. */
+    p->tracked = tt_mem_is_tracking();
+    tt_mem_account(TT_MEM_WEIGHTS, total * sizeof(float), "weights");
+    tt_mem_account(TT_MEM_GRADS, total * sizeof(float), "weight gradients");
+    tt_mem_account(TT_MEM_OPTIMIZER, 2 * total * sizeof(float), "Adam moments");
     for (int i = 0; i < p->n; i++) {
         tt_tensor *t = &p->t[i];
         t->w = p->mem + t->off;
@@ -58,6 +64,11 @@ void tt_params_alloc(tt_params *p)
 
 void tt_params_free(tt_params *p)
 {
+    if (p->mem && p->tracked) {
+        tt_mem_release(TT_MEM_WEIGHTS, p->total * sizeof(float));
+        tt_mem_release(TT_MEM_GRADS, p->total * sizeof(float));
+        tt_mem_release(TT_MEM_OPTIMIZER, 2 * p->total * sizeof(float));
+    }
     free(p->t);
     free(p->mem);
     memset(p, 0, sizeof *p);

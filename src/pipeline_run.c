@@ -2,12 +2,14 @@
  * rank's shard, and the executor of a stage's action list.
  *
  * Transfers follow the semantics the schedule checker proved deadlock-free:
- * sends are non-blocking (MPI_Isend from a private copy, completed at the end
- * of the step) and receives block until the matching send arrives. Each
+ * sends are non-blocking (MPI_Isend from the send's own buffer, completed at
+ * the end of the step) and receives block until the matching send arrives. Each
  * message's tag names (direction, chunk, micro-batch), so a receive can only
  * match the transfer it is waiting for. */
 #include "tt/pipeline_run.h"
 #include "tt/comm.h"
+#include "tt/memory.h"
+#include "tt/trace.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -127,8 +129,9 @@ int tt_pipe_init(tt_pipe *pp, tt_model *m, const tt_run_config *rc, const tt_gri
     pp->M = rc->micro_batches;
     pp->stage = g ? g->pp_rank : 0;
     pp->mbs = rc->batch / (g ? g->dp : 1) / rc->micro_batches;
-    /* With one stage every schedule is forward-then-backward per micro-batch. */
-    pp->kind = pp->p == 1 && pp->v == 1 ? TT_SCHED_GPIPE : (tt_schedule_kind)rc->schedule;
+    /* One stage: each micro-batch forward then backward (1F1B with no
+     * warm-up), holding one micro-batch's activations at a time. */
+    pp->kind = pp->p == 1 && pp->v == 1 ? TT_SCHED_1F1B : (tt_schedule_kind)rc->schedule;
     if (tt_schedule_validate_args(pp->kind, pp->p, pp->M, pp->v, e))
         return -1;
     /* Every rank builds every stage's list and checks them together, so a
@@ -142,11 +145,42 @@ int tt_pipe_init(tt_pipe *pp, tt_model *m, const tt_run_config *rc, const tt_gri
     if (tt_schedule_check(pp->all, pp->p, pp->M, pp->v, 1.0, 2.0, &pp->sim, e))
         return -1;
     pp->list = pp->all[pp->stage];
-    const size_t n = (size_t)pp->M * pp->v;
-    pp->held = tt_calloc(n, sizeof *pp->held);
-    pp->grad_in = tt_calloc(n, sizeof *pp->grad_in);
-    pp->grad_out = tt_calloc(n, sizeof *pp->grad_out);
-    pp->rec = tt_calloc((size_t)(pp->list.n > 0 ? pp->list.n : 1), sizeof *pp->rec);
+    const size_t nkeys = (size_t)pp->M * pp->v;
+    pp->held = tt_calloc(nkeys, sizeof *pp->held);
+    pp->grad_in = tt_calloc(nkeys, sizeof *pp->grad_in);
+    pp->grad_out = tt_calloc(nkeys, sizeof *pp->grad_out);
+    const int nl = pp->list.n > 0 ? pp->list.n : 1;
+    pp->rec = tt_calloc((size_t)nl, sizeof *pp->rec);
+    pp->reqs = tt_calloc((size_t)nl, sizeof *pp->reqs);
+    pp->buf = tt_calloc((size_t)nl, sizeof *pp->buf);
+
+    /* Everything the schedule needs, allocated now: the activation slots for
+     * the most micro-batches it holds per chunk (at least one, for eval), and
+     * a buffer per transfer that is not received into a slot. */
+    const size_t n = (size_t)pp->mbs * rc->model.T * rc->model.C;
+    int held[TT_MAX_CHUNKS] = {0}, peak[TT_MAX_CHUNKS] = {0};
+    for (int i = 0; i < pp->list.n; i++) {
+        const tt_action *a = &pp->list.a[i];
+        const int j = a->chunk / pp->p, key = a->mb * pp->v + j;
+        if (a->kind == TT_ACT_RECV_ACT || (a->kind == TT_ACT_FWD && a->chunk == 0))
+            peak[j] = ++held[j] > peak[j] ? held[j] : peak[j];
+        else if (a->kind == TT_ACT_BWD)
+            held[j]--;
+        if (a->kind == TT_ACT_SEND_ACT || a->kind == TT_ACT_SEND_GRAD ||
+            a->kind == TT_ACT_RECV_GRAD) {
+            pp->buf[i] = tt_mem_alloc(TT_MEM_COMM, n * sizeof(float),
+                                      a->kind == TT_ACT_RECV_GRAD ? "a gradient to receive"
+                                      : a->kind == TT_ACT_SEND_ACT ? "an activation to send"
+                                                                  : "a gradient to send");
+            pp->buf_size = n * sizeof(float);
+            if (a->kind == TT_ACT_RECV_GRAD)
+                pp->grad_in[key] = pp->buf[i];
+            if (a->kind == TT_ACT_SEND_GRAD)
+                pp->grad_out[key] = pp->buf[i];
+        }
+    }
+    for (int j = 0; j < pp->v && m->Bmax > 0; j++)
+        tt_slot_reserve(m, j, peak[j] > 0 ? peak[j] : 1);
     return 0;
 }
 
@@ -156,11 +190,14 @@ void tt_pipe_free(tt_pipe *pp)
         tt_action_list_free(&pp->all[s]);
     free(pp->all);
     tt_sim_result_free(&pp->sim);
+    for (int i = 0; pp->buf && i < pp->list.n; i++)
+        if (pp->buf[i])
+            tt_mem_free(TT_MEM_COMM, pp->buf[i], pp->buf_size);
+    free(pp->buf);
     free(pp->held);
     free(pp->grad_in);
     free(pp->grad_out);
     free(pp->reqs);
-    free(pp->req_bufs);
     free(pp->rec);
     memset(pp, 0, sizeof *pp);
 }
@@ -173,28 +210,19 @@ static int tag_of(const tt_pipe *pp, int dir, int k, int mb)
     return (dir * pp->K + k) * pp->M + mb;
 }
 
-/* Posts a send of a private copy of n floats. */
-static void send_copy(tt_pipe *pp, const float *src, size_t n, int dest, int tag)
+/* Posts a non-blocking send of n floats from the action's own buffer (the
+ * buffer is not touched again until the step's sends are complete). */
+static void post_send(tt_pipe *pp, int i, const float *src, size_t n, int dest, int tag)
 {
-    if (pp->nreq == pp->capreq) {
-        pp->capreq = pp->capreq ? 2 * pp->capreq : 16;
-        pp->reqs = realloc(pp->reqs, (size_t)pp->capreq * sizeof *pp->reqs);
-        pp->req_bufs = realloc(pp->req_bufs, (size_t)pp->capreq * sizeof *pp->req_bufs);
-        if (!pp->reqs || !pp->req_bufs)
-            abort();
-    }
-    float *buf = tt_malloc(n * sizeof(float));
-    memcpy(buf, src, n * sizeof(float));
-    tt_isend(pp->g, buf, (int)n, MPI_FLOAT, dest, tag, &pp->reqs[pp->nreq]);
-    pp->req_bufs[pp->nreq++] = buf;
+    if (src != pp->buf[i])
+        memcpy(pp->buf[i], src, n * sizeof(float));
+    tt_isend(pp->g, pp->buf[i], (int)n, MPI_FLOAT, dest, tag, &pp->reqs[pp->nreq++]);
 }
 
 static void complete_sends(tt_pipe *pp)
 {
     if (pp->nreq)
         MPI_Waitall(pp->nreq, pp->reqs, MPI_STATUSES_IGNORE);
-    for (int i = 0; i < pp->nreq; i++)
-        free(pp->req_bufs[i]);
     pp->nreq = 0;
 }
 
@@ -235,36 +263,34 @@ double tt_pipe_train(tt_pipe *pp, const tt_corpus *c, long step, float dloss)
                 pp->peak_held = held;
             break;
         case TT_ACT_SEND_ACT:
-            send_copy(pp, pp->held[key]->x_out, n, tt_pipe_rank_of_stage(pp, a->peer),
+            post_send(pp, i, pp->held[key]->x_out, n, tt_pipe_rank_of_stage(pp, a->peer),
                       tag_of(pp, DIR_ACT, a->chunk + 1, a->mb));
             break;
         case TT_ACT_RECV_GRAD:
-            pp->grad_in[key] = tt_malloc(n * sizeof(float));
             tt_recv(pp->g, pp->grad_in[key], (int)n, MPI_FLOAT, tt_pipe_rank_of_stage(pp, a->peer),
                     tag_of(pp, DIR_GRAD, a->chunk, a->mb));
             break;
         case TT_ACT_BWD:
             tt_chunk_backward(m, pp->held[key], last ? NULL : pp->grad_in[key], dloss);
-            free(pp->grad_in[key]);
-            pp->grad_in[key] = NULL;
             tt_slot_release(m, pp->held[key]);
             pp->held[key] = NULL;
             held--;
-            if (!first) { /* m->dres is overwritten by the next backward: keep a copy */
-                pp->grad_out[key] = tt_malloc(n * sizeof(float));
+            /* m->dres is overwritten by the next backward: into the send buffer */
+            if (!first)
                 memcpy(pp->grad_out[key], m->dres, n * sizeof(float));
-            }
             break;
         case TT_ACT_SEND_GRAD:
-            send_copy(pp, pp->grad_out[key], n, tt_pipe_rank_of_stage(pp, a->peer),
+            post_send(pp, i, pp->grad_out[key], n, tt_pipe_rank_of_stage(pp, a->peer),
                       tag_of(pp, DIR_GRAD, a->chunk - 1, a->mb));
-            free(pp->grad_out[key]);
-            pp->grad_out[key] = NULL;
             break;
         }
         double t1 = tt_now();
-        if (a->kind == TT_ACT_FWD || a->kind == TT_ACT_BWD)
+        if (a->kind == TT_ACT_FWD || a->kind == TT_ACT_BWD) {
             pp->busy_seconds += t1 - t0;
+            int fwd = a->kind == TT_ACT_FWD;
+            tt_trace_add(fwd ? TT_EV_FORWARD : TT_EV_BACKWARD, fwd ? "forward" : "backward", NULL,
+                         t0, t1, a->mb, a->chunk, -1, 0);
+        }
         pp->rec[i].act = *a;
         pp->rec[i].t0 = t0 - t_start;
         pp->rec[i].t1 = t1 - t_start;

@@ -1,6 +1,7 @@
 /* report.c - per-GPU communication: measured next to expected. */
 #include "tt/report.h"
 #include "tt/data_parallel.h"
+#include "tt/memory.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -140,4 +141,70 @@ int tt_report_comm(FILE *out, const tt_run_config *rc, const tt_grid *g, const t
     free(cnt);
     free(disp);
     return ok;
+}
+
+void tt_report_memory(FILE *out, const tt_grid *g)
+{
+    enum { F = TT_MEM_NCAT + 2 };
+    double mine[F];
+    size_t at_peak[TT_MEM_NCAT];
+    size_t peak = tt_mem_peak(at_peak);
+    for (int c = 0; c < TT_MEM_NCAT; c++)
+        mine[c] = (double)at_peak[c];
+    mine[TT_MEM_NCAT] = (double)peak;
+    mine[TT_MEM_NCAT + 1] = (double)tt_mem_budget();
+    const int W = g->world_size;
+    double *all = NULL;
+    int *cnt = NULL, *disp = NULL;
+    if (g->world_rank == 0) {
+        all = tt_malloc((size_t)W * F * sizeof(double));
+        cnt = tt_malloc((size_t)W * sizeof(int));
+        disp = tt_malloc((size_t)W * sizeof(int));
+        for (int r = 0; r < W; r++)
+            cnt[r] = F, disp[r] = r * F;
+    }
+    tt_gatherv(g, TT_GROUP_OTHER, mine, F, all, cnt, disp, MPI_DOUBLE, 0);
+    if (g->world_rank == 0 && out) {
+        fprintf(out, "\nmemory per virtual GPU at its peak, MB (the categories of the seeds' "
+                     "Figure 8-1; everything is allocated before the first step)\n");
+        fprintf(out, "  %-20s", "GPU");
+        for (int c = 0; c < TT_MEM_NCAT; c++)
+            fprintf(out, " %12s", tt_mem_names[c]);
+        fprintf(out, " %9s %9s\n", "peak", "budget");
+        for (int r = 0; r < W; r++) {
+            char name[48];
+            const double *v = all + (size_t)r * F;
+            fprintf(out, "  %-20s", tt_gpu_name(g, r, name, sizeof name));
+            for (int c = 0; c < TT_MEM_NCAT; c++)
+                fprintf(out, " %12.3f", v[c] / 1048576.0);
+            fprintf(out, " %9.3f", v[TT_MEM_NCAT] / 1048576.0);
+            if (v[TT_MEM_NCAT + 1] > 0)
+                fprintf(out, " %9.3f\n", v[TT_MEM_NCAT + 1] / 1048576.0);
+            else
+                fprintf(out, " %9s\n", "-");
+        }
+        fprintf(out, "  activations: z and y of every block for the micro-batches a GPU holds "
+                     "at once; errors: one backward's activation gradients; comm buffers: "
+                     "pipeline transfers\n");
+    }
+    free(all);
+    free(cnt);
+    free(disp);
+}
+
+int tt_check_oom(const tt_grid *g)
+{
+    char msg[400] = "";
+    int mine = tt_mem_oom(msg, sizeof msg) ? g->world_rank : g->world_size;
+    int first = mine;
+    tt_allreduce(g, TT_GROUP_OTHER, &first, 1, MPI_INT, MPI_MIN);
+    if (first == g->world_size)
+        return 0;
+    tt_bcast(g, TT_GROUP_OTHER, msg, (int)sizeof msg, MPI_CHAR, first);
+    if (g->world_rank == 0) {
+        char name[48];
+        fprintf(stderr, "tiny_transformer: %s is %s\n", tt_gpu_name(g, first, name, sizeof name),
+                msg);
+    }
+    return 1;
 }

@@ -8,9 +8,11 @@
 #include "tt/comm.h"
 #include "tt/common.h"
 #include "tt/data_parallel.h"
+#include "tt/memory.h"
 #include "tt/optim.h"
 #include "tt/pipeline.h"
 #include "tt/report.h"
+#include "tt/trace.h"
 #include "tt/validate.h"
 
 #include <errno.h>
@@ -56,6 +58,7 @@ tt_step_stats tt_train_step(tt_pipe *pp, const tt_corpus *c, long step, tt_valid
     const float dloss = 1.0f / (float)((double)rc->batch * rc->model.T); /* global mean */
 
     tt_params_zero_grads(&m->P);
+    tt_trace_set_step((int)step);
     /* This replica's micro-batches, in the order the schedule says. */
     double loss = tt_pipe_train(pp, c, step, dloss);
     st.loss = sum_from_last_stage(g, m, loss / rc->batch);
@@ -63,9 +66,11 @@ tt_step_stats tt_train_step(tt_pipe *pp, const tt_corpus *c, long step, tt_valid
         tt_dp_sync_grads(g, &m->P, rc->dp_bucket);
     if (val)
         tt_validate_grads(val, m, c, step, st.loss);
+    double t_opt = tt_now();
     st.grad_norm = grad_norm(m, g);
     st.lr = tt_lr_at(&rc->optim, step, rc->steps);
     tt_adamw_step(&m->P, &rc->optim, st.lr, step + 1, tt_clip_coef(rc->optim.clip, st.grad_norm));
+    tt_trace_add(TT_EV_OPTIMIZER, "optimizer step", NULL, t_opt, tt_now(), -1, -1, -1, 0);
     if (val)
         tt_validate_update(val, step);
     st.seconds = tt_now() - t0;
@@ -309,6 +314,41 @@ static void banner(const tt_run_config *rc, const tt_grid *g, const tt_model *m,
     fflush(stdout);
 }
 
+/* Starts capturing events on every rank from a common instant. */
+static void trace_begin(const tt_grid *g)
+{
+    int sync = 0;
+    tt_allreduce(g, TT_GROUP_OTHER, &sync, 1, MPI_INT, MPI_SUM);
+    tt_trace_start(tt_now());
+}
+
+/* Gathers the events and writes the trace and the timeline (rank 0); the
+ * outcome is agreed by all ranks. */
+static int trace_end(const tt_run_config *rc, const tt_grid *g, long last_step)
+{
+    int *counts = NULL;
+    tt_event *ev = tt_trace_gather(g, &counts);
+    tt_err e;
+    int bad = 0;
+    if (g->world_rank == 0) {
+        if (rc->trace && tt_trace_write_json(rc->trace, g, ev, counts, &e) == 0)
+            printf("trace of steps %ld..%ld written to '%s' (open it in ui.perfetto.dev)\n",
+                   last_step > 0 ? last_step - 1 : 0, last_step, rc->trace);
+        else if (rc->trace)
+            bad = 1;
+        if (!bad && rc->timeline && tt_trace_write_svg(rc->timeline, g, ev, counts, (int)last_step, &e) == 0)
+            printf("timeline of step %ld written to '%s'\n", last_step, rc->timeline);
+        else if (!bad && rc->timeline)
+            bad = 1;
+        if (bad)
+            fprintf(stderr, "tiny_transformer: %s\n", e.msg);
+    }
+    free(ev);
+    free(counts);
+    tt_allreduce(g, TT_GROUP_OTHER, &bad, 1, MPI_INT, MPI_MAX);
+    return bad;
+}
+
 /* The stage split: which blocks every stage (and chunk) holds. */
 static void print_pipeline(const tt_run_config *rc, const tt_grid *g, const int *chunk_layers)
 {
@@ -483,6 +523,7 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
         return TT_EXIT_USAGE;
     }
     tt_model model;
+    tt_mem_set_budget(rc->gpu_mem);
     tt_shard_spec spec = tt_stage_spec(g, rc, chunk_layers, g->world_rank);
     /* Activations for one micro-batch; eval runs in chunks of the same size. */
     tt_model_init(&model, &rc->model, &spec, rc->batch / g->dp / rc->micro_batches, rc->seed);
@@ -501,6 +542,12 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
     }
     tt_bubble_stats bubbles;
     bubble_init(&bubbles, rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps);
+    /* Everything a GPU needs is allocated by now: a GPU over its budget stops
+     * the run here, before any work. */
+    if (tt_check_oom(g)) {
+        status = TT_EXIT_RUNTIME;
+        goto done;
+    }
     if (rc->resume && tt_checkpoint_load(rc->resume, &model.P, &err)) {
         say_error(g, &err);
         status = TT_EXIT_RUNTIME;
@@ -528,7 +575,9 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
         tt_shard_spec *specs = tt_malloc((size_t)g->world_size * sizeof *specs);
         for (int r = 0; r < g->world_size; r++)
             specs[r] = tt_stage_spec(g, rc, chunk_layers, r);
+        int was = tt_mem_tracking(0); /* the reference is the host's, not a GPU's */
         tt_validate_init(&val, g, rc, &model, specs, rc->validate);
+        tt_mem_tracking(was);
         free(specs);
         have_val = 1;
         /* A resumed reference starts from the same checkpoint (its moments). */
@@ -547,6 +596,8 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
     tt_comm_stats train_traffic;
     memset(&train_traffic, 0, sizeof train_traffic);
     for (long s = step0; s < end; s++) {
+        if ((rc->trace || rc->timeline) && s == (end - 2 > step0 ? end - 2 : step0))
+            trace_begin(g);
         /* The traffic of training steps only (not eval or the sample), which
          * is what the formulas of the communication report describe. */
         tt_comm_stats before = *tt_comm_stats_get();
@@ -592,6 +643,10 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
         }
     }
     double secs = tt_now() - t_start;
+    if ((rc->trace || rc->timeline) && trace_end(rc, g, end - 1)) {
+        status = TT_EXIT_RUNTIME;
+        goto done;
+    }
 
     if (g->pp > 1)
         bubble_report(&bubbles, &pipe, g);
@@ -619,6 +674,8 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
         if (!same)
             status = TT_EXIT_RUNTIME;
     }
+    if (rc->report_memory)
+        tt_report_memory(stdout, g);
     if (g->world_size > 1 || rc->report_comm) {
         if (!tt_report_comm(rank == 0 ? stdout : NULL, rc, g, &model, &train_traffic, end - step0,
                             rc->report_comm))

@@ -41,10 +41,13 @@ typedef struct {
     size_t dp_bucket;         /* bytes per DP gradient all-reduce bucket */
     int tp_mlp_gather;        /* --tp-mlp gather (1) or megatron (0) */
     int report_comm;          /* --report comm: every GPU's traffic table */
+    int report_memory;        /* --report memory: every GPU's memory table */
+    size_t gpu_mem;           /* --gpu-mem: bytes per virtual GPU, 0 = unlimited */
     int schedule;             /* tt_schedule_kind: --schedule */
     int virtual_stages;       /* --virtual-stages: chunks per stage (interleaved) */
     const char *stage_layers; /* --stage-layers a,b,...: blocks per chunk */
     int explain;              /* --explain: narrate one step */
+    const char *trace, *timeline; /* --trace FILE.json, --timeline FILE.svg */
     int spot_check;           /* check the first and last steps (off: --no-spot-check) */
     unsigned given;           /* TT_GIVEN_* bits */
 } tt_run_config;

@@ -113,6 +113,8 @@ typedef struct {
     float *dfc1;           /* B,T,Hl */
     float *dfull, *dfull2; /* tp,B,T,Hl  (--tp-mlp gather only) */
     float *datt_scratch;   /* T,T */
+    size_t err_bytes;      /* the scratch above, in the memory account */
+    int tracked;           /* allocations booked in the virtual GPU's account */
 } tt_model;
 
 /* Builds the parameter table for (cfg, sh), allocates it, and initialises the
@@ -131,6 +133,9 @@ tt_shard_spec tt_shard_whole(const tt_config *cfg);
 /* A free activation slot for local chunk j and a micro-batch of B sequences
  * (allocated the first time the pool runs dry). */
 tt_slot *tt_slot_acquire(tt_model *m, int j, int B);
+/* Grows the pool of local chunk j to n slots, so that a schedule holding n
+ * micro-batches of the chunk allocates nothing while it runs. */
+void tt_slot_reserve(tt_model *m, int j, int n);
 void tt_slot_release(tt_model *m, tt_slot *s);
 
 /* Forward of the slot's chunk. The input is idx when the chunk starts with the

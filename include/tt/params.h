@@ -40,6 +40,7 @@ typedef struct {
     tt_tensor *t;
     size_t total;           /* local elements over all shards */
     float *mem;             /* one allocation: weights | grads | m | v */
+    int tracked;            /* booked in the virtual GPU's memory account */
 } tt_params;
 
 /* Adds a tensor to the table (before tt_params_alloc). The slice is rows or

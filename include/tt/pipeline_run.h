@@ -39,11 +39,13 @@ typedef struct {
     tt_action_list list;       /* this stage's: all[stage] */
     tt_sim_result sim;         /* the checked simulation, forward 1, backward 2 */
     tt_slot **held;            /* [M*v] activations of (mb, local chunk) */
-    float **grad_in;           /* [M*v] received output gradients */
-    float **grad_out;          /* [M*v] input gradients waiting to be sent */
-    MPI_Request *reqs;         /* sends in flight */
-    float **req_bufs;
-    int nreq, capreq;
+    float **buf;               /* [list.n] transfer buffer of each send / gradient
+                                  receive, allocated once (comm buffers) */
+    size_t buf_size;           /* bytes of each of them */
+    float **grad_in;           /* [M*v] where (mb, chunk)'s output gradient arrives */
+    float **grad_out;          /* [M*v] where its input gradient waits to be sent */
+    MPI_Request *reqs;         /* [list.n] sends in flight */
+    int nreq;
     /* the last step, measured */
     tt_exec_record *rec;       /* [list.n] */
     double step_seconds, busy_seconds;

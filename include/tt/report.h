@@ -23,4 +23,12 @@ void tt_comm_expected(tt_comm_stats *exp, const tt_run_config *rc, const tt_grid
 int tt_report_comm(FILE *out, const tt_run_config *rc, const tt_grid *g, const tt_model *m,
                    const tt_comm_stats *measured, long steps, int all_gpus);
 
+/* Rank 0 prints every GPU's memory: the account by category at its peak,
+ * the peak and the budget. Collective. */
+void tt_report_memory(FILE *out, const tt_grid *g);
+
+/* Collective: if any GPU went over its budget, rank 0 prints the first such
+ * GPU's message and every rank returns 1. */
+int tt_check_oom(const tt_grid *g);
+
 #endif
