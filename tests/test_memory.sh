@@ -1,0 +1,35 @@
+#!/bin/sh
+# tests/test_memory.sh - the memory account and the out-of-memory error.
+# The account of a tiny single-GPU config is checked against the formulas of
+# doc/memory.md worked out here by hand; a GPU over its --gpu-mem budget stops
+# every rank with exit 1 and one line naming it; the same model fits when it
+# is split over more GPUs.
+. "$TT_SRCDIR/testlib.sh"
+
+# 1 GPU, L=1, C=16, NH=2, T=8, B=2, one micro-batch: N = 16 tokens, V = 256.
+tt 1 --layers 1 --dim 16 --heads 2 --seq 8 --batch 2 --micro-batches 1 --steps 1 --quiet --sample-len 0 --eval-every 0 --report memory
+# P = tok 256*16 + pos 8*16 + block 12*16*16+13*16 + ln_f 32 + lm_head 256*16
+#   = 4096 + 128 + 3280 + 32 + 4096 = 11632
+# weights 4P = 46528; gradients 4P; optimizer 8P = 93056.
+# slot: block 4N(4C+4+4C+2*4C) + 4*B*NH*T*T = 4*16*(64+4+64+128) + 4*2*2*64 = 16640+1024
+#       = 17664; chunk output 4NC = 1024; ints 8N = 128; head 4N(C+2) + 8N*V + 4N
+#       = 1152 + 32768 + 64 = 33984: 52800 bytes, one slot (1 stage).
+# errors: 4N(2C + max(C,Hl,Vl) + 4C + Hl) + 4T^2 = 64*(32+256+64+64) + 256 = 26880.
+# total 46528*2 + 93056 + 52800 + 26880 = 265792 bytes.
+row=$(awk '$1 ~ /^gpu0\(/ && NF >= 8 { print $2, $3, $4, $5, $6, $7, $8 }' "$work/out")
+want=$(awk 'BEGIN { m = 1048576; printf "%.3f %.3f %.3f %.3f %.3f %.3f %.3f", 46528/m, 52800/m, 26880/m, 46528/m, 0, 93056/m, 265792/m }')
+[ "$status" -eq 0 ] && [ "$row" = "$want" ] && ok "account by hand: $row MB" || not_ok "account '$row', by hand '$want'"
+
+# Over budget: exit 1 on every rank, one line naming the GPU.
+expect_error "out of memory on 1 GPU" 1 "gpu0(dp0,pp0,tp0) is out of memory: allocating" 1 --gpu-mem 16M --steps 1 --quiet --sample-len 0
+expect_error "out of memory on 6 GPUs" 1 "is out of memory" 6 --tp 2 --pp 3 --gpu-mem 16M --steps 1 --quiet --sample-len 0
+# The same model fits on tp 2 x pp 3 x dp 2, and stage 0 holds the most.
+tt 12 --gpu-mem 16M --steps 1 --quiet --sample-len 0 --eval-every 0 --report memory
+first=$(awk '$1 ~ /^gpu0\(/ && NF >= 8 { print $8 }' "$work/out")
+last=$(awk '$1 ~ /^gpu8\(/ && NF >= 8 { print $8 }' "$work/out")
+if [ "$status" -eq 0 ] && awk -v a="$first" -v b="$last" 'BEGIN { exit !(a + 0 > b + 0 && a + 0 < 16) }'; then
+    ok "tp2 pp3 dp2 trains in 16M: stage 0 peak $first MB > last stage $last MB"
+else
+    not_ok "12 GPUs with 16M: exit $status, stage 0 '$first', last '$last'"
+fi
+finish
