@@ -477,8 +477,8 @@ int tt_trace_write_svg(const char *path, const tt_grid *g, const tt_event *ev, c
                "<text x=\"34\" y=\"%d\">empty: idle (bubble)</text>\n",
             ly - 11, ly);
     if (v > 1)
-        fprintf(f, "<text x=\"%d\" y=\"%d\">interleaved: stage s holds global chunks s, s+%d, ...; "
-                   "its chunk i (global s+%d i) is drawn lighter as i grows</text>\n",
+        fprintf(f, "<text x=\"%d\" y=\"%d\">interleaved: stage s holds the global chunks s, s+%d, ...; "
+                   "the stage's chunk i (global chunk s+%d\xc2\xb7i) is drawn lighter as i grows</text>\n",
                 12 + 170, ly, g->pp, g->pp);
     fprintf(f, "</g>\n</svg>\n");
     free(first), free(row_lo), free(row_hi), free(busy);

@@ -592,6 +592,11 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
     long end = rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps;
     if (end < step0)
         end = step0;
+    /* The spot check's second step: the last, or, when the last two steps
+     * are traced, the one before them, so the picture shows the training. */
+    long spot_last = end - 1;
+    if ((rc->trace || rc->timeline) && end - 3 > step0)
+        spot_last = end - 3;
     double first_loss = NAN, last_loss = NAN, t_start = tt_now();
     tt_comm_stats train_traffic;
     memset(&train_traffic, 0, sizeof train_traffic);
@@ -601,8 +606,11 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
         /* The traffic of training steps only (not eval or the sample), which
          * is what the formulas of the communication report describe. */
         tt_comm_stats before = *tt_comm_stats_get();
-        int checked = have_val && (rc->validate || s == step0 || s == end - 1);
+        int checked = have_val && (rc->validate || s == step0 || s == spot_last);
         tt_step_stats st = tt_train_step(&pipe, &corpus, s, checked ? &val : NULL);
+        /* A spot check compares weights and moments right after its step. */
+        if (spot && have_val && s == spot_last)
+            tt_validate_final(&val, &model);
         tt_comm_accumulate(&train_traffic, &before, tt_comm_stats_get());
         bubble_add(&bubbles, &pipe);
         if (!isfinite(st.loss)) {
@@ -682,7 +690,8 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
             status = TT_EXIT_RUNTIME;
     }
     if (have_val && val.steps > 0) {
-        tt_validate_final(&val, &model);
+        if (rc->validate)
+            tt_validate_final(&val, &model);
         if (!tt_validate_report(&val, stdout))
             status = TT_EXIT_RUNTIME;
     }

@@ -25,6 +25,8 @@
 
 #include "tt/checkpoint.h"
 
+#include "check_run.h"
+
 /* One directory for the whole run, made and removed by main() in the parent
  * process (in Check's fork mode a failing test never reaches its teardown),
  * and a fresh subdirectory of it for each test. */
@@ -754,10 +756,7 @@ int main(void)
         fprintf(stderr, "test_checkpoint: mkdtemp %s: %s\n", basedir, strerror(errno));
         return EXIT_FAILURE;
     }
-    SRunner *sr = srunner_create(checkpoint_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int status = tt_check_run(checkpoint_suite());
     remove_tree(basedir);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return status;
 }

@@ -37,6 +37,9 @@
 #include "tt/grid.h"
 #include "tt/model.h"
 
+#define TT_CHECK_MPI
+#include "check_run.h"
+
 static int me;
 static char dir[4096]; /* made by rank 0, shared by all */
 
@@ -449,16 +452,9 @@ int main(int argc, char **argv)
     tcase_add_test(tc, missing_directory);
     tcase_add_test(tc, failed_save_keeps_old_file);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    /* No fork: the tests use MPI, which does not survive fork(). */
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, me == 0 ? CK_NORMAL : CK_SILENT);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    /* Every rank's verdict counts: a failure on any rank fails the test. */
-    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int status = tt_check_run_mpi(s);
     if (me == 0)
         remove_dir();
     MPI_Finalize();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return status;
 }

@@ -22,8 +22,7 @@ for dp in 1 2 3 4; do
             not_ok "$what: replicas differ"
             continue
         fi
-        worst=$(awk '/^  (tok_emb|pos_emb|blocks|ln_f|lm_head)/ { for (i = 3; i <= NF; i++) if ($i + 0 > w) w = $i + 0 } END { printf "%.2e", w }' "$work/out")
-        ok "$what: validation passed, worst relative error $worst"
+        ok "$what: validation passed, worst relative error $(worst_error)"
     done
 done
 

@@ -11,6 +11,9 @@
 #include "tt/comm.h"
 #include "tt/grid.h"
 
+#define TT_CHECK_MPI
+#include "check_run.h"
+
 static tt_grid g;
 
 START_TEST(coordinates)
@@ -178,15 +181,8 @@ int main(int argc, char **argv)
     tcase_add_test(tc, layout_choice);
     tcase_add_test(tc, bad_layouts);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    /* No fork: the tests use MPI, which does not survive fork(). */
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, g.world_rank == 0 ? CK_NORMAL : CK_SILENT);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    /* Every rank's verdict counts: a failure on any rank fails the test. */
-    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int status = tt_check_run_mpi(s);
     tt_grid_free(&g);
     MPI_Finalize();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return status;
 }

@@ -26,6 +26,8 @@
  * vocabulary of the cross-entropy. */
 #include "tt/kernels.h"
 
+#include "check_run.h"
+
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -1091,9 +1093,5 @@ static Suite *kernels_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(kernels_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return tt_check_run(kernels_suite());
 }

@@ -14,6 +14,8 @@
 #include "tt/model.h"
 #include "tt/params.h"
 
+#include "check_run.h"
+
 static const tt_config cfg = {.V = 256, .C = 16, .L = 2, .NH = 2, .T = 6};
 enum { B = 3 };
 
@@ -188,9 +190,5 @@ int main(void)
     tcase_add_test(tc, micro_batches_sum);
     tcase_add_test(tc, causal_logits);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tt_check_run(s);
 }

@@ -10,6 +10,8 @@
 #include "tt/optim.h"
 #include "tt/params.h"
 
+#include "check_run.h"
+
 /* A corpus of N = 1000 bytes, byte i = i mod 251: Ntr = 900, eval = 100. */
 static tt_corpus counting_corpus(void)
 {
@@ -228,9 +230,5 @@ int main(void)
     tcase_add_test(tc, init_is_layout_independent);
     tcase_add_test(tc, init_statistics);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tt_check_run(s);
 }

@@ -10,35 +10,20 @@
 
 cfg="--layers 4 --dim 48 --heads 12 --seq 16 --batch 24 --steps 3 --warmup 2 --sample-len 0 --quiet --eval-every 0"
 
-run_case() {
-    np=$1
-    shift
-    what="$*"
-    tt "$np" $cfg "$@" --validate
-    if [ "$status" -ne 0 ]; then
-        not_ok "$what: exit $status"
-        return
-    fi
-    for want in "validation PASSED" "every GPU's TP/PP/DP traffic equals its formula: yes"; do
-        grep -q "$want" "$work/out" || { not_ok "$what: no '$want'"; return; }
-    done
-    worst=$(awk '/^  (tok_emb|pos_emb|blocks|ln_f|lm_head)/ { for (i = 3; i <= NF; i++) if ($i + 0 > w) w = $i + 0 } END { printf "%.2e", w }' "$work/out")
-    ok "$what: validation passed (worst relative error $worst), traffic = formula"
-}
 
 for sched in naive gpipe 1f1b; do
-    run_case 2 --pp 2 --micro-batches 4 --schedule $sched
-    run_case 4 --pp 4 --micro-batches 3 --schedule $sched
+    validate_case 2 --pp 2 --micro-batches 4 --schedule $sched
+    validate_case 4 --pp 4 --micro-batches 3 --schedule $sched
 done
-run_case 2 --pp 2 --micro-batches 4 --schedule interleaved
-run_case 2 --pp 2 --micro-batches 2 --schedule interleaved --virtual-stages 2
-run_case 4 --tp 2 --pp 2 --micro-batches 4 --schedule 1f1b
-run_case 4 --pp 2 --dp 2 --micro-batches 3 --schedule gpipe
-run_case 8 --tp 2 --pp 2 --dp 2 --micro-batches 2 --schedule interleaved
-run_case 12 --tp 2 --pp 3 --dp 2 --micro-batches 4 --schedule 1f1b
-run_case 12 --tp 1 --pp 4 --dp 3 --micro-batches 2 --schedule gpipe --stage-layers 1,1,1,1
-run_case 6 --tp 3 --pp 2 --micro-batches 2 --schedule naive --stage-layers 3,1
-run_case 8 --tp 2 --pp 4 --micro-batches 4 --tp-mlp gather
+validate_case 2 --pp 2 --micro-batches 4 --schedule interleaved
+validate_case 2 --pp 2 --micro-batches 2 --schedule interleaved --virtual-stages 2
+validate_case 4 --tp 2 --pp 2 --micro-batches 4 --schedule 1f1b
+validate_case 4 --pp 2 --dp 2 --micro-batches 3 --schedule gpipe
+validate_case 8 --tp 2 --pp 2 --dp 2 --micro-batches 2 --schedule interleaved
+validate_case 12 --tp 2 --pp 3 --dp 2 --micro-batches 4 --schedule 1f1b
+validate_case 12 --tp 1 --pp 4 --dp 3 --micro-batches 2 --schedule gpipe --stage-layers 1,1,1,1
+validate_case 6 --tp 3 --pp 2 --micro-batches 2 --schedule naive --stage-layers 3,1
+validate_case 8 --tp 2 --pp 4 --micro-batches 4 --tp-mlp gather
 
 # The bubble report: simulated and theory agree, p 2, m 4: 1/5 = 20.0%.
 tt 2 $cfg --pp 2 --micro-batches 4 --schedule gpipe

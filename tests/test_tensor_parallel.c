@@ -15,6 +15,9 @@
 #include "tt/params.h"
 #include "tt/tensor_parallel.h"
 
+#define TT_CHECK_MPI
+#include "check_run.h"
+
 static tt_grid g;
 enum { N = 6, C = 8, OC = 12 };
 
@@ -177,13 +180,8 @@ int main(int argc, char **argv)
     tcase_add_test(tc, vocab_crossentropy);
     tcase_add_test(tc, gather_pair);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* MPI does not survive fork() */
-    srunner_run_all(sr, g.world_rank == 0 ? CK_NORMAL : CK_SILENT);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int status = tt_check_run_mpi(s);
     tt_grid_free(&g);
     MPI_Finalize();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return status;
 }

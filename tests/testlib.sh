@@ -59,6 +59,32 @@ expect_error() {
     fi
 }
 
+# worst_error: the largest relative error in the --validate table of $work/out.
+worst_error() {
+    awk '/^  (tok_emb|pos_emb|blocks|ln_f|lm_head)/ { for (i = 3; i <= NF; i++) if ($i + 0 > w) w = $i + 0 } END { printf "%.2e", w }' "$work/out"
+}
+
+# validate_case NP ARGS...: a run with --validate on NP ranks ($cfg first)
+# exits 0, passes the oracle, has the traffic of its formulas, and every line
+# listed in $must_say (one per line) is in its output.
+validate_case() {
+    np=$1
+    shift
+    what="$*"
+    tt "$np" $cfg "$@" --validate
+    if [ "$status" -ne 0 ]; then
+        not_ok "$what: exit $status"
+        return
+    fi
+    printf '%s\n%s\n%s\n' "validation PASSED" "every GPU's TP/PP/DP traffic equals its formula: yes" \
+        "${must_say:-}" > "$work/want"
+    while IFS= read -r want; do
+        [ -z "$want" ] && continue
+        grep -qF "$want" "$work/out" || { not_ok "$what: no '$want'"; return; }
+    done < "$work/want"
+    ok "$what: validation passed (worst relative error $(worst_error)), traffic = formula"
+}
+
 # finish: the test's exit status (failures make it fail).
 finish() {
     echo "$checks checks, $failures failed"

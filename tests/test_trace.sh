@@ -1,0 +1,164 @@
+#!/bin/sh
+# tests/test_trace.sh - the trace views: --trace writes a Chrome trace that
+# parses, names one process per virtual GPU with its coordinates and holds
+# every forward and backward of the last step plus the TP and PP transfers;
+# --timeline writes well-formed SVG with one labelled row per GPU, the
+# micro-batch numbers, the idle fractions and a legend (rendered to PNG when
+# rsvg-convert is installed); a path that cannot be written is an error
+# that leaves no partial file.
+# The files are checked with python3 (json and xml.etree only).
+. "$TT_SRCDIR/testlib.sh"
+
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "SKIP: python3 is not installed"
+    exit 77
+fi
+
+cfg="--dim 48 --heads 12 --seq 16 --steps 3 --quiet --sample-len 0 --eval-every 0"
+
+# check_json FILE TP PP DP M LAST_STEP: prints what is wrong, exits 1 if anything.
+check_json() {
+    python3 - "$@" <<'EOF'
+import json, sys
+path, tp, pp, dp, m, last = sys.argv[1], *map(int, sys.argv[2:])
+world = tp * pp * dp
+bad = []
+try:
+    doc = json.load(open(path))
+except (OSError, ValueError) as err:
+    print("does not parse: %s" % err)
+    sys.exit(1)
+if doc.get("displayTimeUnit") != "ms":
+    bad.append("displayTimeUnit is not ms")
+evs = doc.get("traceEvents", [])
+def name_of(r):  # TP fastest, then DP, then PP (include/tt/grid.h)
+    return "gpu%d(dp%d,pp%d,tp%d)" % (r, (r // tp) % dp, r // (tp * dp), r % tp)
+procs = {e["pid"]: e["args"]["name"] for e in evs if e.get("ph") == "M" and e.get("name") == "process_name"}
+nproc = sum(1 for e in evs if e.get("ph") == "M" and e.get("name") == "process_name")
+if nproc != world or sorted(procs.values()) != sorted(name_of(r) for r in range(world)):
+    bad.append("process names %s, expected %d: %s" % (sorted(procs.values()), world, [name_of(r) for r in range(world)]))
+xs = [e for e in evs if e.get("ph") == "X"]
+neg = [e for e in xs if not (e["ts"] >= 0 and e["dur"] >= 0)]
+if not xs or neg:
+    bad.append("%d complete events, %d with negative ts or dur" % (len(xs), len(neg)))
+for pid, gpu in sorted(procs.items()):
+    mine = [e for e in xs if e["pid"] == pid]
+    for kind in ("forward", "backward"):
+        mbs = {e["args"].get("mb") for e in mine
+               if e.get("cat") == "compute" and e["name"].startswith(kind) and e["args"].get("step") == last}
+        if mbs != set(range(m)):
+            bad.append("%s: %s of step %d for micro-batches %s, expected 0..%d" % (gpu, kind, last, sorted(mbs), m - 1))
+    comm = [e for e in mine if e.get("tid") == 1 and e["args"].get("bytes", 0) > 0]
+    want = []
+    if tp > 1:
+        want.append(("TP", "all-reduce"))
+    if pp > 1:
+        want += [("PP", "send"), ("PP", "recv")]
+    for grp, op in want:
+        hits = [e for e in comm if e.get("cat") == grp and e["args"].get("group") == grp and e["args"].get("op") == op]
+        if not hits:
+            bad.append("%s: no %s %s with bytes > 0" % (gpu, grp, op))
+        elif op != "all-reduce" and not all(0 <= e["args"].get("peer", -1) < world for e in hits):
+            bad.append("%s: %s %s without a peer" % (gpu, grp, op))
+for b in bad:
+    print(b)
+sys.exit(1 if bad else 0)
+EOF
+}
+
+# check_svg FILE TP PP DP: the same kind of report for the timeline.
+check_svg() {
+    python3 - "$@" <<'EOF'
+import re, sys
+import xml.etree.ElementTree as ET
+path, tp, pp, dp = sys.argv[1], *map(int, sys.argv[2:])
+world = tp * pp * dp
+ns = "{http://www.w3.org/2000/svg}"
+try:
+    root = ET.parse(path).getroot()
+except (OSError, ET.ParseError) as err:
+    print("not well-formed XML: %s" % err)
+    sys.exit(1)
+bad = []
+if root.tag != ns + "svg" or not root.get("viewBox"):
+    bad.append("root is %s (viewBox %s), expected an svg element of the SVG namespace with a viewBox" % (root.tag, root.get("viewBox")))
+def cls(el, c):
+    return c in (el.get("class") or "").split()
+def text(el):
+    return "".join(el.itertext()).strip()
+title = [text(t) for t in root.iter(ns + "text") if cls(t, "title")]
+layout = "tp%d x pp%d x dp%d" % (tp, pp, dp)
+if len(title) != 1 or layout not in title[0] or not re.search(r"step \d+", title[0], re.I) or " ms" not in title[0]:
+    bad.append("title %s does not give the step, %s and the span" % (title, layout))
+rows = [g for g in root.iter(ns + "g") if cls(g, "row")]
+labels = [text(t) for g in rows for t in g.iter(ns + "text") if cls(t, "label")]
+want = ["gpu%d(dp%d,pp%d,tp%d)" % (r, (r // tp) % dp, r // (tp * dp), r % tp) for r in range(world)]
+if len(rows) != world or labels != want:
+    bad.append("%d rows labelled %s, expected %d: %s" % (len(rows), labels, world, want))
+for g, label in zip(rows, labels):
+    nums = [text(t) for t in g.iter(ns + "text") if cls(t, "mb")]
+    if len(nums) < 4 or not all(n.isdigit() for n in nums):
+        bad.append("%s: micro-batch numbers %s, expected at least 4" % (label, nums))
+    idle = [text(t) for t in g.iter(ns + "text") if cls(t, "idle")]
+    if len(idle) != 1 or not re.fullmatch(r"\d+(\.\d)?%", idle[0]) or not 0 <= float(idle[0][:-1]) <= 100:
+        bad.append("%s: idle fraction %s" % (label, idle))
+legend = " ".join(text(t) for g in root.iter(ns + "g") if cls(g, "legend") for t in g.iter(ns + "text"))
+for word in ("forward", "backward", "optimizer", "TP", "PP", "DP", "idle"):
+    if word not in legend:
+        bad.append("legend '%s' lacks '%s'" % (legend, word))
+for b in bad:
+    print(b)
+sys.exit(1 if bad else 0)
+EOF
+}
+
+# check_png SVG: renders it with rsvg-convert (Debian: librsvg2-bin), if any.
+check_png() {
+    command -v rsvg-convert >/dev/null 2>&1 || { echo "# rsvg-convert not installed: no PNG rendering"; return; }
+    rm -f "$work/t.png"
+    if rsvg-convert -o "$work/t.png" "$1" 2>"$work/rsvg.err" && [ -s "$work/t.png" ] &&
+        [ "$(od -An -c -N4 "$work/t.png" | tr -d ' ')" = "211PNG" ]; then
+        ok "$2: rsvg-convert renders it ($(wc -c <"$work/t.png") bytes of PNG)"
+    else
+        not_ok "$2: rsvg-convert fails: $(cat "$work/rsvg.err")"
+    fi
+}
+
+# run_case WHAT TP PP DP M NP ARGS...
+run_case() {
+    what=$1 tp=$2 pp=$3 dp=$4 m=$5 np=$6
+    shift 6
+    rm -f "$work/t.json" "$work/t.svg"
+    tt "$np" $cfg --tp "$tp" --pp "$pp" --dp "$dp" --micro-batches "$m" "$@" \
+        --trace "$work/t.json" --timeline "$work/t.svg"
+    if [ "$status" -ne 0 ]; then
+        not_ok "$what: exit $status"
+        return
+    fi
+    if check_json "$work/t.json" "$tp" "$pp" "$dp" "$m" 2 >"$work/check" 2>&1; then
+        ok "$what: the Chrome trace parses, $np named GPUs, forward and backward of mb 0..$((m - 1)) on each, TP/PP traffic"
+    else
+        not_ok "$what: trace: $(cat "$work/check")"
+    fi
+    if check_svg "$work/t.svg" "$tp" "$pp" "$dp" >"$work/check" 2>&1; then
+        ok "$what: the timeline is SVG with $np labelled rows, micro-batch numbers, idle fractions, a legend"
+    else
+        not_ok "$what: timeline: $(cat "$work/check")"
+    fi
+    check_png "$work/t.svg" "$what"
+}
+
+run_case "4 GPUs (tp2 pp2, 4 micro-batches)" 2 2 1 4 4 --layers 4 --batch 8
+run_case "12 GPUs (tp2 pp3 dp2, 16 micro-batches)" 2 3 2 16 12 --layers 6 --batch 32
+
+# A trace that cannot be written: one message, every rank exits 1.
+expect_error "unwritable trace path" 1 "cannot write trace '/nonexistent-dir/t.json'" 4 \
+    $cfg --layers 4 --batch 8 --micro-batches 4 --pp 2 --tp 2 --trace /nonexistent-dir/t.json
+# A timeline onto a directory: the temporary file is written, the rename
+# fails, and the temporary file is removed rather than left behind.
+mkdir "$work/adir"
+expect_error "timeline onto a directory" 1 "cannot write timeline '$work/adir': Is a directory" 4 \
+    $cfg --layers 4 --batch 8 --micro-batches 4 --pp 2 --tp 2 --timeline "$work/adir"
+left=$(ls -d "$work"/adir.* 2>/dev/null)
+[ -z "$left" ] && ok "no temporary file left after a failed write" || not_ok "left behind: $left"
+finish
