@@ -27,21 +27,9 @@
 #include <stdint.h>
 #include <string.h>
 
-/* The build targets baseline x86-64 (SSE2, 4 floats per vector). With gcc,
- * the element-wise kernels are also compiled for AVX2 and AVX-512 and the
- * best one is picked at load time (an ifunc). All clones perform the same
- * IEEE operations in the same order, so they give the same bits. (Clang 14's
- * target_clones does not emit the plain external symbol, so other compilers
- * get the baseline code.) */
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
-    defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define TT_SIMD __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef TT_SIMD
-#define TT_SIMD
-#endif
+/* The build targets baseline x86-64 (SSE2, 4 floats per vector); TT_SIMD
+ * (simd.h) adds AVX2 and AVX-512 copies of the element-wise kernels. */
+#include "simd.h"
 
 /* Helpers must be inlined into those clones to get their vector width: a
  * separate copy would be compiled for the baseline only. */
