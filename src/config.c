@@ -56,6 +56,7 @@ void tt_config_usage(FILE *out)
 "                           must equal N. Sizes not given are chosen from N.\n"
 "                           tp must divide --heads; pp x virtual stages <= --layers.\n"
 "  --show-grid              print every virtual GPU and its TP, PP and DP groups\n"
+"                           for this layout, then exit (no training)\n"
 "  --dp-bucket SIZE         bytes per gradient all-reduce bucket, e.g. 256K, 4M\n"
 "                           (default 1M)\n"
 "  --tp-mlp megatron|gather  MLP under tensor parallelism: megatron (default):\n"

@@ -30,9 +30,16 @@ int tt_layout_check(int world, int tp, int pp, int dp, const tt_layout_rules *r,
     if (r->batch % dp != 0)
         return tt_fail(e, "dp %d must divide --batch %d (each DP rank takes batch/dp sequences)",
                        dp, r->batch);
-    if ((r->batch / dp) % r->micro_batches != 0)
-        return tt_fail(e, "--micro-batches %d must divide batch/dp = %d/%d = %d", r->micro_batches,
-                       r->batch, dp, r->batch / dp);
+    if ((r->batch / dp) % r->micro_batches != 0) {
+        /* Name the micro-batch counts that would work with this dp. */
+        char ok[128] = "";
+        int per = r->batch / dp, k = 0;
+        for (int m = 1; m <= per && k < (int)sizeof ok - 12; m++)
+            if (per % m == 0)
+                k += snprintf(ok + k, sizeof ok - (size_t)k, "%s%d", k ? ", " : "", m);
+        return tt_fail(e, "--micro-batches %d must divide batch/dp = %d/%d = %d (with dp %d: "
+                          "--micro-batches %s)", r->micro_batches, r->batch, dp, per, dp, ok);
+    }
     return 0;
 }
 
@@ -154,7 +161,8 @@ const char *tt_gpu_name(const tt_grid *g, int r, char *buf, size_t n)
 static void print_groups(const tt_grid *g, FILE *out, const char *label, int axis)
 {
     int size = axis == 0 ? g->tp : axis == 1 ? g->dp : g->pp;
-    fprintf(out, "  %s groups (%d of %d GPUs):", label, g->world_size / size, size);
+    fprintf(out, "  %s groups (%d group%s of %d GPU%s):", label, g->world_size / size,
+            g->world_size / size == 1 ? "" : "s", size, size == 1 ? "" : "s");
     for (int r = 0; r < g->world_size; r++) {
         int c[3] = {r % g->tp, (r / g->tp) % g->dp, r / (g->tp * g->dp)}; /* tp, dp, pp */
         if (c[axis] != 0)

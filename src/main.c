@@ -32,29 +32,32 @@ int main(int argc, char **argv)
         if (rank == 0)
             fprintf(stderr, "tiny_transformer: %s\n", err.msg);
         status = TT_EXIT_USAGE;
+    } else if (parsed == 0 && rc.resume && tt_resume_prepare(&rc, &err)) {
+        /* A checkpoint that cannot be read, or does not fit the flags. */
+        if (rank == 0)
+            fprintf(stderr, "tiny_transformer: %s\n", err.msg);
+        status = TT_EXIT_RUNTIME;
     } else if (parsed == 0) {
-        /* The layout: sizes not given are chosen from the world size; a
-         * layout that cannot work is refused here, before any work. A
-         * resumed run's model shape is only known later, so the rules use
-         * the flags as given (the checkpoint's shape is checked again). */
+        /* The values on their own first, then the layout they allow: sizes
+         * not given are chosen from the world size, and a layout that cannot
+         * work is refused here, before any work. */
         int tp = rc.tp, pp = rc.pp, dp = rc.dp;
-        /* The values on their own first, then the layout they allow. */
-        if (tt_config_check(&rc, &err)) {
-            if (rank == 0)
-                fprintf(stderr, "tiny_transformer: %s\n", err.msg);
-            MPI_Finalize();
-            return TT_EXIT_USAGE;
-        }
         tt_layout_rules rules = {rc.model.NH, rc.model.L, rc.batch, rc.micro_batches, 4096, 4096,
                                  rc.virtual_stages};
-        if (tt_grid_choose(world, &tp, &pp, &dp, &rules, &err)) {
+        if (tt_config_check(&rc, &err) || tt_grid_choose(world, &tp, &pp, &dp, &rules, &err)) {
             if (rank == 0)
                 fprintf(stderr, "tiny_transformer: %s\n", err.msg);
             status = TT_EXIT_USAGE;
         } else {
             tt_grid grid;
             tt_grid_init(&grid, tp, pp, dp, MPI_COMM_WORLD);
-            status = tt_train_main(&rc, &grid);
+            if (rc.show_grid) {
+                /* The map alone: a picture of the layout, no training. */
+                if (rank == 0)
+                    tt_grid_print(&grid, stdout);
+            } else {
+                status = tt_train_main(&rc, &grid);
+            }
             tt_grid_free(&grid);
         }
     }

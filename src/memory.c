@@ -30,9 +30,9 @@ int tt_mem_is_tracking(void) { return !mem.paused; }
 const char *tt_mem_human(size_t b, char *buf, size_t n)
 {
     if (b >= (size_t)1 << 20)
-        snprintf(buf, n, "%.2f MB", b / 1048576.0);
+        snprintf(buf, n, "%.2f MiB", b / 1048576.0);
     else if (b >= 1024)
-        snprintf(buf, n, "%.1f KB", b / 1024.0);
+        snprintf(buf, n, "%.1f KiB", b / 1024.0);
     else
         snprintf(buf, n, "%zu B", b);
     return buf;

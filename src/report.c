@@ -165,7 +165,7 @@ void tt_report_memory(FILE *out, const tt_grid *g)
     }
     tt_gatherv(g, TT_GROUP_OTHER, mine, F, all, cnt, disp, MPI_DOUBLE, 0);
     if (g->world_rank == 0 && out) {
-        fprintf(out, "\nmemory per virtual GPU at its peak, MB (the categories of the seeds' "
+        fprintf(out, "\nmemory per virtual GPU at its peak, MiB (the categories of the seeds' "
                      "Figure 8-1; everything is allocated before the first step)\n");
         fprintf(out, "  %-20s", "GPU");
         for (int c = 0; c < TT_MEM_NCAT; c++)

@@ -197,11 +197,14 @@ static void print_param_memory(const tt_model *m, const tt_grid *g)
     }
     long per = split_global / g->tp, pad = split_local - per;
     long total = split_local + repl;
-    printf("parameters per GPU: %ld split (%ld / tp %d", split_local, split_global, g->tp);
+    char name[48];
+    printf("parameters on %s: %ld split (%ld / tp %d", tt_gpu_name(g, g->world_rank, name, sizeof name),
+           split_local, split_global, g->tp);
     if (pad)
         printf(", %+ld for the padded vocabulary", pad);
-    printf(") + %ld replicated = %ld floats, %.2f MB of weights (x4 with gradients and "
-           "Adam moments)\n", repl, total, total * 4.0 / 1e6);
+    char h[32];
+    printf(") + %ld replicated = %ld floats, %s of weights (x4 with gradients and "
+           "Adam moments)\n", repl, total, tt_mem_human((size_t)total * 4, h, sizeof h));
 }
 
 /* Adopts the checkpoint's model config and hyper-parameters for every flag the
@@ -241,6 +244,15 @@ static int merge_resume(tt_run_config *rc, const tt_ckpt_info *info, tt_err *e)
     if (rc->steps < info->step)
         return tt_fail(e, "--steps %ld is below the checkpoint's step %ld ('%s'): --steps is "
                        "the total length of the run", rc->steps, info->step, rc->resume);
+    return 0;
+}
+
+int tt_resume_prepare(tt_run_config *rc, tt_err *e)
+{
+    tt_ckpt_info info;
+    if (tt_checkpoint_read_info(rc->resume, &info, e) || merge_resume(rc, &info, e))
+        return -1;
+    rc->resume_step = info.step;
     return 0;
 }
 
@@ -286,8 +298,6 @@ static void banner(const tt_run_config *rc, const tt_grid *g, const tt_model *m,
         count_params(&rc->model));
     if (rank == 0)
         print_param_memory(m, g);
-    if (rc->show_grid && rank == 0)
-        tt_grid_print(g, stdout);
     SAY("data: %s; train %zu bytes, eval %zu bytes\n", corpus->source, corpus->ntrain,
         corpus->n - corpus->ntrain);
     const int local = rc->batch / g->dp, mb = local / rc->micro_batches;
@@ -301,14 +311,19 @@ static void banner(const tt_run_config *rc, const tt_grid *g, const tt_model *m,
                 (d + 1) * local - 1);
     if (g->dp > 1) {
         size_t n = m->P.total;
-        SAY("DP gradient sync: %zu floats (%.2f MB) summed per step in %ld all-reduce bucket%s "
-            "of up to %zu bytes\n", n, n * 4.0 / 1e6, tt_dp_buckets(n, rc->dp_bucket),
-            tt_dp_buckets(n, rc->dp_bucket) > 1 ? "s" : "", rc->dp_bucket);
+        char h[32];
+        SAY("DP gradient sync: %zu floats (%s) summed per step in %ld all-reduce bucket%s "
+            "of up to %zu bytes\n", n, tt_mem_human(n * 4, h, sizeof h),
+            tt_dp_buckets(n, rc->dp_bucket), tt_dp_buckets(n, rc->dp_bucket) > 1 ? "s" : "",
+            rc->dp_bucket);
     }
-    SAY("steps %ld..%ld of %ld; lr %g -> %g, warm-up %d%s\n", step0,
-        (rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps) - 1, rc->steps,
-        rc->optim.lr, rc->optim.lr_min, rc->optim.warmup,
-        rc->validate ? "; --validate: rank 0 also trains the unsharded reference" : "");
+    long end = rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps;
+    if (end > step0)
+        SAY("steps %ld..%ld of %ld; lr %g -> %g, warm-up %d%s\n", step0, end - 1, rc->steps,
+            rc->optim.lr, rc->optim.lr_min, rc->optim.warmup,
+            rc->validate ? "; --validate: rank 0 also trains the unsharded reference" : "");
+    else
+        SAY("no training steps in this run (at step %ld of %ld)\n", step0, rc->steps);
     if (rc->resume)
         SAY("resumed from '%s' at step %ld\n", rc->resume, step0);
     fflush(stdout);
@@ -363,7 +378,10 @@ static void print_pipeline(const tt_run_config *rc, const tt_grid *g, const int 
             int k = j * p + s, first = 0;
             for (int i = 0; i < k; i++)
                 first += chunk_layers[i];
-            printf("%s blocks %d-%d", j ? "," : "", first, first + chunk_layers[k] - 1);
+            if (chunk_layers[k] == 1)
+                printf("%s block %d", j ? "," : "", first);
+            else
+                printf("%s blocks %d-%d", j ? "," : "", first, first + chunk_layers[k] - 1);
             if (k == 0)
                 printf(" + embeddings");
             if (k == K - 1)
@@ -424,9 +442,10 @@ static void bubble_report(tt_bubble_stats *b, const tt_pipe *pp, const tt_grid *
     if (all) {
         const tt_sim_result *sim = &pp->sim;
         double theory = tt_bubble_theory(pp->kind, pp->p, pp->M, pp->v);
-        printf("\npipeline bubble (%s, p %d, m %d%s): idle fraction per GPU, median over %d "
-               "step%s\n", tt_schedule_name(pp->kind), pp->p, pp->M,
-               pp->v > 1 ? ", interleaved" : "", b->n, b->n == 1 ? "" : "s");
+        printf("\npipeline bubble (%s, p %d, m %d", tt_schedule_name(pp->kind), pp->p, pp->M);
+        if (pp->v > 1)
+            printf(", v %d", pp->v);
+        printf("): idle fraction per GPU, median over %d step%s\n", b->n, b->n == 1 ? "" : "s");
         printf("  %-20s %9s %11s %9s %13s\n", "GPU", "measured", "simulated", "theory",
                "peak held");
         for (int r = 0; r < g->world_size; r++) {
@@ -478,17 +497,8 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
     tt_run_config rcv = *rc_in, *rc = &rcv;
     const int rank = g->world_rank;
     tt_err err;
-    long step0 = 0;
-    tt_ckpt_info info;
-
-    /* Every rank reads the same files and so reaches the same verdict. */
-    if (rc->resume) {
-        if (tt_checkpoint_read_info(rc->resume, &info, &err) || merge_resume(rc, &info, &err)) {
-            say_error(g, &err);
-            return TT_EXIT_RUNTIME;
-        }
-        step0 = info.step;
-    }
+    /* A resumed run's config was completed by tt_resume_prepare. */
+    const long step0 = rc->resume ? rc->resume_step : 0;
     if (tt_config_check(rc, &err)) {
         say_error(g, &err);
         return TT_EXIT_USAGE;
@@ -597,7 +607,7 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
     long spot_last = end - 1;
     if ((rc->trace || rc->timeline) && end - 3 > step0)
         spot_last = end - 3;
-    double first_loss = NAN, last_loss = NAN, t_start = tt_now();
+    double first_loss = NAN, last_loss = NAN, final_eval = NAN, t_start = tt_now();
     tt_comm_stats train_traffic;
     memset(&train_traffic, 0, sizeof train_traffic);
     for (long s = step0; s < end; s++) {
@@ -625,8 +635,9 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
         last_loss = st.loss;
         double tok_s = (double)rc->batch * rc->model.T / st.seconds;
         double ev = NAN;
-        if (rc->eval_every > 0 && (s + 1) % rc->eval_every == 0)
-            ev = tt_eval_loss(&pipe, &corpus);
+        /* Eval every K steps and after the last one (the run's final figure). */
+        if ((rc->eval_every > 0 && (s + 1) % rc->eval_every == 0) || s == end - 1)
+            ev = final_eval = tt_eval_loss(&pipe, &corpus);
         if (!rc->quiet) {
             SAY("step %5ld/%ld | loss %.4f | lr %.3e | grad norm %.4f | %7.1f ms | %8.0f tok/s",
                 s, rc->steps, st.loss, st.lr, st.grad_norm, st.seconds * 1e3, tok_s);
@@ -648,6 +659,7 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
                 status = TT_EXIT_RUNTIME;
                 goto done;
             }
+            SAY("saved checkpoint '%s' at step %ld\n", rc->save, s + 1);
         }
     }
     double secs = tt_now() - t_start;
@@ -656,11 +668,11 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
         goto done;
     }
 
-    if (g->pp > 1)
+    if (g->pp > 1 && bubbles.n > 0)
         bubble_report(&bubbles, &pipe, g);
     if (rc->explain)
         explain(&pipe, g);
-    double ev = tt_eval_loss(&pipe, &corpus);
+    double ev = end > step0 ? final_eval : tt_eval_loss(&pipe, &corpus);
     if (end > step0)
         SAY("trained steps %ld..%ld in %.1f s: loss %.4f -> %.4f", step0, end - 1, secs,
             first_loss, last_loss);

@@ -96,9 +96,17 @@ want = ["gpu%d(dp%d,pp%d,tp%d)" % (r, (r // tp) % dp, r // (tp * dp), r % tp) fo
 if len(rows) != world or labels != want:
     bad.append("%d rows labelled %s, expected %d: %s" % (len(rows), labels, world, want))
 for g, label in zip(rows, labels):
+    # Every micro-batch's forward and backward box is in the row (their
+    # tooltips say which); the numbers drawn inside are the ones that fit,
+    # which depends on the timing, so only their form is checked.
+    tips = [text(t) for t in g.iter(ns + "title")]
+    fwd = {int(m) for m in re.findall(r"forward mb(\d+)", " ".join(tips))}
+    bwd = {int(m) for m in re.findall(r"backward mb(\d+)", " ".join(tips))}
+    if len(fwd) < 4 or fwd != set(range(max(fwd) + 1)) or bwd != fwd:
+        bad.append("%s: forward boxes for micro-batches %s, backward %s" % (label, sorted(fwd), sorted(bwd)))
     nums = [text(t) for t in g.iter(ns + "text") if cls(t, "mb")]
-    if len(nums) < 4 or not all(n.isdigit() for n in nums):
-        bad.append("%s: micro-batch numbers %s, expected at least 4" % (label, nums))
+    if not nums or not all(n.isdigit() and int(n) in fwd for n in nums):
+        bad.append("%s: micro-batch numbers drawn %s" % (label, nums))
     idle = [text(t) for t in g.iter(ns + "text") if cls(t, "idle")]
     if len(idle) != 1 or not re.fullmatch(r"\d+(\.\d)?%", idle[0]) or not 0 <= float(idle[0][:-1]) <= 100:
         bad.append("%s: idle fraction %s" % (label, idle))

@@ -33,6 +33,7 @@ typedef struct {
     int eval_windows;         /* cap on eval sequences */
     long save_every;          /* 0 = only at the end */
     const char *data, *save, *resume, *log;
+    long resume_step;         /* the checkpoint's step (set by tt_resume_prepare) */
     const char *prompt;       /* start of the generated sample */
     int sample_len;           /* bytes to generate at the end (0 = none) */
     int quiet;

@@ -54,7 +54,7 @@ size_t tt_mem_peak(size_t *by_cat_at_peak /* TT_MEM_NCAT, or NULL */);
 int tt_mem_oom(char *msg, size_t n);
 void tt_mem_reset(void);
 
-/* "12.3 MB" */
+/* "12.30 MiB", "3.5 KiB", "12 B" (powers of 1024, as --gpu-mem reads them) */
 const char *tt_mem_human(size_t bytes, char *buf, size_t n);
 
 #endif

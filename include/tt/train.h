@@ -30,6 +30,12 @@ double tt_eval_loss(tt_pipe *pp, const tt_corpus *c);
  * over the replica's pipeline and TP groups; every rank gets the text. */
 void tt_generate(tt_pipe *pp, const char *prompt, int len, char *out);
 
+/* For --resume: reads the checkpoint's metadata and completes rc with its
+ * model shape and hyper-parameters (for every flag not given; a given model
+ * shape that contradicts it is an error) and its step. Every rank reads the
+ * same file, so all reach the same verdict. */
+int tt_resume_prepare(tt_run_config *rc, tt_err *e);
+
 /* The whole program on this rank's virtual GPU of grid g: returns the exit
  * status, the same on every rank. */
 int tt_train_main(const tt_run_config *rc, const tt_grid *g);
