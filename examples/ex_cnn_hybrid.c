@@ -28,6 +28,8 @@
 #include "tt/params.h"
 #include "tt/tensor_parallel.h"
 
+#include "ex_common.h"
+
 enum { G = 4, B = 16, BL = B / G, LIN = 72, K = 5, CH = 8, L1 = LIN - K + 1, L2 = L1 - K + 1,
        POOL = 4, F = CH * (L2 / POOL), H = 256, HL = H / G, NCLS = 10 };
 /* Conv parameters, one array: conv1 w [CH][1][K], b [CH]; conv2 w [CH][CH][K], b [CH]. */
@@ -91,28 +93,10 @@ static void features_backward(float *gp, conv_acts *a, const float *dfeat, const
     conv_backward(d1, gp + W2C, gp + B2C, d2, a->h2, a->h1, p + W2C, n, CH, L1);
     conv_backward(NULL, gp + W1C, gp + B1C, d1, a->h1, x, p + W1C, n, 1, LIN);
 }
-static double rel_err(const float *a, const float *ref, int n)
-{
-    double diff = 0, scale = 1e-30;
-    for (int i = 0; i < n; i++) {
-        diff = fmax(diff, fabs((double)a[i] - ref[i]));
-        scale = fmax(scale, fabs((double)ref[i]));
-    }
-    return diff / scale;
-}
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int world, r;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    if (world != G) {
-        if (r == 0)
-            fprintf(stderr, "ex_cnn_hybrid needs exactly %d ranks (got %d)\n", G, world);
-        MPI_Finalize();
-        return 2;
-    }
+    int world, r = ex_start(&argc, &argv, "ex_cnn_hybrid", G, G, &world);
     /* The same 4 GPUs seen two ways: one DP group for the convolutions, one
      * TP group for the fully connected layers. */
     tt_grid gdp, gtp;
@@ -198,9 +182,9 @@ int main(int argc, char **argv)
     static float rgw2l[NCLS * HL];
     for (int o = 0; o < NCLS; o++)
         memcpy(rgw2l + o * HL, rgw2 + o * H + r * HL, sizeof(float) * HL);
-    double err[6] = {fabs(loss - rloss) / rloss, rel_err(gconv, rgconv, NCONV),
-                     rel_err(gw1l, rgw1 + r * HL * F, HL * F), rel_err(gb1l, rgb1 + r * HL, HL),
-                     rel_err(gw2l, rgw2l, NCLS * HL), rel_err(gb2, rgb2, NCLS)};
+    double err[6] = {fabs(loss - rloss) / rloss, ex_rel_err(gconv, rgconv, NCONV),
+                     ex_rel_err(gw1l, rgw1 + r * HL * F, HL * F), ex_rel_err(gb1l, rgb1 + r * HL, HL),
+                     ex_rel_err(gw2l, rgw2l, NCLS * HL), ex_rel_err(gb2, rgb2, NCLS)};
     tt_allreduce(&gtp, TT_GROUP_OTHER, err, 6, MPI_DOUBLE, MPI_MAX); /* worst GPU, bookkeeping */
 
     /* ---- the communication of each choice, in floats per training step ---- */

@@ -28,6 +28,8 @@
 #include "tt/params.h"
 #include "tt/tensor_parallel.h"
 
+#include "ex_common.h"
+
 enum { B = 8, CIN = 24, COUT = 12 }; /* 24 and 12 split evenly over 2, 3 and 4 GPUs */
 static const double TOL = 1e-5;
 
@@ -65,16 +67,7 @@ static void line(const char *dir, const char *what, long long bytes, const char 
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int world, rank;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (world < 2 || world > 4) {
-        if (rank == 0)
-            fprintf(stderr, "ex_column_row needs 2, 3 or 4 ranks (got %d)\n", world);
-        MPI_Finalize();
-        return 2;
-    }
+    int world, rank = ex_start(&argc, &argv, "ex_column_row", 2, 4, &world);
     tt_grid g;
     tt_grid_init(&g, world, 1, 1, MPI_COMM_WORLD); /* all ranks form one TP group */
     const int tp = g.tp, r = g.tp_rank, OCl = COUT / tp, ICl = CIN / tp;

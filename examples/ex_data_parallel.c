@@ -24,6 +24,8 @@
 #include "tt/kernels.h"
 #include "tt/params.h"
 
+#include "ex_common.h"
+
 enum { CIN = 16, COUT = 8, B = 24, STEPS = 8 }; /* global batch 24: 12, 8 or 6 per GPU */
 static const float LR = 0.3f;
 static const double TOL = 1e-5;
@@ -64,16 +66,7 @@ static double grad_of_mean(float *gw, float *gb, const float *w, const float *b,
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int world, rank;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (world < 2 || world > 4) {
-        if (rank == 0)
-            fprintf(stderr, "ex_data_parallel needs 2, 3 or 4 ranks (got %d)\n", world);
-        MPI_Finalize();
-        return 2;
-    }
+    int world, rank = ex_start(&argc, &argv, "ex_data_parallel", 2, 4, &world);
     tt_grid g;
     tt_grid_init(&g, 1, 1, world, MPI_COMM_WORLD); /* all ranks form one DP group */
     const int dp = g.dp, share = B / dp, first = g.dp_rank * share;

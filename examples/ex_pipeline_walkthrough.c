@@ -25,6 +25,8 @@
 #include "tt/params.h"
 #include "tt/pipeline.h"
 
+#include "ex_common.h"
+
 enum { P = 4, M = 4, NB = 4, NBATCH = M * NB };       /* stages, micro-batches, rows each */
 static const int width[P + 1] = {8, 16, 16, 16, 4};    /* layer s maps width[s] -> width[s+1] */
 static const char *const gpu[P] = {"A1", "A2", "B1", "B2"};
@@ -115,28 +117,10 @@ static int print_step(const record *all, int n, int t)
     printf("\n\n");
     return nbusy;
 }
-static double rel_err(const float *a, const float *ref, int n)
-{
-    double diff = 0, scale = 1e-30;
-    for (int i = 0; i < n; i++) {
-        diff = fmax(diff, fabs((double)a[i] - ref[i]));
-        scale = fmax(scale, fabs((double)ref[i]));
-    }
-    return diff / scale;
-}
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int world, rank;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (world != P) {
-        if (rank == 0)
-            fprintf(stderr, "ex_pipeline_walkthrough needs exactly %d ranks (got %d)\n", P, world);
-        MPI_Finalize();
-        return 2;
-    }
+    int world, rank = ex_start(&argc, &argv, "ex_pipeline_walkthrough", P, P, &world);
     tt_grid g;
     tt_grid_init(&g, 1, P, 1, MPI_COMM_WORLD); /* pp = 4: one stage (one layer) per GPU */
     const int s = g.pp_rank, in = width[s], out = width[s + 1];
@@ -261,7 +245,7 @@ int main(int argc, char **argv)
             memset(rg, 0, sizeof rg);
             layer_backward(k, dnext, rg, rg + width[k + 1] * width[k], d, h[k], h[k + 1], w, NBATCH);
             memcpy(d, dnext, sizeof(float) * NBATCH * width[k]);
-            double e = rel_err(grads + goff[k], rg, gcount[k]);
+            double e = ex_rel_err(grads + goff[k], rg, gcount[k]);
             printf("%s gradients (%3d floats) vs single process: max relative error %.2e\n", gpu[k], gcount[k], e);
             worst = fmax(worst, e);
         }
