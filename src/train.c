@@ -364,134 +364,6 @@ static int trace_end(const tt_run_config *rc, const tt_grid *g, long last_step)
     return bad;
 }
 
-/* The stage split: which blocks every stage (and chunk) holds. */
-static void print_pipeline(const tt_run_config *rc, const tt_grid *g, const int *chunk_layers)
-{
-    const int p = g->pp, v = rc->virtual_stages, K = p * v;
-    printf("pipeline: %d stage%s x %d chunk%s, schedule %s, %d micro-batch%s per replica; "
-           "blocks %s\n", p, p > 1 ? "s" : "", v, v > 1 ? "s" : "",
-           tt_schedule_name(rc->schedule), rc->micro_batches, rc->micro_batches > 1 ? "es" : "",
-           rc->stage_layers ? "as --stage-layers says" : "balanced by compute");
-    for (int s = 0; s < p; s++) {
-        printf("  stage %d:", s);
-        for (int j = 0; j < v; j++) {
-            int k = j * p + s, first = 0;
-            for (int i = 0; i < k; i++)
-                first += chunk_layers[i];
-            if (chunk_layers[k] == 1)
-                printf("%s block %d", j ? "," : "", first);
-            else
-                printf("%s blocks %d-%d", j ? "," : "", first, first + chunk_layers[k] - 1);
-            if (k == 0)
-                printf(" + embeddings");
-            if (k == K - 1)
-                printf(" + ln_f, lm_head, loss");
-        }
-        printf("\n");
-    }
-}
-
-/* Per step, this GPU's idle fraction and the micro-batches it held. */
-typedef struct {
-    int n, cap;
-    double *idle;
-    int peak;
-} tt_bubble_stats;
-
-static void bubble_init(tt_bubble_stats *b, long steps)
-{
-    memset(b, 0, sizeof *b);
-    b->cap = steps > 0 ? (int)steps : 1;
-    b->idle = tt_calloc((size_t)b->cap, sizeof(double));
-}
-
-static void bubble_free(tt_bubble_stats *b) { free(b->idle); }
-
-static void bubble_add(tt_bubble_stats *b, const tt_pipe *pp)
-{
-    if (b->n < b->cap && pp->step_seconds > 0)
-        b->idle[b->n++] = 1.0 - pp->busy_seconds / pp->step_seconds;
-    if (pp->peak_held > b->peak)
-        b->peak = pp->peak_held;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Every GPU's median idle fraction next to the schedule's simulation and the
- * textbook formula, and the most micro-batches it held at once. */
-static void bubble_report(tt_bubble_stats *b, const tt_pipe *pp, const tt_grid *g)
-{
-    double mine[2] = {0.0, (double)b->peak};
-    if (b->n) {
-        qsort(b->idle, (size_t)b->n, sizeof(double), cmp_double);
-        mine[0] = b->idle[b->n / 2];
-    }
-    double *all = g->world_rank == 0 ? tt_malloc((size_t)2 * g->world_size * sizeof(double)) : NULL;
-    int *cnt = NULL, *disp = NULL;
-    if (all) {
-        cnt = tt_malloc((size_t)g->world_size * sizeof(int));
-        disp = tt_malloc((size_t)g->world_size * sizeof(int));
-        for (int r = 0; r < g->world_size; r++)
-            cnt[r] = 2, disp[r] = 2 * r;
-    }
-    tt_gatherv(g, TT_GROUP_OTHER, mine, 2, all, cnt, disp, MPI_DOUBLE, 0);
-    if (all) {
-        const tt_sim_result *sim = &pp->sim;
-        double theory = tt_bubble_theory(pp->kind, pp->p, pp->M, pp->v);
-        printf("\npipeline bubble (%s, p %d, m %d", tt_schedule_name(pp->kind), pp->p, pp->M);
-        if (pp->v > 1)
-            printf(", v %d", pp->v);
-        printf("): idle fraction per GPU, median over %d step%s\n", b->n, b->n == 1 ? "" : "s");
-        printf("  %-20s %9s %11s %9s %13s\n", "GPU", "measured", "simulated", "theory",
-               "peak held");
-        for (int r = 0; r < g->world_size; r++) {
-            char name[48];
-            int s = r / (g->tp * g->dp);
-            double simulated = 1.0 - sim->busy[s] / sim->span;
-            printf("  %-20s %8.1f%% %10.1f%% %8.1f%% %6d of %d\n", tt_gpu_name(g, r, name, sizeof name),
-                   100 * all[2 * r], 100 * simulated, 100 * theory, (int)all[2 * r + 1],
-                   pp->M * pp->v);
-        }
-        printf("  theory: %s; simulated: this schedule with a backward costing two forwards; "
-               "measured: wall clock, 1 - compute / step\n",
-               pp->kind == TT_SCHED_NAIVE ? "(p-1)/p"
-               : pp->kind == TT_SCHED_INTERLEAVED ? "(p-1)/(v m + p-1)" : "(p-1)/(m + p-1)");
-        free(all);
-        free(cnt);
-        free(disp);
-    }
-}
-
-/* --explain: the step narrated from the schedule the executor ran, with
- * unit-time forwards and backwards as the textbook draws them. */
-static void explain(const tt_pipe *pp, const tt_grid *g)
-{
-    if (g->world_rank != 0)
-        return;
-    tt_sim_result unit;
-    tt_err e;
-    if (tt_schedule_check(pp->all, pp->p, pp->M, pp->v, 1.0, 1.0, &unit, &e))
-        return;
-    char **names = tt_malloc((size_t)pp->p * sizeof(char *));
-    for (int s = 0; s < pp->p; s++) {
-        names[s] = tt_malloc(48);
-        tt_gpu_name(g, tt_grid_rank_of(g, 0, s, 0), names[s], 48);
-    }
-    printf("\none training step of DP replica 0, narrated (%s, %d stage%s, %d micro-batch%s%s; "
-           "TP peers of each GPU do the same)\n", tt_schedule_name(pp->kind), pp->p,
-           pp->p > 1 ? "s" : "", pp->M, pp->M > 1 ? "es" : "",
-           pp->v > 1 ? ", interleaved chunks" : "");
-    tt_schedule_explain(stdout, pp->all, &unit, (const char *const *)names);
-    for (int s = 0; s < pp->p; s++)
-        free(names[s]);
-    free(names);
-    tt_sim_result_free(&unit);
-}
-
 int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
 {
     tt_run_config rcv = *rc_in, *rc = &rcv;
@@ -551,7 +423,7 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
         return TT_EXIT_USAGE;
     }
     tt_bubble_stats bubbles;
-    bubble_init(&bubbles, rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps);
+    tt_bubble_init(&bubbles, rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps);
     /* Everything a GPU needs is allocated by now: a GPU over its budget stops
      * the run here, before any work. */
     if (tt_check_oom(g)) {
@@ -577,7 +449,7 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
     }
     banner(rc, g, &model, &corpus, step0);
     if (rank == 0 && K > 1)
-        print_pipeline(rc, g, chunk_layers);
+        tt_print_pipeline(rc, g, chunk_layers);
     /* --validate checks every step; otherwise a run on several GPUs
      * spot-checks its first and last steps against the unsharded model. */
     const int spot = !rc->validate && rc->spot_check && g->world_size > 1;
@@ -622,7 +494,7 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
         if (spot && have_val && s == spot_last)
             tt_validate_final(&val, &model);
         tt_comm_accumulate(&train_traffic, &before, tt_comm_stats_get());
-        bubble_add(&bubbles, &pipe);
+        tt_bubble_add(&bubbles, &pipe);
         if (!isfinite(st.loss)) {
             if (rank == 0)
                 fprintf(stderr, "tiny_transformer: loss became %g at step %ld (try a lower --lr)\n",
@@ -654,7 +526,7 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
             fprintf(log, "\n");
         }
         if (rc->save_every && (s + 1) % rc->save_every == 0 && s + 1 < end) {
-            if (agree(g, save(rc, &model, g, s + 1, rc->save, &err) ? TT_EXIT_RUNTIME : 0)) {
+            if (save(rc, &model, g, s + 1, rc->save, &err)) { /* agreed by every rank */
                 say_error(g, &err);
                 status = TT_EXIT_RUNTIME;
                 goto done;
@@ -669,9 +541,9 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
     }
 
     if (g->pp > 1 && bubbles.n > 0)
-        bubble_report(&bubbles, &pipe, g);
+        tt_bubble_report(&bubbles, &pipe, g);
     if (rc->explain)
-        explain(&pipe, g);
+        tt_explain_step(&pipe, g);
     double ev = end > step0 ? final_eval : tt_eval_loss(&pipe, &corpus);
     if (end > step0)
         SAY("trained steps %ld..%ld in %.1f s: loss %.4f -> %.4f", step0, end - 1, secs,
@@ -708,7 +580,7 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
             status = TT_EXIT_RUNTIME;
     }
     if (rc->save) {
-        if (agree(g, save(rc, &model, g, end, rc->save, &err) ? TT_EXIT_RUNTIME : 0)) {
+        if (save(rc, &model, g, end, rc->save, &err)) { /* agreed by every rank */
             say_error(g, &err);
             status = TT_EXIT_RUNTIME;
             goto done;
@@ -732,7 +604,7 @@ done:
     if (have_val)
         tt_validate_free(&val);
     tt_pipe_free(&pipe);
-    bubble_free(&bubbles);
+    tt_bubble_free(&bubbles);
     tt_model_free(&model);
     tt_corpus_free(&corpus);
     return agree(g, status);

@@ -9,6 +9,7 @@
 #include "tt/config.h"
 #include "tt/grid.h"
 #include "tt/model.h"
+#include "tt/pipeline_run.h"
 
 /* Adds b - a to acc: the traffic of one interval (e.g. one training step). */
 void tt_comm_accumulate(tt_comm_stats *acc, const tt_comm_stats *a, const tt_comm_stats *b);
@@ -30,5 +31,25 @@ void tt_report_memory(FILE *out, const tt_grid *g);
 /* Collective: if any GPU went over its budget, rank 0 prints the first such
  * GPU's message and every rank returns 1. */
 int tt_check_oom(const tt_grid *g);
+
+/* The stage split: which blocks every stage (and chunk) holds. */
+void tt_print_pipeline(const tt_run_config *rc, const tt_grid *g, const int *chunk_layers);
+
+/* Per step, this GPU's idle fraction and the most micro-batches it held. */
+typedef struct {
+    int n, cap;
+    double *idle;
+    int peak;
+} tt_bubble_stats;
+
+void tt_bubble_init(tt_bubble_stats *b, long steps);
+void tt_bubble_free(tt_bubble_stats *b);
+void tt_bubble_add(tt_bubble_stats *b, const tt_pipe *pp);
+/* Rank 0 prints every GPU's median idle fraction next to the simulation of
+ * the schedule and the textbook formula, and the peak held. Collective. */
+void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pp, const tt_grid *g);
+/* --explain: rank 0 narrates one step of DP replica 0 from the schedule the
+ * executor runs, with unit-time forwards and backwards. */
+void tt_explain_step(const tt_pipe *pp, const tt_grid *g);
 
 #endif
