@@ -95,6 +95,7 @@ labels = [text(t) for g in rows for t in g.iter(ns + "text") if cls(t, "label")]
 want = ["gpu%d(dp%d,pp%d,tp%d)" % (r, (r // tp) % dp, r // (tp * dp), r % tp) for r in range(world)]
 if len(rows) != world or labels != want:
     bad.append("%d rows labelled %s, expected %d: %s" % (len(rows), labels, world, want))
+drawn = 0
 for g, label in zip(rows, labels):
     # Every micro-batch's forward and backward box is in the row (their
     # tooltips say which); the numbers drawn inside are the ones that fit,
@@ -105,11 +106,14 @@ for g, label in zip(rows, labels):
     if len(fwd) < 4 or fwd != set(range(max(fwd) + 1)) or bwd != fwd:
         bad.append("%s: forward boxes for micro-batches %s, backward %s" % (label, sorted(fwd), sorted(bwd)))
     nums = [text(t) for t in g.iter(ns + "text") if cls(t, "mb")]
-    if not nums or not all(n.isdigit() and int(n) in fwd for n in nums):
+    if not all(n.isdigit() and int(n) in fwd for n in nums):
         bad.append("%s: micro-batch numbers drawn %s" % (label, nums))
+    drawn += len(nums)
     idle = [text(t) for t in g.iter(ns + "text") if cls(t, "idle")]
     if len(idle) != 1 or not re.fullmatch(r"\d+(\.\d)?%", idle[0]) or not 0 <= float(idle[0][:-1]) <= 100:
         bad.append("%s: idle fraction %s" % (label, idle))
+if drawn == 0:
+    bad.append("no micro-batch number drawn in any box")
 legend = " ".join(text(t) for g in root.iter(ns + "g") if cls(g, "legend") for t in g.iter(ns + "text"))
 for word in ("forward", "backward", "optimizer", "TP", "PP", "DP", "idle"):
     if word not in legend:
