@@ -38,6 +38,7 @@
 #include "tt/model.h"
 
 #define TT_CHECK_MPI
+#include "ckpt_values.h"
 #include "check_run.h"
 
 static int me;
@@ -84,47 +85,6 @@ static void agree_and_finish(void)
 
 /* ---- the values ------------------------------------------------------------------ */
 
-/* Any 32 bits (NaN payloads included: a checkpoint carries bytes, not values). */
-static uint32_t bits_at(const char *name, int kind, size_t gidx)
-{
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (const char *s = name; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
-    uint64_t z = h + 0x9E3779B97F4A7C15ull * (uint64_t)(3 * gidx + (size_t)kind + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (uint32_t)(z ^ (z >> 31));
-}
-
-static float *array_of(tt_tensor *t, int kind)
-{
-    return kind == 0 ? t->w : kind == 1 ? t->m : t->v;
-}
-
-static size_t global_index(const tt_tensor *t, int r, int c)
-{
-    int r0 = t->split == TT_SPLIT_ROWS ? t->offset : 0;
-    int c0 = t->split == TT_SPLIT_COLS ? t->offset : 0;
-    return (size_t)(r0 + r) * (size_t)t->gshape[1] + (size_t)(c0 + c);
-}
-
-/* Real elements get their pattern, padding elements pad_bits. */
-static void fill(tt_params *p, uint32_t pad_bits)
-{
-    for (int i = 0; i < p->n; i++) {
-        tt_tensor *t = &p->t[i];
-        int real = tt_tensor_real_rows(t);
-        for (int kind = 0; kind < 3; kind++) {
-            float *a = array_of(t, kind);
-            for (int r = 0; r < t->lshape[0]; r++)
-                for (int c = 0; c < t->lshape[1]; c++) {
-                    uint32_t b = r < real ? bits_at(t->name, kind, global_index(t, r, c))
-                                          : pad_bits;
-                    memcpy(&a[(size_t)r * t->lshape[1] + c], &b, 4);
-                }
-        }
-    }
-}
 
 /* Every real element holds its pattern, every padding element zero. */
 static void expect_filled(tt_params *p, const char *what)
