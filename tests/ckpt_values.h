@@ -5,6 +5,7 @@
 #define TT_CKPT_VALUES_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include "tt/params.h"
 
@@ -52,6 +53,31 @@ static inline void fill(tt_params *p, uint32_t pad_bits)
                 }
         }
     }
+}
+
+/* 0 when every shard holds exactly its slice of the global patterns and
+ * zeros in its padding rows; else 1, with the first difference in msg. */
+static inline int filled_mismatch(tt_params *p, char *msg, size_t n)
+{
+    for (int i = 0; i < p->n; i++) {
+        tt_tensor *t = &p->t[i];
+        int real = tt_tensor_real_rows(t);
+        for (int kind = 0; kind < 3; kind++) {
+            float *a = array_of(t, kind);
+            for (int r = 0; r < t->lshape[0]; r++)
+                for (int c = 0; c < t->lshape[1]; c++) {
+                    uint32_t want = r < real ? bits_at(t->name, kind, global_index(t, r, c)) : 0;
+                    uint32_t got;
+                    memcpy(&got, &a[(size_t)r * t->lshape[1] + c], 4);
+                    if (got != want) {
+                        snprintf(msg, n, "%s kind %d (%d,%d): %08x, expected %08x", t->name,
+                                 kind, r, c, (unsigned)got, (unsigned)want);
+                        return 1;
+                    }
+                }
+        }
+    }
+    return 0;
 }
 
 #endif

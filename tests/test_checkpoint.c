@@ -101,21 +101,8 @@ static void build(tt_params *p, const layout *l)
  * zeros in its padding rows. */
 static void check_filled(tt_params *p)
 {
-    for (int i = 0; i < p->n; i++) {
-        tt_tensor *t = &p->t[i];
-        int real = tt_tensor_real_rows(t);
-        for (int kind = 0; kind < 3; kind++) {
-            float *a = array_of(t, kind);
-            for (int r = 0; r < t->lshape[0]; r++)
-                for (int c = 0; c < t->lshape[1]; c++) {
-                    uint32_t want = r < real ? bits_at(t->name, kind, global_index(t, r, c)) : 0;
-                    uint32_t got;
-                    memcpy(&got, &a[(size_t)r * t->lshape[1] + c], 4);
-                    ck_assert_msg(got == want, "%s kind %d (%d,%d): %08x, expected %08x",
-                                  t->name, kind, r, c, (unsigned)got, (unsigned)want);
-                }
-        }
-    }
+    char msg[256];
+    ck_assert_msg(!filled_mismatch(p, msg, sizeof msg), "%s", msg);
 }
 
 static tt_ckpt_info sample_info(void)

@@ -89,22 +89,9 @@ static void agree_and_finish(void)
 /* Every real element holds its pattern, every padding element zero. */
 static void expect_filled(tt_params *p, const char *what)
 {
-    for (int i = 0; i < p->n; i++) {
-        tt_tensor *t = &p->t[i];
-        int real = tt_tensor_real_rows(t), bad = 0;
-        for (int kind = 0; kind < 3 && !bad; kind++) {
-            float *a = array_of(t, kind);
-            for (int r = 0; r < t->lshape[0] && !bad; r++)
-                for (int c = 0; c < t->lshape[1] && !bad; c++) {
-                    uint32_t want = r < real ? bits_at(t->name, kind, global_index(t, r, c)) : 0;
-                    uint32_t got;
-                    memcpy(&got, &a[(size_t)r * t->lshape[1] + c], 4);
-                    bad = got != want;
-                    expect(!bad, "%s: %s kind %d (%d,%d) = %08x, expected %08x", what, t->name,
-                           kind, r, c, (unsigned)got, (unsigned)want);
-                }
-        }
-    }
+    char msg[256];
+    int bad = filled_mismatch(p, msg, sizeof msg);
+    expect(!bad, "%s: %s", what, bad ? msg : "");
 }
 
 /* This rank's shard in layout l (the grid's rank formula, TP fastest). */
