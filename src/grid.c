@@ -9,6 +9,10 @@ int tt_grid_rank_of(const tt_grid *g, int dp_rank, int pp_rank, int tp_rank)
     return tp_rank + g->tp * (dp_rank + g->dp * pp_rank);
 }
 
+int tt_grid_tp_of(const tt_grid *g, int r) { return r % g->tp; }
+int tt_grid_dp_of(const tt_grid *g, int r) { return (r / g->tp) % g->dp; }
+int tt_grid_pp_of(const tt_grid *g, int r) { return r / (g->tp * g->dp); }
+
 int tt_layout_check(int world, int tp, int pp, int dp, const tt_layout_rules *r, tt_err *e)
 {
     if (tp < 1 || pp < 1 || dp < 1)
@@ -127,10 +131,9 @@ void tt_grid_init(tt_grid *g, int tp, int pp, int dp, MPI_Comm world)
     g->dp = dp;
     MPI_Comm_rank(world, &g->world_rank);
     MPI_Comm_size(world, &g->world_size);
-    int r = g->world_rank;
-    g->tp_rank = r % tp;
-    g->dp_rank = (r / tp) % dp;
-    g->pp_rank = r / (tp * dp);
+    g->tp_rank = tt_grid_tp_of(g, g->world_rank);
+    g->dp_rank = tt_grid_dp_of(g, g->world_rank);
+    g->pp_rank = tt_grid_pp_of(g, g->world_rank);
     /* Colour = the coordinates the group shares; key = the rank's place in it. */
     MPI_Comm_split(world, g->dp_rank + dp * g->pp_rank, g->tp_rank, &g->tp_comm);
     MPI_Comm_split(world, g->tp_rank + tp * g->pp_rank, g->dp_rank, &g->dp_comm);
@@ -151,8 +154,8 @@ void tt_grid_free(tt_grid *g)
 
 const char *tt_gpu_name(const tt_grid *g, int r, char *buf, size_t n)
 {
-    snprintf(buf, n, "gpu%d(dp%d,pp%d,tp%d)", r, (r / g->tp) % g->dp, r / (g->tp * g->dp),
-             r % g->tp);
+    snprintf(buf, n, "gpu%d(dp%d,pp%d,tp%d)", r, tt_grid_dp_of(g, r), tt_grid_pp_of(g, r),
+             tt_grid_tp_of(g, r));
     return buf;
 }
 
@@ -164,7 +167,7 @@ static void print_groups(const tt_grid *g, FILE *out, const char *label, int axi
     fprintf(out, "  %s groups (%d group%s of %d GPU%s):", label, g->world_size / size,
             g->world_size / size == 1 ? "" : "s", size, size == 1 ? "" : "s");
     for (int r = 0; r < g->world_size; r++) {
-        int c[3] = {r % g->tp, (r / g->tp) % g->dp, r / (g->tp * g->dp)}; /* tp, dp, pp */
+        int c[3] = {tt_grid_tp_of(g, r), tt_grid_dp_of(g, r), tt_grid_pp_of(g, r)};
         if (c[axis] != 0)
             continue;
         fprintf(out, " {");

@@ -88,9 +88,9 @@ tt_shard_spec tt_stage_spec(const tt_grid *g, const tt_run_config *rc, const int
                             int r)
 {
     const int p = g ? g->pp : 1, v = rc->virtual_stages, K = p * v;
-    const int stage = g ? r / (g->tp * g->dp) : 0;
+    const int stage = g ? tt_grid_pp_of(g, r) : 0;
     tt_shard_spec sh = tt_shard_whole(&rc->model);
-    sh.tp_rank = g ? r % g->tp : 0;
+    sh.tp_rank = g ? tt_grid_tp_of(g, r) : 0;
     sh.tp_size = g ? g->tp : 1;
     sh.mlp_gather = rc->tp_mlp_gather;
     /* Stage s holds global chunks s, s+p, ...; chunk k starts after the

@@ -289,7 +289,7 @@ void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pp, const tt_grid *g)
                "peak held");
         for (int r = 0; r < g->world_size; r++) {
             char name[48];
-            int s = r / (g->tp * g->dp);
+            int s = tt_grid_pp_of(g, r);
             double simulated = 1.0 - sim->busy[s] / sim->span;
             printf("  %-20s %8.1f%% %10.1f%% %8.1f%% %6d of %d\n", tt_gpu_name(g, r, name, sizeof name),
                    100 * all[2 * r], 100 * simulated, 100 * theory, (int)all[2 * r + 1],

@@ -56,7 +56,7 @@ void tt_validate_init(tt_validator *v, const tt_grid *g, const tt_run_config *rc
             tt_model_shard_table(&v->tables[r], &rc->model, &specs[r]);
             size_t c = 0;
             for (int i = 0; i < v->tables[r].n; i++)
-                if (counted((r / g->tp) % g->dp, r % g->tp, &v->tables[r].t[i]))
+                if (counted(tt_grid_dp_of(g, r), tt_grid_tp_of(g, r), &v->tables[r].t[i]))
                     c += tt_tensor_real_numel(&v->tables[r].t[i]);
             v->counts[r] = (int)c * v->kinds;
             v->displs[r] = (int)total;
@@ -95,7 +95,7 @@ static void sync_state(tt_validator *v, const tt_model *sharded)
             const size_t roff = (size_t)(kind == 0 ? 0 : kind + 1) * rtotal;
             for (int i = 0; i < tab->n; i++) {
                 const tt_tensor *t = &tab->t[i];
-                if (!counted((r / g->tp) % g->dp, r % g->tp, t))
+                if (!counted(tt_grid_dp_of(g, r), tt_grid_tp_of(g, r), t))
                     continue;
                 const tt_tensor *rt = &v->ref.P.t[tt_params_find(&v->ref.P, t->name)];
                 tt_slice_copy(t, src, v->ref.P.mem + roff + rt->off, 1);

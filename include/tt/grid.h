@@ -34,8 +34,12 @@ typedef struct {
     int prev_stage, next_stage;    /* world ranks, MPI_PROC_NULL at the ends */
 } tt_grid;
 
-/* World rank of the virtual GPU at (dp, pp, tp). */
+/* World rank of the virtual GPU at (dp, pp, tp), and back: the coordinates
+ * of world rank r. */
 int tt_grid_rank_of(const tt_grid *g, int dp_rank, int pp_rank, int tp_rank);
+int tt_grid_tp_of(const tt_grid *g, int r);
+int tt_grid_dp_of(const tt_grid *g, int r);
+int tt_grid_pp_of(const tt_grid *g, int r);
 
 /* What a layout must satisfy for a given model and batch. */
 typedef struct {
