@@ -22,11 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tt/comm.h"
-#include "tt/grid.h"
-#include "tt/kernels.h"
-#include "tt/params.h"
-#include "tt/tensor_parallel.h"
+#include "tt/comm/comm.h"
+#include "tt/comm/grid.h"
+#include "tt/core/kernels.h"
+#include "tt/core/params.h"
+#include "tt/comm/tensor_parallel.h"
 
 #include "ex_common.h"
 

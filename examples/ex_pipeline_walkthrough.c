@@ -19,11 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tt/comm.h"
-#include "tt/grid.h"
-#include "tt/kernels.h"
-#include "tt/params.h"
-#include "tt/pipeline.h"
+#include "tt/comm/comm.h"
+#include "tt/comm/grid.h"
+#include "tt/core/kernels.h"
+#include "tt/core/params.h"
+#include "tt/parallel/pipeline.h"
 
 #include "ex_common.h"
 

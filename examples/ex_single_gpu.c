@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "tt/data.h"
-#include "tt/model.h"
-#include "tt/optim.h"
-#include "tt/train.h"
+#include "tt/train/data.h"
+#include "tt/model/model.h"
+#include "tt/train/optim.h"
+#include "tt/train/train.h"
 
 int main(void)
 {

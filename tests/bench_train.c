@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tt/common.h"
-#include "tt/data.h"
-#include "tt/model.h"
-#include "tt/train.h"
+#include "tt/core/common.h"
+#include "tt/train/data.h"
+#include "tt/model/model.h"
+#include "tt/train/train.h"
 
 static int cmp_double(const void *a, const void *b)
 {

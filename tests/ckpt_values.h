@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include "tt/params.h"
+#include "tt/core/params.h"
 
 /* The bit pattern of element gidx of the global tensor `name`, array `kind`
  * (0 = w, 1 = m, 2 = v): any 32 bits, NaN payloads included, since a

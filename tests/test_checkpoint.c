@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tt/checkpoint.h"
+#include "tt/train/checkpoint.h"
 
 #include "ckpt_values.h"
 #include "check_run.h"

@@ -33,9 +33,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tt/checkpoint.h"
-#include "tt/grid.h"
-#include "tt/model.h"
+#include "tt/train/checkpoint.h"
+#include "tt/comm/grid.h"
+#include "tt/model/model.h"
 
 #define TT_CHECK_MPI
 #include "ckpt_values.h"

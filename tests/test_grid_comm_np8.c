@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tt/comm.h"
-#include "tt/grid.h"
+#include "tt/comm/comm.h"
+#include "tt/comm/grid.h"
 
 #define TT_CHECK_MPI
 #include "check_run.h"

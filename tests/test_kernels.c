@@ -24,7 +24,7 @@
  * Besides: accumulation (+=) semantics of every backward, the causal property
  * of attention, the vocabulary slice of the embedding and the padded
  * vocabulary of the cross-entropy. */
-#include "tt/kernels.h"
+#include "tt/core/kernels.h"
 
 #include "check_run.h"
 

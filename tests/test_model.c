@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tt/data.h"
-#include "tt/model.h"
-#include "tt/params.h"
+#include "tt/train/data.h"
+#include "tt/model/model.h"
+#include "tt/core/params.h"
 
 #include "check_run.h"
 

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tt/data.h"
-#include "tt/optim.h"
-#include "tt/params.h"
+#include "tt/train/data.h"
+#include "tt/train/optim.h"
+#include "tt/core/params.h"
 
 #include "check_run.h"
 

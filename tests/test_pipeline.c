@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tt/pipeline.h"
+#include "tt/parallel/pipeline.h"
 
 #include "check_run.h"
 

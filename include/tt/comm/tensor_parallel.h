@@ -1,0 +1,74 @@
+/* tt/tensor_parallel.h - Megatron-style tensor parallelism: the layers' math
+ * is the kernels' (on local slices); what TP adds is communication, written as
+ * dual pairs so that the backward of each operator is the other's forward:
+ *
+ *   copy    forward identity        backward all-reduce   (before column-parallel)
+ *   reduce  forward all-reduce      backward identity     (after row-parallel)
+ *   gather  forward all-gather      backward reduce-scatter
+ *
+ * A column-parallel linear holds rows [r*OC/tp, (r+1)*OC/tp) of W [OC, C]: its
+ * input is replicated, its output is this rank's slice of the columns of y.
+ * A row-parallel linear holds columns [r*C/tp, ...) of W [OC, C]: its input is
+ * a slice, its output a partial sum that `reduce` completes; its bias is
+ * replicated and added once, after the reduce.
+ *
+ * Every function takes the grid; with g == NULL or tp == 1 it reduces to the
+ * single-GPU computation (no communication). All traffic is booked as TP. */
+#ifndef TT_TENSOR_PARALLEL_H
+#define TT_TENSOR_PARALLEL_H
+
+#include "tt/comm/grid.h"
+
+/* copy backward / reduce forward: in-place sum over the TP group. */
+void tp_allreduce(const tt_grid *g, float *x /* n */, int n);
+
+/* gather: full = [part of rank 0 | part of rank 1 | ...] (rank-major blocks
+ * of n floats); backward: dpart = sum over ranks of their dfull's block r. */
+void tp_gather_forward(const tt_grid *g, float *full /* tp*n */, const float *part /* n */, int n);
+void tp_gather_backward(const tt_grid *g, float *dpart /* n */, const float *dfull /* tp*n */,
+                        int n);
+
+/* Column-parallel linear: out = inp W_l^T + b_l, with the copy operator in
+ * front (the backward all-reduces dinp, which is overwritten, not added to). */
+void column_linear_forward(float *out /* N,OCl */, const float *inp /* N,C */,
+                           const float *w /* OCl,C */, const float *b /* OCl or NULL */,
+                           int N, int C, int OCl);
+void column_linear_backward(const tt_grid *g, float *dinp /* N,C */, float *dw /* OCl,C */,
+                            float *db /* OCl or NULL */, const float *dout /* N,OCl */,
+                            const float *inp /* N,C */, const float *w /* OCl,C */, int N, int C,
+                            int OCl);
+
+/* Row-parallel linear: out = reduce(inp_l W_l^T) + b, b replicated (NULL: none).
+ * Backward: identity for the reduce; dinp (a slice, accumulated), dw, and db
+ * (replicated: every TP rank computes the same sum). */
+void row_linear_forward(const tt_grid *g, float *out /* N,OC */, const float *inp /* N,Cl */,
+                        const float *w /* OC,Cl */, const float *b /* OC or NULL */, int N,
+                        int Cl, int OC);
+void row_linear_backward(float *dinp /* N,Cl */, float *dw /* OC,Cl */, float *db /* OC */,
+                         const float *dout /* N,OC */, const float *inp /* N,Cl */,
+                         const float *w /* OC,Cl */, int N, int Cl, int OC);
+
+/* Vocabulary-parallel embedding: this rank owns rows [v0, v0+Vl); lookups
+ * outside give zero and one all-reduce completes every row. The backward is
+ * local (embedding_backward): the all-reduce's dual is the identity. */
+void vocab_embedding_forward(const tt_grid *g, float *out /* N,C */, const int *idx /* N */,
+                             const float *w /* Vl,C */, int N, int C, int v0, int Vl);
+
+/* Vocabulary-parallel cross-entropy on this rank's logit columns [v0, v0+Vl)
+ * of a vocabulary of V real entries (columns >= V are padding). The full
+ * logits are never gathered: three all-reduces of N floats (the row max, the
+ * sum of exponentials, the target logit). probs keeps this slice's softmax. */
+void vocab_crossentropy_forward(const tt_grid *g, float *losses /* N */, float *probs /* N,Vl */,
+                                const float *logits /* N,Vl */, const int *targets /* N */,
+                                int N, int Vl, int v0, int V);
+/* dlogits += dloss * (probs - onehot) on the slice; no communication. */
+void vocab_crossentropy_backward(float *dlogits /* N,Vl */, const float *probs /* N,Vl */,
+                                 const int *targets /* N */, float dloss, int N, int Vl, int v0,
+                                 int V);
+
+/* Bias gradient of a row-parallel layer: db += column sums of dout. */
+void bias_backward(float *db /* OC */, const float *dout /* N,OC */, int N, int OC);
+/* out[n, :] += b. */
+void bias_forward(float *out /* N,OC */, const float *b /* OC */, int N, int OC);
+
+#endif

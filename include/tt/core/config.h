@@ -1,0 +1,71 @@
+/* tt/core/config.h - the run configuration as plain data: the model's shape
+ * (DESIGN section 4), the optimizer's hyper-parameters (section 5) and every
+ * flag of section 9. Every layer reads it; only the flag parser (tt/app/flags.h)
+ * and a resumed checkpoint's metadata write it. */
+#ifndef TT_CORE_CONFIG_H
+#define TT_CORE_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The model's shape. */
+typedef struct {
+    int V;  /* vocabulary: 256 bytes */
+    int C;  /* width */
+    int L;  /* blocks */
+    int NH; /* heads; head size C/NH */
+    int T;  /* context length */
+} tt_config;
+
+/* AdamW, clipping and the learning-rate schedule. */
+typedef struct {
+    double lr, lr_min;
+    int warmup;
+    double weight_decay, clip, beta1, beta2, eps;
+} tt_optim_config;
+
+/* Bits of tt_run_config.given: which flags the user typed (a resumed run takes
+ * the checkpoint's value for every flag not given). */
+enum {
+    TT_GIVEN_LAYERS = 1 << 0, TT_GIVEN_DIM = 1 << 1, TT_GIVEN_HEADS = 1 << 2,
+    TT_GIVEN_SEQ = 1 << 3, TT_GIVEN_BATCH = 1 << 4, TT_GIVEN_MICRO = 1 << 5,
+    TT_GIVEN_STEPS = 1 << 6, TT_GIVEN_LR = 1 << 7, TT_GIVEN_LR_MIN = 1 << 8,
+    TT_GIVEN_WARMUP = 1 << 9, TT_GIVEN_WD = 1 << 10, TT_GIVEN_CLIP = 1 << 11,
+    TT_GIVEN_BETA1 = 1 << 12, TT_GIVEN_BETA2 = 1 << 13, TT_GIVEN_SEED = 1 << 14,
+    TT_GIVEN_VIRTUAL = 1 << 15
+};
+
+typedef struct {
+    tt_config model;
+    tt_optim_config optim;
+    int tp, pp, dp;           /* layout; -1 = choose from the world size */
+    int batch;                /* global batch in sequences per step */
+    int micro_batches;        /* per DP rank */
+    long steps;               /* total length of the run (sets the lr schedule) */
+    long stop_at;             /* end this process after this step; 0 = at --steps */
+    uint64_t seed;
+    long eval_every;          /* 0 = only at the end */
+    int eval_windows;         /* cap on eval sequences */
+    long save_every;          /* 0 = only at the end */
+    const char *data, *save, *resume, *log;
+    long resume_step;         /* the checkpoint's step (set by tt_resume_prepare) */
+    const char *prompt;       /* start of the generated sample */
+    int sample_len;           /* bytes to generate at the end (0 = none) */
+    int quiet;
+    int validate;             /* --validate: compare with the unsharded reference */
+    int show_grid;            /* --show-grid: print every GPU and group */
+    size_t dp_bucket;         /* bytes per DP gradient all-reduce bucket */
+    int tp_mlp_gather;        /* --tp-mlp gather (1) or megatron (0) */
+    int report_comm;          /* --report comm: every GPU's traffic table */
+    int report_memory;        /* --report memory: every GPU's memory table */
+    size_t gpu_mem;           /* --gpu-mem: bytes per virtual GPU, 0 = unlimited */
+    int schedule;             /* tt_schedule_kind: --schedule */
+    int virtual_stages;       /* --virtual-stages: chunks per stage (interleaved) */
+    const char *stage_layers; /* --stage-layers a,b,...: blocks per chunk */
+    int explain;              /* --explain: narrate one step */
+    const char *trace, *timeline; /* --trace FILE.json, --timeline FILE.svg */
+    int spot_check;           /* check the first and last steps (off: --no-spot-check) */
+    unsigned given;           /* TT_GIVEN_* bits */
+} tt_run_config;
+
+#endif

@@ -1,0 +1,157 @@
+/* tt/model.h - the GPT of DESIGN section 4, one pipeline stage of it on one
+ * virtual GPU.
+ *
+ *   x      = tok_emb[idx] + pos_emb[0..T)
+ *   block: x = x + attn.proj( causal_self_attention( ln1(x) ) )
+ *          x = x + mlp.fc2( gelu_tanh( mlp.fc1( ln2(x) ) ) )
+ *   logits = lm_head( ln_f(x) )
+ *   loss   = mean cross-entropy of the next byte
+ *
+ * A tt_model holds the shards of one stage (a run of blocks; the first stage
+ * also the embeddings, the last ln_f, lm_head and the loss) for one TP rank.
+ * Today a single virtual GPU holds everything: tp = 1, one stage. */
+#ifndef TT_MODEL_H
+#define TT_MODEL_H
+
+#include <stdint.h>
+#include "tt/comm/grid.h"
+#include "tt/core/config.h"
+#include "tt/core/params.h"
+
+#define TT_MAX_CHUNKS 16
+
+/* Which part of the global model this virtual GPU holds. The blocks come in
+ * chunks of consecutive layers: one chunk [layer_begin, layer_end) unless
+ * nchunks > 1 (interleaved pipeline: chunk j is [chunk_begin[j],
+ * chunk_end[j]), in increasing order). first_stage: holds the embeddings
+ * (global chunk 0); last_stage: holds ln_f, lm_head and the loss. */
+typedef struct {
+    int tp_rank, tp_size;       /* tensor-parallel coordinate */
+    int layer_begin, layer_end; /* blocks [layer_begin, layer_end) when nchunks <= 1 */
+    int first_stage, last_stage;
+    int mlp_gather;             /* --tp-mlp gather: all-gather fc1's output */
+    int nchunks;                /* 0 or 1: one chunk; else the ranges below */
+    int chunk_begin[TT_MAX_CHUNKS], chunk_end[TT_MAX_CHUNKS];
+} tt_shard_spec;
+
+/* Indices into the parameter table of one block's tensors. */
+typedef struct {
+    int ln1_w, ln1_b;
+    int q_w, q_b, k_w, k_b, v_w, v_b;
+    int proj_w, proj_b;
+    int ln2_w, ln2_b;
+    int fc1_w, fc1_b, fc2_w, fc2_b;
+} tt_block_idx;
+
+/* Activations of one block for one micro-batch (N = B*T rows), kept for the
+ * backward pass. Cl = local attention width, Hl = local MLP width. */
+typedef struct {
+    float *x_in;          /* N,C   block input (residual stream) */
+    float *ln1;           /* N,C */
+    float *ln1_mean, *ln1_rstd; /* N */
+    float *q, *k, *v;     /* N,Cl */
+    float *att;           /* B,NHl,T,T softmax probabilities */
+    float *atty;          /* N,Cl  attention output before proj */
+    float *x_mid;         /* N,C   after the attention residual */
+    float *ln2;           /* N,C */
+    float *ln2_mean, *ln2_rstd; /* N */
+    float *fc1;           /* N,Hl  pre-activation */
+    float *gelu;          /* N,Hl */
+    float *fc1_full, *gelu_full; /* tp,N,Hl  gathered (--tp-mlp gather only) */
+} tt_block_acts;
+
+/* Everything one (micro-batch, chunk) keeps between its forward and its
+ * backward: a pipeline stage holds as many of these as it has micro-batches
+ * in flight, so they come from a pool that grows to the schedule's peak. */
+typedef struct {
+    int in_use;
+    int chunk;             /* local chunk index */
+    int B;                 /* sequences in this micro-batch */
+    int *idx, *targets;    /* B,T (chunks with the embeddings / the loss) */
+    tt_block_acts *acts;   /* per block of the chunk; acts[0].x_in is the input */
+    float *x_out;          /* B,T,C  output of the chunk's last block */
+    float *lnf, *lnf_mean, *lnf_rstd; /* B,T,C ; B,T ; B,T  (last chunk) */
+    float *logits;         /* B,T,Vl */
+    float *probs;          /* B,T,Vl  softmax of the logits, for the backward */
+    float *losses;         /* B,T */
+    size_t bytes;          /* host memory of this slot */
+} tt_slot;
+
+typedef struct {
+    tt_config cfg;
+    tt_shard_spec sh;
+    const tt_grid *grid;   /* TP communication; NULL on one virtual GPU */
+    int Vp;                /* vocabulary padded to a multiple of tp_size */
+    int Vl, v0;            /* local vocabulary rows [v0, v0+Vl) */
+    int NHl, Cl, Hl;       /* local heads, attention width, MLP width */
+    tt_params P;
+    int tok_emb, pos_emb, ln_f_w, ln_f_b, lm_head; /* table indices or -1 */
+    int nl;                /* local blocks */
+    tt_block_idx *blk;     /* [nl], in global layer order */
+    int nchunks;
+    int chunk_first[TT_MAX_CHUNKS], chunk_len[TT_MAX_CHUNKS]; /* local block ranges */
+
+    /* activation slots for micro-batches of up to Bmax sequences */
+    int Bmax;
+    int nslots, slots_cap, slots_in_use, slots_peak;
+    tt_slot **slots;
+    tt_slot *cur;          /* the slot of the last tt_model_forward */
+    float *logits;         /* cur's logits (B,T,Vl), for generation */
+
+    /* gradient scratch, shared: one backward runs at a time */
+    float *dres;           /* B,T,C   gradient of the residual stream */
+    float *dln;            /* B,T,C   gradient of ln_f's output */
+    float *dtmp;           /* B,T,max(C,Hl,Cl,Vl) */
+    float *dq, *dk, *dv, *datty; /* B,T,Cl */
+    float *dfc1;           /* B,T,Hl */
+    float *dfull, *dfull2; /* tp,B,T,Hl  (--tp-mlp gather only) */
+    float *datt_scratch;   /* T,T */
+    size_t err_bytes;      /* the scratch above, in the memory account */
+    int tracked;           /* allocations booked in the virtual GPU's account */
+} tt_model;
+
+/* Builds the parameter table for (cfg, sh), allocates it, and initialises the
+ * weights with the layout-independent scheme; activations are for
+ * micro-batches of up to Bmax sequences (Bmax = 0: parameters only). With
+ * sh->tp_size > 1, set m->grid before the first forward. */
+void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh,
+                   int Bmax, uint64_t seed);
+void tt_model_free(tt_model *m);
+/* The parameter table of shard sh, built but not allocated (no buffers): what
+ * another rank holds, for gathering and file offsets. */
+void tt_model_shard_table(tt_params *P, const tt_config *cfg, const tt_shard_spec *sh);
+/* The shard spec of the whole model on one virtual GPU. */
+tt_shard_spec tt_shard_whole(const tt_config *cfg);
+
+/* A free activation slot for local chunk j and a micro-batch of B sequences
+ * (allocated the first time the pool runs dry). */
+tt_slot *tt_slot_acquire(tt_model *m, int j, int B);
+/* Grows the pool of local chunk j to n slots, so that a schedule holding n
+ * micro-batches of the chunk allocates nothing while it runs. */
+void tt_slot_reserve(tt_model *m, int j, int n);
+void tt_slot_release(tt_model *m, tt_slot *s);
+
+/* Forward of the slot's chunk. The input is idx when the chunk starts with the
+ * embeddings, else s->acts[0].x_in (received from the previous chunk). Returns
+ * the mean loss over the B*T tokens when the chunk ends with the loss and
+ * targets is not NULL (logits only when NULL), else 0; the output is in
+ * s->x_out. */
+double tt_chunk_forward(tt_model *m, tt_slot *s, const int *idx, const int *targets);
+/* Backward of the slot's chunk: dout is the gradient of s->x_out (NULL for
+ * the chunk with the loss, which starts from dloss = the weight of each
+ * token's loss in the total, e.g. 1 / tokens of the global batch).
+ * Accumulates into the gradients; leaves the gradient of the chunk's input in
+ * m->dres. */
+void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss);
+
+/* The whole model on one GPU, one micro-batch at a time (local chunk 0 holds
+ * everything): forward of B sequences (B <= Bmax), returning the mean loss
+ * (targets may be NULL: logits only, in m->logits); backward of that forward. */
+double tt_model_forward(tt_model *m, const int *idx, const int *targets, int B);
+void tt_model_backward(tt_model *m, float dloss);
+
+/* Model FLOPs of one forward+backward of B*T tokens (matrix products and
+ * attention, as 2 per multiply-add; the backward counted as twice the forward). */
+double tt_model_flops(const tt_config *cfg, int B);
+
+#endif

@@ -1,0 +1,101 @@
+/* tt/pipeline.h - pipeline schedules as data.
+ *
+ * Before a step, every stage's list of actions (forward micro-batch i of
+ * chunk c, backward, send, receive) is generated; all stages' lists are then
+ * run through a small simulation that proves every send meets its receive,
+ * every dependency is satisfied and nothing can deadlock. The executor runs
+ * the list and nothing else decides the order.
+ *
+ * Chunks: with v virtual stages (interleaved 1F1B) the model's blocks are cut
+ * into p*v chunks; global chunk k lives on stage k % p as its local chunk
+ * k / p (Megatron's interleaving), so stage s holds chunks s, s+p, s+2p, ...
+ * Without interleaving v = 1 and chunk k is stage k. Global chunk 0 also holds
+ * the embeddings; chunk p*v-1 holds ln_f, lm_head and the loss. Activations go
+ * from chunk k to k+1 (stage s to s+1, or p-1 to 0 between interleaved
+ * chunks), gradients from k+1 back to k.
+ *
+ * Execution semantics the simulation assumes (and the executor follows):
+ * sends are non-blocking (buffered until the receiver takes them); a receive
+ * waits until the matching send has been issued; compute actions take time
+ * and run one at a time per stage, in list order. */
+#ifndef TT_PIPELINE_H
+#define TT_PIPELINE_H
+
+#include <stdio.h>
+#include "tt/core/common.h"
+
+typedef enum {
+    TT_SCHED_NAIVE,      /* one micro-batch at a time through the whole pipe */
+    TT_SCHED_GPIPE,      /* all forwards, then all backwards */
+    TT_SCHED_1F1B,       /* warm-up, one-forward-one-backward, cool-down */
+    TT_SCHED_INTERLEAVED /* 1F1B over v chunks per stage */
+} tt_schedule_kind;
+
+typedef enum {
+    TT_ACT_FWD,       /* forward of (mb, chunk) */
+    TT_ACT_BWD,       /* backward of (mb, chunk) */
+    TT_ACT_SEND_ACT,  /* send the output activation of (mb, chunk) to the next chunk */
+    TT_ACT_RECV_ACT,  /* receive the input activation of (mb, chunk) from the previous chunk */
+    TT_ACT_SEND_GRAD, /* send the input gradient of (mb, chunk) to the previous chunk */
+    TT_ACT_RECV_GRAD  /* receive the output gradient of (mb, chunk) from the next chunk */
+} tt_action_kind;
+
+typedef struct {
+    tt_action_kind kind;
+    int mb;    /* micro-batch, 0..m-1 */
+    int chunk; /* global chunk index, 0..p*v-1 (the chunk this stage computes) */
+    int peer;  /* send/recv: the other stage; -1 for compute */
+} tt_action;
+
+typedef struct {
+    int n, cap;
+    tt_action *a;
+} tt_action_list;
+
+/* Parses "naive", "gpipe", "1f1b", "interleaved"; -1 if unknown. */
+int tt_schedule_parse(const char *name);
+const char *tt_schedule_name(tt_schedule_kind kind);
+
+/* Fails (message in e) if the schedule cannot run p stages, m micro-batches,
+ * v chunks per stage (v must be 1 except for interleaved, where v >= 2 and m
+ * must be a multiple of p, as in Megatron-LM). */
+int tt_schedule_validate_args(tt_schedule_kind kind, int p, int m, int v, tt_err *e);
+
+/* The action list of one stage. */
+void tt_schedule_build(tt_action_list *out, tt_schedule_kind kind, int p, int m, int v,
+                       int stage);
+void tt_action_list_free(tt_action_list *l);
+
+/* The simulated run of all stages' lists with unit compute times (forward
+ * fwd_cost, backward bwd_cost time units). */
+typedef struct {
+    int p, m, v;
+    double **start;  /* [stage][action] start time (compute and comm actions) */
+    double span;     /* time until the last stage finishes */
+    double *busy;    /* [stage] time spent computing */
+    int *peak_held;  /* [stage] most micro-batches forwarded, not yet backwarded
+                        (counting each (mb, chunk) pair: activations held) */
+} tt_sim_result;
+
+/* Simulates lists[0..p-1] together; returns 0 and fills res when every
+ * micro-batch is forwarded and backwarded exactly once per chunk, every
+ * dependency holds, every send meets exactly one receive and the run cannot
+ * deadlock; otherwise -1 with the first problem in e (naming the stage, the
+ * action and why). res may be NULL. */
+int tt_schedule_check(const tt_action_list *lists, int p, int m, int v, double fwd_cost,
+                      double bwd_cost, tt_sim_result *res, tt_err *e);
+void tt_sim_result_free(tt_sim_result *res);
+
+/* Idle fraction the theory predicts for the schedule:
+ * naive (p-1)/p; gpipe and 1f1b (p-1)/(m+p-1); interleaved (p-1)/(v m + p-1). */
+double tt_bubble_theory(tt_schedule_kind kind, int p, int m, int v);
+
+/* Narrates the simulated step as a textbook does, one time step per line
+ * group: "Time step 3 - computing: gpu0(...) forward mb3 of chunk 0; ...;
+ * communication: gpu0(...) -> gpu2(...) activations of mb3; active GPUs 75%".
+ * names[s] names stage s's GPU (e.g. "gpu4(dp0,pp1,tp0)"). Uses unit costs
+ * (res from tt_schedule_check with fwd_cost = bwd_cost = 1). */
+void tt_schedule_explain(FILE *out, const tt_action_list *lists, const tt_sim_result *res,
+                         const char *const *names);
+
+#endif

@@ -1,0 +1,73 @@
+/* tt/pipeline_run.h - running a pipeline: the split of the blocks into
+ * stages, each rank's shard, and the executor that runs a stage's action
+ * list (tt/pipeline.h) with the model's chunk forward/backward and MPI
+ * point-to-point transfers between the stages' ranks of equal (dp, tp). */
+#ifndef TT_PIPELINE_RUN_H
+#define TT_PIPELINE_RUN_H
+
+#include <mpi.h>
+#include "tt/core/config.h"
+#include "tt/train/data.h"
+#include "tt/comm/grid.h"
+#include "tt/model/model.h"
+#include "tt/parallel/pipeline.h"
+
+/* Blocks per global chunk (K = pp x virtual stages chunks): the --stage-layers
+ * list when given (K positive numbers summing to L), else the split that
+ * minimises the most expensive chunk, counting a block as one unit and
+ * lm_head with the loss as (2CV)/(24C^2 + 4TC) of a block. */
+int tt_stage_split(int *chunk_layers, const tt_config *cfg, int K, const char *override,
+                   tt_err *e);
+
+/* The shard of world rank r: its TP slice of the blocks of its chunks. */
+tt_shard_spec tt_stage_spec(const tt_grid *g, const tt_run_config *rc, const int *chunk_layers,
+                            int r);
+
+/* One executed action, with its wall-clock times (seconds since the step began). */
+typedef struct {
+    tt_action act;
+    double t0, t1;
+} tt_exec_record;
+
+typedef struct {
+    tt_model *m;
+    const tt_run_config *rc;
+    const tt_grid *g;          /* NULL: one virtual GPU outside MPI */
+    int p, v, K, M, stage, mbs;
+    tt_schedule_kind kind;
+    tt_action_list *all;       /* every stage's actions, checked together */
+    tt_action_list list;       /* this stage's: all[stage] */
+    tt_sim_result sim;         /* the checked simulation, forward 1, backward 2 */
+    tt_slot **held;            /* [M*v] activations of (mb, local chunk) */
+    float **buf;               /* [list.n] transfer buffer of each send / gradient
+                                  receive, allocated once (comm buffers) */
+    size_t buf_size;           /* bytes of each of them */
+    float **grad_in;           /* [M*v] where (mb, chunk)'s output gradient arrives */
+    float **grad_out;          /* [M*v] where its input gradient waits to be sent */
+    MPI_Request *reqs;         /* [list.n] sends in flight */
+    int nreq;
+    /* the last step, measured */
+    tt_exec_record *rec;       /* [list.n] */
+    double step_seconds, busy_seconds;
+    int peak_held;
+} tt_pipe;
+
+/* Builds and checks the schedule (every stage's list through the
+ * simulation; a wrong schedule is an error before anything runs). */
+int tt_pipe_init(tt_pipe *pp, tt_model *m, const tt_run_config *rc, const tt_grid *g, tt_err *e);
+void tt_pipe_free(tt_pipe *pp);
+
+/* Runs this stage's list for one training step: the micro-batches of this DP
+ * replica's share of the global batch of `step`. Returns the sum over the
+ * micro-batches of (mean loss x sequences) on the stage with the loss, else 0. */
+double tt_pipe_train(tt_pipe *pp, const tt_corpus *c, long step, float dloss);
+
+/* Forward only, B sequences through every chunk in order (eval, generation).
+ * Returns the mean loss on the ranks of the last stage (targets given), else
+ * 0; with targets NULL the last stage's logits are in m->logits. */
+double tt_pipe_forward(tt_pipe *pp, const int *idx, const int *targets, int B);
+
+/* World rank of stage s in this rank's (dp, tp) pipeline. */
+int tt_pipe_rank_of_stage(const tt_pipe *pp, int s);
+
+#endif

@@ -1,0 +1,51 @@
+/* tt/checkpoint.h - checkpoints as safetensors files (DESIGN section 6).
+ *
+ * The file holds the global, unsharded tensors under their global names
+ * (vocabulary tensors with their V real rows), the Adam moments as
+ * optim.m.<name> / optim.v.<name>, and a __metadata__ map of strings: format
+ * version, step, every hyper-parameter, the model config, the layout that wrote
+ * it and a CRC-32 per tensor. A file is written under NAME.tmp.<pid> and renamed
+ * onto NAME only when complete. */
+#ifndef TT_CHECKPOINT_H
+#define TT_CHECKPOINT_H
+
+#include "tt/core/common.h"
+#include "tt/core/config.h"
+#include "tt/comm/grid.h"
+#include "tt/core/params.h"
+
+#define TT_CKPT_FORMAT "tiny_transformer/1"
+
+/* What a checkpoint says about the run that wrote it. */
+typedef struct {
+    long step;          /* optimizer steps completed */
+    tt_run_config run;  /* model config and hyper-parameters (no file names) */
+    int tp, pp, dp;     /* layout that wrote it */
+} tt_ckpt_info;
+
+/* Writes every shard of p (which must hold whole tensors, i.e. one virtual GPU)
+ * with its moments. Fails without touching `path` if anything goes wrong. */
+int tt_checkpoint_save(const char *path, const tt_params *p, const tt_ckpt_info *info,
+                       tt_err *e);
+
+/* Collective over MPI_COMM_WORLD: writes the same file, byte for byte, as
+ * tt_checkpoint_save would for the whole model (info->run.model) holding the
+ * values of the shards, each rank writing its own slices with MPI-IO. local
+ * is this rank's table (any subset of the model's tensors, any slices); the
+ * shards of DP rank 0 (TP rank 0 alone for replicated tensors) must hold every
+ * element of the model exactly once, which is checked before anything is
+ * written. The file is written under NAME.tmp.<pid of rank 0> and renamed
+ * onto `path` only when complete; on any failure on any rank, every rank
+ * returns -1 with the same message, the temporary is removed and `path` is
+ * left as it was. */
+int tt_checkpoint_save_sharded(const char *path, const tt_grid *g, const tt_params *local,
+                               const tt_ckpt_info *info, tt_err *e);
+
+/* Reads the header and metadata only (model config, step, hyper-parameters). */
+int tt_checkpoint_read_info(const char *path, tt_ckpt_info *info, tt_err *e);
+
+/* Loads every shard's slice (weights and moments) from the file, verifying
+ * shapes and checksums. The caller has already matched the model config. */
+int tt_checkpoint_load(const char *path, tt_params *p, tt_err *e);
+
+#endif

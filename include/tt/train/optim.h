@@ -1,0 +1,25 @@
+/* tt/optim.h - AdamW with PyTorch's semantics, global-norm clipping and the
+ * warm-up + cosine learning-rate schedule of DESIGN section 5. */
+#ifndef TT_OPTIM_H
+#define TT_OPTIM_H
+
+#include "tt/core/config.h"
+#include "tt/core/params.h"
+
+/* Learning rate at step s (from 0) of a run of S steps. */
+double tt_lr_at(const tt_optim_config *o, long s, long S);
+
+/* Sum of squares of the local gradient shards (double). With replicated_too = 0
+ * the replicated tensors are skipped, so tensor parallelism can count them once. */
+double tt_grad_sumsq(const tt_params *p, int replicated_too);
+/* Clipping coefficient for a global norm: min(1, clip/(norm+1e-6)); 1 when
+ * clip <= 0 (disabled). */
+double tt_clip_coef(double clip, double norm);
+
+/* One AdamW update of every shard: the gradients are first scaled by
+ * grad_scale (the clip coefficient); step_number counts from 1 (bias
+ * correction). Decoupled weight decay w -= lr*wd*w only on shards with decay. */
+void tt_adamw_step(tt_params *p, const tt_optim_config *o, double lr, long step_number,
+                   double grad_scale);
+
+#endif

@@ -1,0 +1,43 @@
+/* tt/train.h - the training loop: sampler -> micro-batches -> forward/backward
+ * -> clip -> AdamW, with eval, logging, checkpoints and a generated sample. */
+#ifndef TT_TRAIN_H
+#define TT_TRAIN_H
+
+#include "tt/core/config.h"
+#include "tt/train/data.h"
+#include "tt/comm/grid.h"
+#include "tt/model/model.h"
+#include "tt/parallel/pipeline_run.h"
+#include "tt/train/validate.h"
+
+typedef struct {
+    double loss;       /* mean training loss of the global batch */
+    double lr;
+    double grad_norm;  /* before clipping */
+    double seconds;
+} tt_step_stats;
+
+/* One optimizer step `step` (from 0) on the global batch of the sampler,
+ * through the pipeline pp (pp->g may be NULL for a single virtual GPU outside
+ * MPI: benchmarks, examples); val is the --validate oracle or NULL.
+ * Collective when pp->g is given. */
+tt_step_stats tt_train_step(tt_pipe *pp, const tt_corpus *c, long step, tt_validator *val);
+/* Mean loss on up to rc->eval_windows windows of the eval split, shared out
+ * over the DP replicas. Collective. */
+double tt_eval_loss(tt_pipe *pp, const tt_corpus *c);
+/* Greedy continuation of prompt, len bytes, into out (NUL-terminated, at least
+ * strlen(prompt)+len+2 bytes); the context is the last T bytes. Collective
+ * over the replica's pipeline and TP groups; every rank gets the text. */
+void tt_generate(tt_pipe *pp, const char *prompt, int len, char *out);
+
+/* For --resume: reads the checkpoint's metadata and completes rc with its
+ * model shape and hyper-parameters (for every flag not given; a given model
+ * shape that contradicts it is an error) and its step. Every rank reads the
+ * same file, so all reach the same verdict. */
+int tt_resume_prepare(tt_run_config *rc, tt_err *e);
+
+/* The whole program on this rank's virtual GPU of grid g: returns the exit
+ * status, the same on every rank. */
+int tt_train_main(const tt_run_config *rc, const tt_grid *g);
+
+#endif

@@ -1,0 +1,66 @@
+/* main.c - tiny_transformer: every MPI rank is one virtual GPU.
+ *
+ * The configuration is parsed and checked identically on every rank before
+ * any work; rank 0 alone prints a usage error, and all ranks leave with the
+ * same status, so a bad flag never hangs a peer waiting in a collective. */
+#include <mpi.h>
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tt/core/common.h"
+#include "tt/app/flags.h"
+#include "tt/comm/grid.h"
+#include "tt/train/train.h"
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    /* One BLAS thread per rank: each rank is one GPU sharing the CPU with the
+     * others. OPENBLAS_NUM_THREADS set by the user still wins. */
+    if (!getenv("OPENBLAS_NUM_THREADS"))
+        openblas_set_num_threads(1);
+
+    tt_run_config rc;
+    tt_err err;
+    int status = 0;
+    int parsed = tt_config_parse(&rc, argc, argv, rank == 0 ? stdout : NULL, &err);
+    if (parsed < 0) {
+        if (rank == 0)
+            fprintf(stderr, "tiny_transformer: %s\n", err.msg);
+        status = TT_EXIT_USAGE;
+    } else if (parsed == 0 && rc.resume && tt_resume_prepare(&rc, &err)) {
+        /* A checkpoint that cannot be read, or does not fit the flags. */
+        if (rank == 0)
+            fprintf(stderr, "tiny_transformer: %s\n", err.msg);
+        status = TT_EXIT_RUNTIME;
+    } else if (parsed == 0) {
+        /* The values on their own first, then the layout they allow: sizes
+         * not given are chosen from the world size, and a layout that cannot
+         * work is refused here, before any work. */
+        int tp = rc.tp, pp = rc.pp, dp = rc.dp;
+        tt_layout_rules rules = {rc.model.NH, rc.model.L, rc.batch, rc.micro_batches, 4096, 4096,
+                                 rc.virtual_stages};
+        if (tt_config_check(&rc, &err) || tt_grid_choose(world, &tp, &pp, &dp, &rules, &err)) {
+            if (rank == 0)
+                fprintf(stderr, "tiny_transformer: %s\n", err.msg);
+            status = TT_EXIT_USAGE;
+        } else {
+            tt_grid grid;
+            tt_grid_init(&grid, tp, pp, dp, MPI_COMM_WORLD);
+            if (rc.show_grid) {
+                /* The map alone: a picture of the layout, no training. */
+                if (rank == 0)
+                    tt_grid_print(&grid, stdout);
+            } else {
+                status = tt_train_main(&rc, &grid);
+            }
+            tt_grid_free(&grid);
+        }
+    }
+    MPI_Finalize();
+    return status;
+}

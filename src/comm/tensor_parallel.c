@@ -1,0 +1,155 @@
+/* tensor_parallel.c - the communication of Megatron-style tensor
+ * parallelism around the kernels: copy/reduce/gather pairs, column- and
+ * row-parallel linear layers, the vocabulary-parallel embedding and
+ * cross-entropy. */
+#include "tt/comm/tensor_parallel.h"
+#include "tt/comm/comm.h"
+#include "tt/core/kernels.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int tp_size(const tt_grid *g) { return g ? g->tp : 1; }
+
+void tp_allreduce(const tt_grid *g, float *x, int n)
+{
+    if (tp_size(g) > 1)
+        tt_allreduce(g, TT_GROUP_TP, x, n, MPI_FLOAT, MPI_SUM);
+}
+
+void tp_gather_forward(const tt_grid *g, float *full, const float *part, int n)
+{
+    if (tp_size(g) > 1)
+        tt_allgather(g, TT_GROUP_TP, part, full, n, MPI_FLOAT);
+    else
+        memcpy(full, part, (size_t)n * sizeof(float));
+}
+
+void tp_gather_backward(const tt_grid *g, float *dpart, const float *dfull, int n)
+{
+    if (tp_size(g) > 1)
+        tt_reduce_scatter(g, TT_GROUP_TP, dfull, dpart, n, MPI_FLOAT);
+    else
+        memcpy(dpart, dfull, (size_t)n * sizeof(float));
+}
+
+void bias_forward(float *out, const float *b, int N, int OC)
+{
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++)
+            out[(size_t)n * OC + o] += b[o];
+}
+
+void bias_backward(float *db, const float *dout, int N, int OC)
+{
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++)
+            db[o] += dout[(size_t)n * OC + o];
+}
+
+void column_linear_forward(float *out, const float *inp, const float *w, const float *b, int N,
+                           int C, int OCl)
+{
+    linear_forward(out, inp, w, b, N, C, OCl); /* copy: identity forward */
+}
+
+void column_linear_backward(const tt_grid *g, float *dinp, float *dw, float *db,
+                            const float *dout, const float *inp, const float *w, int N, int C,
+                            int OCl)
+{
+    memset(dinp, 0, (size_t)N * C * sizeof(float));
+    linear_backward(dinp, dw, db, dout, inp, w, N, C, OCl);
+    tp_allreduce(g, dinp, N * C); /* copy: all-reduce backward */
+}
+
+void row_linear_forward(const tt_grid *g, float *out, const float *inp, const float *w,
+                        const float *b, int N, int Cl, int OC)
+{
+    linear_forward(out, inp, w, NULL, N, Cl, OC);
+    tp_allreduce(g, out, N * OC); /* reduce: all-reduce forward */
+    if (b)
+        bias_forward(out, b, N, OC); /* once, after the sum */
+}
+
+void row_linear_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                         const float *w, int N, int Cl, int OC)
+{
+    if (db)
+        bias_backward(db, dout, N, OC);
+    linear_backward(dinp, dw, NULL, dout, inp, w, N, Cl, OC); /* reduce: identity backward */
+}
+
+void vocab_embedding_forward(const tt_grid *g, float *out, const int *idx, const float *w, int N,
+                             int C, int v0, int Vl)
+{
+    embedding_forward(out, idx, w, N, C, v0, Vl);
+    tp_allreduce(g, out, N * C);
+}
+
+/* Real (non-padding) columns of this slice. */
+static int real_cols(int Vl, int v0, int V)
+{
+    int r = V - v0;
+    return r < 0 ? 0 : (r < Vl ? r : Vl);
+}
+
+void vocab_crossentropy_forward(const tt_grid *g, float *losses, float *probs,
+                                const float *logits, const int *targets, int N, int Vl, int v0,
+                                int V)
+{
+    const int Vr = real_cols(Vl, v0, V);
+    float *mx = malloc((size_t)3 * N * sizeof(float));
+    float *se = mx + N, *tl = mx + 2 * N;
+    for (int n = 0; n < N; n++) {
+        const float *x = logits + (size_t)n * Vl;
+        float m = -FLT_MAX;
+        for (int v = 0; v < Vr; v++)
+            m = x[v] > m ? x[v] : m;
+        mx[n] = m;
+        int t = targets[n] - v0;
+        tl[n] = t >= 0 && t < Vr ? x[t] : 0.0f; /* only the owner contributes */
+    }
+    if (tp_size(g) > 1) {
+        tt_allreduce(g, TT_GROUP_TP, mx, N, MPI_FLOAT, MPI_MAX);
+        tt_allreduce(g, TT_GROUP_TP, tl, N, MPI_FLOAT, MPI_SUM);
+    }
+    for (int n = 0; n < N; n++) {
+        const float *x = logits + (size_t)n * Vl;
+        float *p = probs + (size_t)n * Vl;
+        double s = 0.0;
+        for (int v = 0; v < Vr; v++) {
+            p[v] = expf(x[v] - mx[n]);
+            s += p[v];
+        }
+        for (int v = Vr; v < Vl; v++)
+            p[v] = 0.0f;
+        se[n] = (float)s;
+    }
+    if (tp_size(g) > 1)
+        tt_allreduce(g, TT_GROUP_TP, se, N, MPI_FLOAT, MPI_SUM);
+    for (int n = 0; n < N; n++) {
+        float inv = 1.0f / se[n];
+        float *p = probs + (size_t)n * Vl;
+        for (int v = 0; v < Vr; v++)
+            p[v] *= inv;
+        losses[n] = (float)(log((double)se[n]) + (double)mx[n] - (double)tl[n]);
+    }
+    free(mx);
+}
+
+void vocab_crossentropy_backward(float *dlogits, const float *probs, const int *targets,
+                                 float dloss, int N, int Vl, int v0, int V)
+{
+    const int Vr = real_cols(Vl, v0, V);
+    for (int n = 0; n < N; n++) {
+        float *d = dlogits + (size_t)n * Vl;
+        const float *p = probs + (size_t)n * Vl;
+        for (int v = 0; v < Vr; v++)
+            d[v] += dloss * p[v];
+        int t = targets[n] - v0;
+        if (t >= 0 && t < Vr)
+            d[t] -= dloss;
+    }
+}

@@ -1,0 +1,68 @@
+/* common.c - error formatting, host allocation, the clock and CRC-32. */
+#include "tt/core/common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+int tt_fail(tt_err *e, const char *fmt, ...)
+{
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+void *tt_malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "tiny_transformer: host out of memory allocating %zu bytes\n", n);
+        abort();
+    }
+    return p;
+}
+
+void *tt_calloc(size_t count, size_t size)
+{
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "tiny_transformer: host out of memory allocating %zu x %zu bytes\n",
+                count, size);
+        abort();
+    }
+    return p;
+}
+
+double tt_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Table-driven CRC-32 with the reflected polynomial 0xEDB88320; the table is
+ * built on first use (a race between threads would only rebuild it identically). */
+uint32_t tt_crc32(uint32_t crc, const void *data, size_t n)
+{
+    static uint32_t table[256];
+    static int ready;
+    if (!ready) {
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t r = i;
+            for (int b = 0; b < 8; b++)
+                r = (r & 1u) ? (r >> 1) ^ 0xEDB88320u : r >> 1;
+            table[i] = r;
+        }
+        ready = 1;
+    }
+    const unsigned char *p = data;
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++)
+        crc = table[(crc ^ p[i]) & 0xFFu] ^ (crc >> 8);
+    return ~crc;
+}

@@ -1,0 +1,71 @@
+/* data_parallel.c - bucketed gradient all-reduce and the replica check. */
+#include "tt/parallel/data_parallel.h"
+#include "tt/comm/comm.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+static size_t bucket_floats(size_t bucket_bytes)
+{
+    size_t n = bucket_bytes / sizeof(float);
+    if (n < 1)
+        n = 1;
+    if (n > (size_t)1 << 30) /* MPI counts are int */
+        n = (size_t)1 << 30;
+    return n;
+}
+
+long tt_dp_buckets(size_t n_floats, size_t bucket_bytes)
+{
+    size_t b = bucket_floats(bucket_bytes);
+    return (long)((n_floats + b - 1) / b);
+}
+
+void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
+{
+    if (g->dp == 1)
+        return;
+    float *grads = p->mem + p->total;
+    size_t b = bucket_floats(bucket_bytes);
+    for (size_t off = 0; off < p->total; off += b) {
+        size_t n = p->total - off < b ? p->total - off : b;
+        tt_allreduce(g, TT_GROUP_DP, grads + off, (int)n, MPI_FLOAT, MPI_SUM);
+    }
+}
+
+/* 1 when every member of the group holds the same CRC; agreed by all ranks. */
+static int same_in_group(const tt_grid *g, int group, uint32_t crc)
+{
+    int n;
+    MPI_Comm_size(tt_group_comm(g, group), &n);
+    unsigned int mine = crc, *all = malloc((size_t)n * sizeof *all);
+    tt_allgather(g, group | TT_BOOKKEEPING, &mine, all, 1, MPI_UNSIGNED);
+    int same = 1;
+    for (int i = 1; i < n; i++)
+        same &= all[i] == all[0];
+    free(all);
+    tt_allreduce(g, TT_GROUP_OTHER, &same, 1, MPI_INT, MPI_MIN);
+    return same;
+}
+
+int tt_dp_replicas_identical(const tt_grid *g, const tt_params *p)
+{
+    /* weights | grads | m | v: skip the gradients, compare the rest. */
+    uint32_t crc = tt_crc32(0, p->mem, p->total * sizeof(float));
+    crc = tt_crc32(crc, p->mem + 2 * p->total, 2 * p->total * sizeof(float));
+    return same_in_group(g, TT_GROUP_DP, crc);
+}
+
+int tt_tp_replicated_identical(const tt_grid *g, const tt_params *p)
+{
+    uint32_t crc = 0;
+    for (int i = 0; i < p->n; i++) {
+        const tt_tensor *t = &p->t[i];
+        if (!t->replicated)
+            continue;
+        crc = tt_crc32(crc, t->w, t->numel * sizeof(float));
+        crc = tt_crc32(crc, t->m, t->numel * sizeof(float));
+        crc = tt_crc32(crc, t->v, t->numel * sizeof(float));
+    }
+    return same_in_group(g, TT_GROUP_TP, crc);
+}

@@ -1,0 +1,340 @@
+/* validate.c - the --validate oracle: an unsharded reference trained beside
+ * the sharded run, compared tensor by tensor, slice by slice. */
+#include "tt/train/validate.h"
+#include "tt/comm/comm.h"
+#include "tt/train/optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Does a copy of tensor t held at (dp_rank, tp_rank) count? Each distinct
+ * slice once: one DP replica, and for replicated tensors one TP rank. */
+static int counted(int dp_rank, int tp_rank, const tt_tensor *t)
+{
+    return dp_rank == 0 && (t->split != TT_SPLIT_NONE || tp_rank == 0);
+}
+
+static int counts(const tt_grid *g, const tt_tensor *t)
+{
+    return counted(g->dp_rank, g->tp_rank, t);
+}
+
+void tt_validate_init(tt_validator *v, const tt_grid *g, const tt_run_config *rc,
+                      const tt_model *sharded, const tt_shard_spec *specs, int every_step)
+{
+    memset(v, 0, sizeof *v);
+    v->g = g;
+    v->rc = rc;
+    v->first_bad_step = -1;
+    tt_shard_spec whole = tt_shard_whole(&rc->model);
+    tt_model_init(&v->ref, &rc->model, &whole, g->world_rank == 0 ? rc->batch : 0, rc->seed);
+    v->n = v->ref.P.n;
+    v->local_of = tt_malloc((size_t)v->n * sizeof(int));
+    for (int i = 0; i < v->n; i++)
+        v->local_of[i] = tt_params_find(&sharded->P, v->ref.P.t[i].name);
+    double **arrs[] = {&v->grad_rel, &v->grad_abs, &v->w_rel, &v->m_rel, &v->v_rel, &v->w_abs};
+    for (size_t k = 0; k < sizeof arrs / sizeof arrs[0]; k++)
+        *arrs[k] = tt_calloc((size_t)v->n, sizeof(double));
+
+    /* What each rank sends when the weights are gathered: its counted slices. */
+    size_t np = 0;
+    for (int i = 0; i < sharded->P.n; i++)
+        if (counts(g, &sharded->P.t[i]))
+            np += tt_tensor_real_numel(&sharded->P.t[i]);
+    /* Every step: the weights; a spot check also takes the Adam moments. */
+    v->kinds = every_step ? 1 : 3;
+    v->every_step = every_step;
+    v->npack = (int)np * v->kinds;
+    v->pack = tt_malloc((np ? (size_t)v->npack : 1) * sizeof(float));
+    if (g->world_rank == 0) {
+        v->tables = tt_calloc((size_t)g->world_size, sizeof(tt_params));
+        v->counts = tt_calloc((size_t)g->world_size, sizeof(int));
+        v->displs = tt_calloc((size_t)g->world_size, sizeof(int));
+        size_t total = 0;
+        for (int r = 0; r < g->world_size; r++) {
+            tt_model_shard_table(&v->tables[r], &rc->model, &specs[r]);
+            size_t c = 0;
+            for (int i = 0; i < v->tables[r].n; i++)
+                if (counted(tt_grid_dp_of(g, r), tt_grid_tp_of(g, r), &v->tables[r].t[i]))
+                    c += tt_tensor_real_numel(&v->tables[r].t[i]);
+            v->counts[r] = (int)c * v->kinds;
+            v->displs[r] = (int)total;
+            total += c * v->kinds;
+        }
+        v->gathered = tt_malloc((total ? total : 1) * sizeof(float));
+    }
+}
+
+/* Rank 0's reference takes the sharded run's current weights (and, for a
+ * spot check, its Adam moments: the reference has not followed the run). */
+static void sync_state(tt_validator *v, const tt_model *sharded)
+{
+    const tt_grid *g = v->g;
+    const size_t total = sharded->P.total, rtotal = v->ref.P.total;
+    float *p = v->pack;
+    for (int kind = 0; kind < v->kinds; kind++) { /* weights, then m, then v */
+        const size_t off = (size_t)(kind == 0 ? 0 : kind + 1) * total;
+        for (int i = 0; i < sharded->P.n; i++) {
+            const tt_tensor *t = &sharded->P.t[i];
+            if (!counts(g, t))
+                continue;
+            size_t n = tt_tensor_real_numel(t); /* real rows come first in a shard */
+            memcpy(p, sharded->P.mem + off + t->off, n * sizeof(float));
+            p += n;
+        }
+    }
+    tt_gatherv(g, TT_GROUP_OTHER, v->pack, v->npack, v->gathered, v->counts, v->displs,
+               MPI_FLOAT, 0);
+    if (g->world_rank != 0)
+        return;
+    for (int r = 0; r < g->world_size; r++) {
+        float *src = v->gathered + v->displs[r];
+        const tt_params *tab = &v->tables[r];
+        for (int kind = 0; kind < v->kinds; kind++) {
+            const size_t roff = (size_t)(kind == 0 ? 0 : kind + 1) * rtotal;
+            for (int i = 0; i < tab->n; i++) {
+                const tt_tensor *t = &tab->t[i];
+                if (!counted(tt_grid_dp_of(g, r), tt_grid_tp_of(g, r), t))
+                    continue;
+                const tt_tensor *rt = &v->ref.P.t[tt_params_find(&v->ref.P, t->name)];
+                tt_slice_copy(t, src, v->ref.P.mem + roff + rt->off, 1);
+                src += tt_tensor_real_numel(t);
+            }
+        }
+    }
+}
+
+void tt_validate_free(tt_validator *v)
+{
+    if (v->tables)
+        for (int r = 0; r < v->g->world_size; r++)
+            tt_params_free(&v->tables[r]);
+    free(v->tables);
+    free(v->counts);
+    free(v->displs);
+    free(v->gathered);
+    free(v->pack);
+    tt_model_free(&v->ref);
+    free(v->local_of);
+    free(v->grad_rel);
+    free(v->grad_abs);
+    free(v->w_rel);
+    free(v->m_rel);
+    free(v->v_rel);
+    free(v->w_abs);
+    memset(v, 0, sizeof *v);
+}
+
+/* Compares, for every global tensor, the sharded buffer `which` (0 weights,
+ * 1 grads, 2 m, 3 v) against the reference's (already broadcast into
+ * v->ref.P), giving relative L2 errors and max abs errors over all slices. */
+static void compare(tt_validator *v, const tt_model *sh, int which, double *rel, double *absmax)
+{
+    const int n = v->n;
+    double *acc = tt_calloc((size_t)3 * n, sizeof(double)); /* diff^2, ref^2, max|diff| */
+    for (int i = 0; i < n; i++) {
+        int li = v->local_of[i];
+        if (li < 0)
+            continue;
+        const tt_tensor *t = &sh->P.t[li], *r = &v->ref.P.t[i];
+        if (!counts(v->g, t))
+            continue;
+        const size_t off = (size_t)which * sh->P.total, roff = (size_t)which * v->ref.P.total;
+        const float *a = sh->P.mem + off + t->off, *b = v->ref.P.mem + roff + r->off;
+        const int rows = tt_tensor_real_rows(t), lc = t->lshape[1], gc = r->lshape[1];
+        const int r0 = t->split == TT_SPLIT_ROWS ? t->offset : 0;
+        const int c0 = t->split == TT_SPLIT_COLS ? t->offset : 0;
+        for (int y = 0; y < rows; y++)
+            for (int x = 0; x < lc; x++) {
+                double va = a[(size_t)y * lc + x], vb = b[(size_t)(r0 + y) * gc + c0 + x];
+                double d = va - vb;
+                acc[3 * i] += d * d;
+                acc[3 * i + 1] += vb * vb;
+                if (fabs(d) > acc[3 * i + 2])
+                    acc[3 * i + 2] = fabs(d);
+            }
+    }
+    /* Sums of squares add over slices; the max is a max. One all-reduce of
+     * the sums and the maxima packed as (sum, sum, max) would need two ops,
+     * so the maxima go in a second call. */
+    double *mx = tt_malloc((size_t)n * sizeof(double));
+    double *ss = tt_malloc((size_t)2 * n * sizeof(double));
+    for (int i = 0; i < n; i++) {
+        ss[2 * i] = acc[3 * i];
+        ss[2 * i + 1] = acc[3 * i + 1];
+        mx[i] = acc[3 * i + 2];
+    }
+    tt_allreduce(v->g, TT_GROUP_OTHER, ss, 2 * n, MPI_DOUBLE, MPI_SUM);
+    tt_allreduce(v->g, TT_GROUP_OTHER, mx, n, MPI_DOUBLE, MPI_MAX);
+    /* A tensor far smaller than the model's typical size is measured against
+     * that size instead (a thousandth of the RMS over all elements): its own
+     * value is rounding noise. blocks.*.attn.k.bias is the case in point: its
+     * gradient is zero in exact arithmetic, since a bias added to every key
+     * shifts a whole softmax row by the same amount. */
+    double ref_ss = 0.0, elems = 0.0;
+    for (int i = 0; i < n; i++) {
+        const tt_tensor *r = &v->ref.P.t[i];
+        ref_ss += ss[2 * i + 1];
+        elems += (double)r->gshape[0] * r->gshape[1];
+    }
+    const double floor_rms = 1e-3 * sqrt(ref_ss / elems);
+    for (int i = 0; i < n; i++) {
+        const tt_tensor *r = &v->ref.P.t[i];
+        double scale = sqrt(ss[2 * i + 1]);
+        double floor_norm = floor_rms * sqrt((double)r->gshape[0] * r->gshape[1]);
+        if (scale < floor_norm)
+            scale = floor_norm;
+        rel[i] = ss[2 * i] == 0.0 ? 0.0 : sqrt(ss[2 * i]) / scale;
+        if (absmax)
+            absmax[i] = mx[i];
+    }
+    free(acc);
+    free(mx);
+    free(ss);
+}
+
+static void note_bad(tt_validator *v, long step, const char *what, double err, double tol)
+{
+    if (err <= tol || v->first_bad_step >= 0)
+        return;
+    v->first_bad_step = step;
+    snprintf(v->first_bad, sizeof v->first_bad, "%s", what);
+}
+
+void tt_validate_grads(tt_validator *v, const tt_model *sharded, const tt_corpus *c, long step,
+                       double sharded_loss)
+{
+    const tt_run_config *rc = v->rc;
+    const int B = rc->batch, T = rc->model.T;
+    double ref_loss = 0.0;
+    sync_state(v, sharded);
+    if (v->g->world_rank == 0) {
+        int *in = tt_malloc((size_t)B * T * sizeof(int)), *tg = tt_malloc((size_t)B * T * sizeof(int));
+        tt_sample_batch(c, step, B, 0, B, T, in, tg);
+        tt_params_zero_grads(&v->ref.P);
+        ref_loss = tt_model_forward(&v->ref, in, tg, B);
+        tt_model_backward(&v->ref, 1.0f / (float)((double)B * T));
+        free(in);
+        free(tg);
+    }
+    /* The reference gradients go to every rank; each compares its slices. */
+    float *grads = v->ref.P.mem + v->ref.P.total;
+    tt_bcast(v->g, TT_GROUP_OTHER, grads, (int)v->ref.P.total, MPI_FLOAT, 0);
+    tt_bcast(v->g, TT_GROUP_OTHER, &ref_loss, 1, MPI_DOUBLE, 0);
+    double lrel = fabs(sharded_loss - ref_loss) / fabs(ref_loss);
+    if (lrel > v->loss_rel)
+        v->loss_rel = lrel;
+    note_bad(v, step, "loss", lrel, TT_TOL_LOSS);
+
+    double *rel = tt_malloc((size_t)v->n * sizeof(double)), *ab = tt_malloc((size_t)v->n * sizeof(double));
+    compare(v, sharded, 1, rel, ab);
+    for (int i = 0; i < v->n; i++) {
+        if (rel[i] > v->grad_rel[i])
+            v->grad_rel[i] = rel[i];
+        if (ab[i] > v->grad_abs[i])
+            v->grad_abs[i] = ab[i];
+        char what[96];
+        snprintf(what, sizeof what, "gradient of %s", v->ref.P.t[i].name);
+        note_bad(v, step, what, rel[i], TT_TOL_GRAD);
+    }
+    if (v->steps++ == 0)
+        v->first_checked = step;
+    v->last_checked = step;
+    free(rel);
+    free(ab);
+}
+
+void tt_validate_update(tt_validator *v, long step)
+{
+    if (v->g->world_rank != 0)
+        return;
+    const tt_run_config *rc = v->rc;
+    double norm = sqrt(tt_grad_sumsq(&v->ref.P, 1));
+    double lr = tt_lr_at(&rc->optim, step, rc->steps);
+    tt_adamw_step(&v->ref.P, &rc->optim, lr, step + 1, tt_clip_coef(rc->optim.clip, norm));
+}
+
+void tt_validate_final(tt_validator *v, const tt_model *sharded)
+{
+    /* weights, m, v: broadcast the reference's, then compare slices. */
+    const size_t total = v->ref.P.total;
+    int kinds[3] = {0, 2, 3};
+    double *outs[3] = {v->w_rel, v->m_rel, v->v_rel};
+    const char *label[3] = {"weights", "Adam m", "Adam v"};
+    const double tol[3] = {TT_TOL_PARAM, TT_TOL_MOMENT, TT_TOL_MOMENT};
+    for (int k = 0; k < 3; k++) {
+        tt_bcast(v->g, TT_GROUP_OTHER, v->ref.P.mem + (size_t)kinds[k] * total, (int)total,
+                 MPI_FLOAT, 0);
+        compare(v, sharded, kinds[k], outs[k], k == 0 ? v->w_abs : NULL);
+        for (int i = 0; i < v->n; i++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s of %s", label[k], v->ref.P.t[i].name);
+            note_bad(v, v->steps, what, outs[k][i], tol[k]);
+        }
+    }
+}
+
+/* The table groups the blocks: "blocks.*.attn.q.weight" is the worst over
+ * every block, so the table stays short for any depth. */
+static void kind_of(const char *name, char *out, size_t n)
+{
+    int layer;
+    char rest[TT_NAME_MAX];  /* the scan stops at 63 bytes: "blocks.*." + 63 < 96 */
+    if (sscanf(name, "blocks.%d.%63s", &layer, rest) == 2)
+        snprintf(out, n, "blocks.*.%s", rest);
+    else
+        snprintf(out, n, "%s", name);
+}
+
+int tt_validate_report(tt_validator *v, FILE *out)
+{
+    int pass = v->first_bad_step < 0;
+    if (v->g->world_rank == 0 && out) {
+        if (v->every_step)
+            fprintf(out, "\nvalidation against the unsharded reference, every step (%ld); ",
+                    v->steps);
+        else if (v->steps > 1)
+            fprintf(out, "\nvalidation against the unsharded reference, spot check of steps %ld "
+                         "and %ld (--validate checks every step); ", v->first_checked,
+                    v->last_checked);
+        else
+            fprintf(out, "\nvalidation against the unsharded reference, spot check of step %ld "
+                         "(--validate checks every step); ", v->first_checked);
+        fprintf(out, "relative L2 error per tensor, worst over steps and blocks\n");
+        fprintf(out, "  %-28s %11s %11s %11s %11s %11s\n", "tensor", "grad max|e|", "grad rel",
+                "weight rel", "Adam m rel", "Adam v rel");
+        int *done = tt_calloc((size_t)v->n, sizeof(int));
+        for (int i = 0; i < v->n; i++) {
+            if (done[i])
+                continue;
+            char kind[96], other[96];
+            kind_of(v->ref.P.t[i].name, kind, sizeof kind);
+            double e[5] = {0};
+            for (int j = i; j < v->n; j++) {
+                kind_of(v->ref.P.t[j].name, other, sizeof other);
+                if (strcmp(kind, other) != 0)
+                    continue;
+                done[j] = 1;
+                double f[5] = {v->grad_abs[j], v->grad_rel[j], v->w_rel[j], v->m_rel[j], v->v_rel[j]};
+                for (int k = 0; k < 5; k++)
+                    if (f[k] > e[k])
+                        e[k] = f[k];
+            }
+            fprintf(out, "  %-28s %11.2e %11.2e %11.2e %11.2e %11.2e\n", kind, e[0], e[1], e[2],
+                    e[3], e[4]);
+        }
+        free(done);
+        fprintf(out, "  %-28s %11s %11.2e\n", "loss (per step)", "", v->loss_rel);
+        fprintf(out, "  tolerances: loss %.0e, gradients %.0e, weights %.0e, Adam moments %.0e "
+                     "(float32 sums in another order; see doc/validation.md)\n",
+                TT_TOL_LOSS, TT_TOL_GRAD, TT_TOL_PARAM, TT_TOL_MOMENT);
+        if (pass)
+            fprintf(out, "validation PASSED: the sharded run matches the unsharded one\n");
+        else
+            fprintf(out, "validation FAILED: %s diverges first, at step %ld\n", v->first_bad,
+                    v->first_bad_step);
+    }
+    tt_bcast(v->g, TT_GROUP_OTHER, &pass, 1, MPI_INT, 0);
+    return pass;
+}
