@@ -65,6 +65,7 @@ typedef struct {
     int explain;              /* --explain: narrate one step */
     const char *trace, *timeline; /* --trace FILE.json, --timeline FILE.svg */
     int spot_check;           /* check the first and last steps (off: --no-spot-check) */
+    const char *inject_bug;   /* --inject-bug NAME: a planted fault for the oracle (tests, labs) */
     unsigned given;           /* TT_GIVEN_* bits */
 } tt_run_config;
 
