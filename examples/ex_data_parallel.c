@@ -78,7 +78,9 @@ int main(int argc, char **argv)
     tt_params_add(&p, "fc.bias", 1, COUT, 1, TT_SPLIT_NONE, 0, COUT);
     tt_params_alloc(&p);
     tt_params_init(&p, 11, 1); /* same seed on every GPU: identical replicas */
-    float *w = p.t[0].w, *b = p.t[1].w, *grads = p.t[0].g;
+    /* The buffers of all shards, contiguous: weights and gradients of w and b. */
+    float *w = p.t[0].w, *b = p.t[1].w;
+    float *weights = tt_params_buffer(&p, TT_W), *grads = tt_params_buffer(&p, TT_G);
     const int nparam = (int)p.total; /* C_in*C_out + C_out */
 
     /* The single-process reference: the same model trained on whole batches. */
@@ -99,7 +101,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < nparam; i++)
             grads[i] /= dp;
         for (int i = 0; i < nparam; i++) /* plain SGD on every replica */
-            p.mem[i] -= LR * grads[i];
+            weights[i] -= LR * grads[i];
         /* The loss of the whole batch, for the log only (bookkeeping, not DP traffic). */
         tt_allreduce(&g, TT_GROUP_OTHER, &loss, 1, MPI_DOUBLE, MPI_SUM);
 
@@ -116,7 +118,7 @@ int main(int argc, char **argv)
     const tt_comm_count *ar = &tt_comm_stats_get()->c[TT_GROUP_DP][TT_OP_ALLREDUCE];
 
     /* Bit-identical replicas: every GPU's CRC of its weights, side by side. */
-    uint32_t crc = tt_crc32(0, p.mem, sizeof(float) * nparam), crcs[4];
+    uint32_t crc = tt_crc32(0, weights, sizeof(float) * nparam), crcs[4];
     int ones[4] = {1, 1, 1, 1}, at[4] = {0, 1, 2, 3};
     tt_gatherv(&g, TT_GROUP_OTHER, &crc, 1, crcs, ones, at, MPI_UINT32_T, 0);
     double err = 0, scale = 1e-30;

@@ -318,8 +318,9 @@ START_TEST(test_load_slices)
         tt_err e = {{0}};
         build(&p, &slices[s]);
         fill(&p, 0xFFFFFFFFu); /* stale values everywhere, padding included */
-        for (size_t k = 0; k < 4 * p.total; k++)
-            p.mem[k] = -1.0f;
+        for (int kind = 0; kind < TT_NKINDS; kind++)
+            for (size_t k = 0; k < p.total; k++)
+                tt_params_buffer(&p, kind)[k] = -1.0f;
         ck_assert_msg(tt_checkpoint_load(path, &p, &e) == 0, "slice %zu: %s", s, e.msg);
         check_filled(&p);
         tt_params_free(&p);
@@ -583,13 +584,15 @@ START_TEST(test_missing_tensor)
     tt_params_add(&p, "tok_emb.weight", 2, 7, 4, TT_SPLIT_ROWS, 0, 7);
     tt_params_add(&p, "blocks.1.mlp.fc1.weight", 2, 16, 4, TT_SPLIT_ROWS, 0, 16);
     tt_params_alloc(&p);
-    for (size_t k = 0; k < 4 * p.total; k++)
-        p.mem[k] = 42.0f;
+    for (int kind = 0; kind < TT_NKINDS; kind++)
+        for (size_t k = 0; k < p.total; k++)
+            tt_params_buffer(&p, kind)[k] = 42.0f;
     expect_fail(tt_checkpoint_load(path, &p, &e), &e, path, "missing");
     ck_assert_msg(strstr(e.msg, "'blocks.1.mlp.fc1.weight'"), "%s", e.msg);
     /* refused from the header alone: nothing was overwritten */
-    for (size_t k = 0; k < 4 * p.total; k++)
-        ck_assert(p.mem[k] == 42.0f);
+    for (int kind = 0; kind < TT_NKINDS; kind++)
+        for (size_t k = 0; k < p.total; k++)
+            ck_assert(tt_params_buffer(&p, kind)[k] == 42.0f);
     tt_params_free(&p);
 }
 END_TEST

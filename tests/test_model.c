@@ -53,7 +53,7 @@ START_TEST(whole_model_gradient)
     /* Move off the symmetric initial point (LayerNorm weights all 1, biases
      * 0) so that every parameter has a generic gradient. */
     for (size_t e = 0; e < m.P.total; e++)
-        m.P.mem[e] += 0.05f * (float)(tt_hash_uniform(9, 1, e) - 0.5);
+        tt_params_buffer(&m.P, TT_W)[e] += 0.05f * (float)(tt_hash_uniform(9, 1, e) - 0.5);
     int in[B * 6], tg[B * 6];
     batch(in, tg);
     const float dloss = 1.0f / (B * cfg.T);
@@ -149,7 +149,7 @@ START_TEST(micro_batches_sum)
         tt_model_backward(&b, dloss);
     }
     double diff = 0, norm = 0;
-    const float *ga = a.P.mem + a.P.total, *gb = b.P.mem + b.P.total;
+    const float *ga = tt_params_buffer(&a.P, TT_G), *gb = tt_params_buffer(&b.P, TT_G);
     for (size_t e = 0; e < a.P.total; e++) {
         diff += (double)(ga[e] - gb[e]) * (ga[e] - gb[e]);
         norm += (double)ga[e] * ga[e];

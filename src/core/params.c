@@ -39,6 +39,12 @@ int tt_params_add(tt_params *p, const char *name, int ndim, int rows, int cols,
     return p->n++;
 }
 
+/* Where each kind is booked in the virtual GPU's memory account. */
+static const tt_mem_cat kind_cat[TT_NKINDS] = {TT_MEM_WEIGHTS, TT_MEM_GRADS, TT_MEM_OPTIMIZER,
+                                               TT_MEM_OPTIMIZER};
+static const char *const kind_what[TT_NKINDS] = {"weights", "weight gradients", "Adam m",
+                                                 "Adam v"};
+
 void tt_params_alloc(tt_params *p)
 {
     size_t total = 0;
@@ -47,31 +53,43 @@ void tt_params_alloc(tt_params *p)
         total += p->t[i].numel;
     }
     p->total = total;
-    p->mem = tt_calloc(4 * total, sizeof(float));
-    /* One buffer, three entries in the account. */
+    /* One buffer per kind, each its own entry in the memory account, so a
+     * technique that shards or drops one kind (ZeRO) changes only that one. */
     p->tracked = tt_mem_is_tracking();
-    tt_mem_account(TT_MEM_WEIGHTS, total * sizeof(float), "weights");
-    tt_mem_account(TT_MEM_GRADS, total * sizeof(float), "weight gradients");
-    tt_mem_account(TT_MEM_OPTIMIZER, 2 * total * sizeof(float), "Adam moments");
+    for (int k = 0; k < TT_NKINDS; k++) {
+        p->buf[k] = tt_calloc(total ? total : 1, sizeof(float));
+        tt_mem_account(kind_cat[k], total * sizeof(float), kind_what[k]);
+    }
     for (int i = 0; i < p->n; i++) {
         tt_tensor *t = &p->t[i];
-        t->w = p->mem + t->off;
-        t->g = p->mem + total + t->off;
-        t->m = p->mem + 2 * total + t->off;
-        t->v = p->mem + 3 * total + t->off;
+        t->w = p->buf[TT_W] + t->off;
+        t->g = p->buf[TT_G] + t->off;
+        t->m = p->buf[TT_M] + t->off;
+        t->v = p->buf[TT_V] + t->off;
     }
 }
 
 void tt_params_free(tt_params *p)
 {
-    if (p->mem && p->tracked) {
-        tt_mem_release(TT_MEM_WEIGHTS, p->total * sizeof(float));
-        tt_mem_release(TT_MEM_GRADS, p->total * sizeof(float));
-        tt_mem_release(TT_MEM_OPTIMIZER, 2 * p->total * sizeof(float));
+    for (int k = 0; k < TT_NKINDS; k++) {
+        if (p->buf[k] && p->tracked)
+            tt_mem_release(kind_cat[k], p->total * sizeof(float));
+        free(p->buf[k]);
     }
     free(p->t);
-    free(p->mem);
     memset(p, 0, sizeof *p);
+}
+
+float *tt_params_buffer(const tt_params *p, tt_kind k) { return p->buf[k]; }
+
+float *tt_tensor_data(const tt_tensor *t, tt_kind k)
+{
+    return k == TT_W ? t->w : k == TT_G ? t->g : k == TT_M ? t->m : t->v;
+}
+
+int tt_tensor_canonical(const tt_tensor *t, int dp_rank, int tp_rank)
+{
+    return dp_rank == 0 && (t->split != TT_SPLIT_NONE || tp_rank == 0);
 }
 
 int tt_params_find(const tt_params *p, const char *name)
@@ -165,7 +183,8 @@ void tt_params_init(tt_params *p, uint64_t seed, int n_layers)
 
 void tt_params_zero_grads(tt_params *p)
 {
-    memset(p->mem + p->total, 0, p->total * sizeof(float));
+    if (p->buf[TT_G])
+        memset(p->buf[TT_G], 0, p->total * sizeof(float));
 }
 
 size_t tt_tensor_real_numel(const tt_tensor *t)

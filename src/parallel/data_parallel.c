@@ -25,7 +25,7 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
 {
     if (g->dp == 1)
         return;
-    float *grads = p->mem + p->total;
+    float *grads = tt_params_buffer(p, TT_G);
     size_t b = bucket_floats(bucket_bytes);
     for (size_t off = 0; off < p->total; off += b) {
         size_t n = p->total - off < b ? p->total - off : b;
@@ -50,9 +50,11 @@ static int same_in_group(const tt_grid *g, int group, uint32_t crc)
 
 int tt_dp_replicas_identical(const tt_grid *g, const tt_params *p)
 {
-    /* weights | grads | m | v: skip the gradients, compare the rest. */
-    uint32_t crc = tt_crc32(0, p->mem, p->total * sizeof(float));
-    crc = tt_crc32(crc, p->mem + 2 * p->total, 2 * p->total * sizeof(float));
+    /* Weights and both moments (the gradients differ until synchronised). */
+    const tt_kind kept[] = {TT_W, TT_M, TT_V};
+    uint32_t crc = 0;
+    for (int k = 0; k < 3; k++)
+        crc = tt_crc32(crc, tt_params_buffer(p, kept[k]), p->total * sizeof(float));
     return same_in_group(g, TT_GROUP_DP, crc);
 }
 

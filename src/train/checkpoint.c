@@ -56,10 +56,11 @@
 /* The three arrays stored per tensor and the prefix of their stored names. */
 enum { KIND_W, KIND_M, KIND_V, KIND_COUNT };
 static const char *const kind_prefix[KIND_COUNT] = {"", "optim.m.", "optim.v."};
+static const tt_kind kind_of_stored[KIND_COUNT] = {TT_W, TT_M, TT_V};
 
 static float *kind_data(const tt_tensor *t, int kind)
 {
-    return kind == KIND_W ? t->w : kind == KIND_M ? t->m : t->v;
+    return tt_tensor_data(t, kind_of_stored[kind]);
 }
 
 static void stored_name(char *out, size_t cap, const tt_tensor *t, int kind)
@@ -496,7 +497,7 @@ static int agree(const tt_grid *g, int me, int nranks, int failed, tt_err *msg)
  * the TP ranks beyond the first for a replicated tensor. */
 static int writes_shard(const tt_grid *g, const tt_tensor *t)
 {
-    return g->dp_rank == 0 && (t->split != TT_SPLIT_NONE || g->tp_rank == 0);
+    return tt_tensor_canonical(t, g->dp_rank, g->tp_rank);
 }
 
 /* Checks this rank's shards against the whole-model table: each must be a

@@ -16,12 +16,12 @@ double tt_lr_at(const tt_optim_config *o, long s, long S)
     return o->lr_min + (o->lr - o->lr_min) * (1.0 + cos(M_PI * progress)) / 2.0;
 }
 
-double tt_grad_sumsq(const tt_params *p, int replicated_too)
+double tt_grad_sumsq(const tt_params *p, int dp_rank, int tp_rank)
 {
     double sum = 0.0;
     for (int i = 0; i < p->n; i++) {
         const tt_tensor *t = &p->t[i];
-        if (t->replicated && !replicated_too)
+        if (!tt_tensor_canonical(t, dp_rank, tp_rank))
             continue;
         for (size_t e = 0; e < t->numel; e++)
             sum += (double)t->g[e] * (double)t->g[e];

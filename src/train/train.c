@@ -31,8 +31,8 @@
 static double grad_norm(const tt_model *m, const tt_grid *g)
 {
     if (!g || g->world_size == 1)
-        return sqrt(tt_grad_sumsq(&m->P, 1));
-    double ss = g->dp_rank == 0 ? tt_grad_sumsq(&m->P, g->tp_rank == 0) : 0.0;
+        return sqrt(tt_grad_sumsq(&m->P, 0, 0));
+    double ss = tt_grad_sumsq(&m->P, g->dp_rank, g->tp_rank);
     tt_allreduce(g, TT_GROUP_OTHER, &ss, 1, MPI_DOUBLE, MPI_SUM);
     return sqrt(ss);
 }

@@ -8,16 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Does a copy of tensor t held at (dp_rank, tp_rank) count? Each distinct
- * slice once: one DP replica, and for replicated tensors one TP rank. */
-static int counted(int dp_rank, int tp_rank, const tt_tensor *t)
-{
-    return dp_rank == 0 && (t->split != TT_SPLIT_NONE || tp_rank == 0);
-}
-
+/* Each distinct slice is gathered and compared once: the canonical copy. */
 static int counts(const tt_grid *g, const tt_tensor *t)
 {
-    return counted(g->dp_rank, g->tp_rank, t);
+    return tt_tensor_canonical(t, g->dp_rank, g->tp_rank);
 }
 
 void tt_validate_init(tt_validator *v, const tt_grid *g, const tt_run_config *rc,
@@ -56,7 +50,7 @@ void tt_validate_init(tt_validator *v, const tt_grid *g, const tt_run_config *rc
             tt_model_shard_table(&v->tables[r], &rc->model, &specs[r]);
             size_t c = 0;
             for (int i = 0; i < v->tables[r].n; i++)
-                if (counted(tt_grid_dp_of(g, r), tt_grid_tp_of(g, r), &v->tables[r].t[i]))
+                if (tt_tensor_canonical(&v->tables[r].t[i], tt_grid_dp_of(g, r), tt_grid_tp_of(g, r)))
                     c += tt_tensor_real_numel(&v->tables[r].t[i]);
             v->counts[r] = (int)c * v->kinds;
             v->displs[r] = (int)total;
@@ -71,16 +65,15 @@ void tt_validate_init(tt_validator *v, const tt_grid *g, const tt_run_config *rc
 static void sync_state(tt_validator *v, const tt_model *sharded)
 {
     const tt_grid *g = v->g;
-    const size_t total = sharded->P.total, rtotal = v->ref.P.total;
+    static const tt_kind kinds[3] = {TT_W, TT_M, TT_V}; /* weights, then m, then v */
     float *p = v->pack;
-    for (int kind = 0; kind < v->kinds; kind++) { /* weights, then m, then v */
-        const size_t off = (size_t)(kind == 0 ? 0 : kind + 1) * total;
+    for (int k = 0; k < v->kinds; k++) {
         for (int i = 0; i < sharded->P.n; i++) {
             const tt_tensor *t = &sharded->P.t[i];
             if (!counts(g, t))
                 continue;
             size_t n = tt_tensor_real_numel(t); /* real rows come first in a shard */
-            memcpy(p, sharded->P.mem + off + t->off, n * sizeof(float));
+            memcpy(p, tt_tensor_data(t, kinds[k]), n * sizeof(float));
             p += n;
         }
     }
@@ -91,14 +84,13 @@ static void sync_state(tt_validator *v, const tt_model *sharded)
     for (int r = 0; r < g->world_size; r++) {
         float *src = v->gathered + v->displs[r];
         const tt_params *tab = &v->tables[r];
-        for (int kind = 0; kind < v->kinds; kind++) {
-            const size_t roff = (size_t)(kind == 0 ? 0 : kind + 1) * rtotal;
+        for (int k = 0; k < v->kinds; k++) {
             for (int i = 0; i < tab->n; i++) {
                 const tt_tensor *t = &tab->t[i];
-                if (!counted(tt_grid_dp_of(g, r), tt_grid_tp_of(g, r), t))
+                if (!tt_tensor_canonical(t, tt_grid_dp_of(g, r), tt_grid_tp_of(g, r)))
                     continue;
                 const tt_tensor *rt = &v->ref.P.t[tt_params_find(&v->ref.P, t->name)];
-                tt_slice_copy(t, src, v->ref.P.mem + roff + rt->off, 1);
+                tt_slice_copy(t, src, tt_tensor_data(rt, kinds[k]), 1);
                 src += tt_tensor_real_numel(t);
             }
         }
@@ -129,7 +121,8 @@ void tt_validate_free(tt_validator *v)
 /* Compares, for every global tensor, the sharded buffer `which` (0 weights,
  * 1 grads, 2 m, 3 v) against the reference's (already broadcast into
  * v->ref.P), giving relative L2 errors and max abs errors over all slices. */
-static void compare(tt_validator *v, const tt_model *sh, int which, double *rel, double *absmax)
+static void compare(tt_validator *v, const tt_model *sh, tt_kind which, double *rel,
+                    double *absmax)
 {
     const int n = v->n;
     double *acc = tt_calloc((size_t)3 * n, sizeof(double)); /* diff^2, ref^2, max|diff| */
@@ -140,8 +133,7 @@ static void compare(tt_validator *v, const tt_model *sh, int which, double *rel,
         const tt_tensor *t = &sh->P.t[li], *r = &v->ref.P.t[i];
         if (!counts(v->g, t))
             continue;
-        const size_t off = (size_t)which * sh->P.total, roff = (size_t)which * v->ref.P.total;
-        const float *a = sh->P.mem + off + t->off, *b = v->ref.P.mem + roff + r->off;
+        const float *a = tt_tensor_data(t, which), *b = tt_tensor_data(r, which);
         const int rows = tt_tensor_real_rows(t), lc = t->lshape[1], gc = r->lshape[1];
         const int r0 = t->split == TT_SPLIT_ROWS ? t->offset : 0;
         const int c0 = t->split == TT_SPLIT_COLS ? t->offset : 0;
@@ -219,7 +211,7 @@ void tt_validate_grads(tt_validator *v, const tt_model *sharded, const tt_corpus
         free(tg);
     }
     /* The reference gradients go to every rank; each compares its slices. */
-    float *grads = v->ref.P.mem + v->ref.P.total;
+    float *grads = tt_params_buffer(&v->ref.P, TT_G);
     tt_bcast(v->g, TT_GROUP_OTHER, grads, (int)v->ref.P.total, MPI_FLOAT, 0);
     tt_bcast(v->g, TT_GROUP_OTHER, &ref_loss, 1, MPI_DOUBLE, 0);
     double lrel = fabs(sharded_loss - ref_loss) / fabs(ref_loss);
@@ -228,7 +220,7 @@ void tt_validate_grads(tt_validator *v, const tt_model *sharded, const tt_corpus
     note_bad(v, step, "loss", lrel, TT_TOL_LOSS);
 
     double *rel = tt_malloc((size_t)v->n * sizeof(double)), *ab = tt_malloc((size_t)v->n * sizeof(double));
-    compare(v, sharded, 1, rel, ab);
+    compare(v, sharded, TT_G, rel, ab);
     for (int i = 0; i < v->n; i++) {
         if (rel[i] > v->grad_rel[i])
             v->grad_rel[i] = rel[i];
@@ -250,7 +242,7 @@ void tt_validate_update(tt_validator *v, long step)
     if (v->g->world_rank != 0)
         return;
     const tt_run_config *rc = v->rc;
-    double norm = sqrt(tt_grad_sumsq(&v->ref.P, 1));
+    double norm = sqrt(tt_grad_sumsq(&v->ref.P, 0, 0));
     double lr = tt_lr_at(&rc->optim, step, rc->steps);
     tt_adamw_step(&v->ref.P, &rc->optim, lr, step + 1, tt_clip_coef(rc->optim.clip, norm));
 }
@@ -259,12 +251,12 @@ void tt_validate_final(tt_validator *v, const tt_model *sharded)
 {
     /* weights, m, v: broadcast the reference's, then compare slices. */
     const size_t total = v->ref.P.total;
-    int kinds[3] = {0, 2, 3};
+    const tt_kind kinds[3] = {TT_W, TT_M, TT_V};
     double *outs[3] = {v->w_rel, v->m_rel, v->v_rel};
     const char *label[3] = {"weights", "Adam m", "Adam v"};
     const double tol[3] = {TT_TOL_PARAM, TT_TOL_MOMENT, TT_TOL_MOMENT};
     for (int k = 0; k < 3; k++) {
-        tt_bcast(v->g, TT_GROUP_OTHER, v->ref.P.mem + (size_t)kinds[k] * total, (int)total,
+        tt_bcast(v->g, TT_GROUP_OTHER, tt_params_buffer(&v->ref.P, kinds[k]), (int)total,
                  MPI_FLOAT, 0);
         compare(v, sharded, kinds[k], outs[k], k == 0 ? v->w_abs : NULL);
         for (int i = 0; i < v->n; i++) {

@@ -31,15 +31,19 @@ typedef struct {
     int replicated;         /* identical on every TP rank: count once in norms */
     int decay;              /* AdamW weight decay applies (2-D tensors) */
     size_t numel;           /* local elements = lshape[0] * lshape[1] */
-    size_t off;             /* offset of this shard in the contiguous buffers */
-    float *w, *g, *m, *v;   /* views: weights, gradients, Adam moments */
+    size_t off;             /* offset of this shard in each of the kind buffers */
+    float *w, *g, *m, *v;   /* views: weights, gradients, Adam moments (= tt_tensor_data) */
 } tt_tensor;
+
+/* The four arrays every shard has, each kept in one contiguous buffer per
+ * table: weights, their gradients, Adam's first and second moments. */
+typedef enum { TT_W, TT_G, TT_M, TT_V, TT_NKINDS } tt_kind;
 
 typedef struct {
     int n, cap;
     tt_tensor *t;
-    size_t total;           /* local elements over all shards */
-    float *mem;             /* one allocation: weights | grads | m | v */
+    size_t total;           /* local elements over all shards (per kind) */
+    float *buf[TT_NKINDS];  /* one allocation per kind, carved by the table */
     int tracked;            /* booked in the virtual GPU's memory account */
 } tt_params;
 
@@ -53,6 +57,18 @@ int tt_params_add(tt_params *p, const char *name, int ndim, int rows, int cols,
 void tt_params_alloc(tt_params *p);
 void tt_params_free(tt_params *p);
 int tt_params_find(const tt_params *p, const char *name); /* -1 if absent */
+
+/* The buffer of one kind: p->total floats, every shard at its `off`. */
+float *tt_params_buffer(const tt_params *p, tt_kind k);
+/* One shard's array of one kind (numel floats, real rows first). */
+float *tt_tensor_data(const tt_tensor *t, tt_kind k);
+
+/* Whether the copy of t held by the GPU at (dp_rank, tp_rank) is the one that
+ * counts: every DP replica holds the same values, so only DP rank 0's copy
+ * counts; a replicated tensor is also the same on every TP rank, so only TP
+ * rank 0's copy of it counts. Norms, checkpoints and the oracle all ask this,
+ * so each element is counted, written and compared exactly once. */
+int tt_tensor_canonical(const tt_tensor *t, int dp_rank, int tp_rank);
 
 /* Number of the shard's local rows that are real (not vocabulary padding). */
 int tt_tensor_real_rows(const tt_tensor *t);

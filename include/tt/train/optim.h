@@ -9,9 +9,10 @@
 /* Learning rate at step s (from 0) of a run of S steps. */
 double tt_lr_at(const tt_optim_config *o, long s, long S);
 
-/* Sum of squares of the local gradient shards (double). With replicated_too = 0
- * the replicated tensors are skipped, so tensor parallelism can count them once. */
-double tt_grad_sumsq(const tt_params *p, int replicated_too);
+/* Sum of squares (double) of the local gradient shards whose copy counts on
+ * the GPU at (dp_rank, tp_rank) (tt_tensor_canonical), so that summed over
+ * all GPUs every element of the model is counted once; (0, 0) counts all. */
+double tt_grad_sumsq(const tt_params *p, int dp_rank, int tp_rank);
 /* Clipping coefficient for a global norm: min(1, clip/(norm+1e-6)); 1 when
  * clip <= 0 (disabled). */
 double tt_clip_coef(double clip, double norm);
