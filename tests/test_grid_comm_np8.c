@@ -28,8 +28,8 @@ START_TEST(coordinates)
     MPI_Comm_rank(g.pp_comm, &r);
     ck_assert_int_eq(r, g.pp_rank);
     /* Stage neighbours: same tp and dp, pp -+ 1, i.e. world rank -+ 4. */
-    ck_assert_int_eq(g.prev_stage, g.pp_rank == 0 ? MPI_PROC_NULL : g.world_rank - 4);
-    ck_assert_int_eq(g.next_stage, g.pp_rank == 1 ? MPI_PROC_NULL : g.world_rank + 4);
+    ck_assert_int_eq(g.prev_stage, g.pp_rank == 0 ? MPI_PROC_NULL : g.pp_rank - 1);
+    ck_assert_int_eq(g.next_stage, g.pp_rank == 1 ? MPI_PROC_NULL : g.pp_rank + 1);
     char name[48];
     tt_gpu_name(&g, 5, name, sizeof name);
     ck_assert_str_eq(name, "gpu5(dp0,pp1,tp1)");
@@ -88,10 +88,10 @@ START_TEST(collectives_and_counters)
             f[i] = (float)(g.world_rank * 10 + i);
         tt_send(&g, f, 5, MPI_FLOAT, g.next_stage, 1);
         tt_recv(&g, d, 3, MPI_DOUBLE, g.next_stage, 2);
-        ck_assert(d[2] == g.next_stage + 0.5);
+        ck_assert(d[2] == g.world_rank + 4 + 0.5); /* the stage-1 GPU of this pipeline */
     } else {
         tt_recv(&g, f, 5, MPI_FLOAT, g.prev_stage, 1);
-        ck_assert_float_eq(f[4], (float)(g.prev_stage * 10 + 4));
+        ck_assert_float_eq(f[4], (float)((g.world_rank - 4) * 10 + 4));
         d[2] = g.world_rank + 0.5;
         tt_send(&g, d, 3, MPI_DOUBLE, g.prev_stage, 2);
     }
@@ -119,7 +119,7 @@ END_TEST
 
 START_TEST(layout_choice)
 {
-    tt_layout_rules any = {12, 12, 48, 1, 64, 64};
+    tt_layout_rules any = {.heads = 12, .layers = 12, .batch = 48, .micro_batches = 1};
     int tp = -1, pp = -1, dp = -1;
     ck_assert_int_eq(tt_grid_choose(12, &tp, &pp, &dp, &any, NULL), 0);
     ck_assert(tp == 2 && pp == 3 && dp == 2);
@@ -129,8 +129,8 @@ START_TEST(layout_choice)
     tp = 4, pp = -1, dp = -1; /* a given size is kept */
     ck_assert_int_eq(tt_grid_choose(8, &tp, &pp, &dp, &any, NULL), 0);
     ck_assert(tp == 4 && pp * dp == 2);
-    /* This version: tp = pp = 1, so dp takes the whole world. */
-    tt_layout_rules dp_only = {6, 6, 48, 2, 1, 1};
+    /* One head and one block allow neither TP nor PP: dp takes the world. */
+    tt_layout_rules dp_only = {.heads = 1, .layers = 1, .batch = 48, .micro_batches = 2};
     tp = pp = dp = -1;
     ck_assert_int_eq(tt_grid_choose(4, &tp, &pp, &dp, &dp_only, NULL), 0);
     ck_assert(tp == 1 && pp == 1 && dp == 4);
@@ -139,7 +139,7 @@ END_TEST
 
 START_TEST(bad_layouts)
 {
-    tt_layout_rules r = {6, 4, 48, 2, 1, 1};
+    tt_layout_rules r = {.heads = 6, .layers = 4, .batch = 48, .micro_batches = 2};
     tt_err e;
     int tp = 1, pp = 1, dp = 3;
     ck_assert_int_eq(tt_grid_choose(4, &tp, &pp, &dp, &r, &e), -1);
@@ -149,17 +149,17 @@ START_TEST(bad_layouts)
     ck_assert_int_eq(tt_grid_choose(4, &tp, &pp, &dp, &r, &e), -1);
     ck_assert_msg(strstr(e.msg, "at least 1") && strstr(e.msg, "--tp 1 --pp 1 --dp 4"), "%s",
                   e.msg);
-    tt_layout_rules b = {6, 4, 10, 1, 1, 1};
+    tt_layout_rules b = {.heads = 1, .layers = 1, .batch = 10, .micro_batches = 1};
     tp = pp = dp = -1; /* dp 4 does not divide batch 10: nothing works on 4 */
     ck_assert_int_eq(tt_grid_choose(4, &tp, &pp, &dp, &b, &e), -1);
     ck_assert_msg(strstr(e.msg, "dp 4 must divide --batch 10") && strstr(e.msg, "none"), "%s",
                   e.msg);
-    tt_layout_rules m = {6, 4, 8, 3, 1, 1}; /* 8/2 = 4 sequences per replica, 3 micro-batches */
+    tt_layout_rules m = {.heads = 6, .layers = 4, .batch = 8, .micro_batches = 3}; /* 8/2 = 4 sequences per replica, 3 micro-batches */
     ck_assert_int_eq(tt_layout_check(2, 1, 1, 2, &m, &e), -1);
     ck_assert_msg(strstr(e.msg, "--micro-batches 3 must divide batch/dp = 8/2 = 4"), "%s", e.msg);
     ck_assert_int_eq(tt_layout_check(2, 1, 1, 2, &r, NULL), 0);
-    ck_assert_int_eq(tt_layout_check(2, 2, 1, 1, &r, &e), -1); /* no TP in this version */
-    ck_assert_msg(strstr(e.msg, "--tp 2"), "%s", e.msg);
+    ck_assert_int_eq(tt_layout_check(4, 4, 1, 1, &r, &e), -1); /* 4 does not divide 6 heads */
+    ck_assert_msg(strstr(e.msg, "tp 4 must divide --heads 6"), "%s", e.msg);
 }
 END_TEST
 

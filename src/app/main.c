@@ -42,7 +42,7 @@ int main(int argc, char **argv)
          * not given are chosen from the world size, and a layout that cannot
          * work is refused here, before any work. */
         int tp = rc.tp, pp = rc.pp, dp = rc.dp;
-        tt_layout_rules rules = {rc.model.NH, rc.model.L, rc.batch, rc.micro_batches, 4096, 4096,
+        tt_layout_rules rules = {rc.model.NH, rc.model.L, rc.batch, rc.micro_batches,
                                  rc.virtual_stages};
         if (tt_config_check(&rc, &err) || tt_grid_choose(world, &tp, &pp, &dp, &rules, &err)) {
             if (rank == 0)

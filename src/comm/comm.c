@@ -1,7 +1,10 @@
-/* comm.c - the counted communication layer. */
+/* comm.c - the counted communication layer: the only file of the library's
+ * logic that calls MPI's transfers (checkpoint files use MPI-IO in
+ * src/train/checkpoint_mpiio.c). */
 #include "tt/comm/comm.h"
-#include "tt/show/trace.h"
+#include "tt/core/common.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const char *const tt_group_names[TT_NGROUPS] = {"TP", "PP", "DP", "other"};
@@ -10,6 +13,9 @@ const char *const tt_op_names[TT_NOPS] = {"all-reduce", "all-gather", "reduce-sc
 
 /* One process is one virtual GPU, so one set of counters per process. */
 static tt_comm_stats stats;
+static tt_comm_observer observer;
+
+void tt_comm_set_observer(tt_comm_observer f) { observer = f; }
 
 const tt_comm_stats *tt_comm_stats_get(void) { return &stats; }
 void tt_comm_stats_reset(void) { memset(&stats, 0, sizeof stats); }
@@ -24,7 +30,7 @@ MPI_Comm tt_group_comm(const tt_grid *g, int where)
     }
 }
 
-/* Books one call, and logs it when a trace is being captured. */
+/* Books one call, and tells the observer (a trace being captured). */
 static void count_peer(int where, tt_op op, long long bytes, double t0, int peer)
 {
     int row = (where & TT_BOOKKEEPING) ? TT_GROUP_OTHER : (where & ~TT_BOOKKEEPING);
@@ -33,7 +39,8 @@ static void count_peer(int where, tt_op op, long long bytes, double t0, int peer
     c->calls++;
     c->bytes += bytes;
     c->seconds += t1 - t0;
-    tt_trace_add(TT_EV_COMM, tt_op_names[op], tt_group_names[row], t0, t1, -1, -1, peer, bytes);
+    if (observer)
+        observer(row, op, bytes, t0, t1, peer);
 }
 
 static void count(int where, tt_op op, long long bytes, double t0)
@@ -101,35 +108,129 @@ void tt_bcast(const tt_grid *g, int where, void *buf, int count_, MPI_Datatype t
     count(where, TT_OP_BCAST, (long long)count_ * type_size(type), t0);
 }
 
+int tt_group_size(const tt_grid *g, int where)
+{
+    int n;
+    MPI_Comm_size(tt_group_comm(g, where), &n);
+    return n;
+}
+
+/* The world rank of stage s of this GPU's pipeline, for the observer. */
+static int stage_world_rank(const tt_grid *g, int s)
+{
+    return tt_grid_rank_of(g, g->dp_rank, s, g->tp_rank);
+}
+
 void tt_send(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, int dest, int tag)
 {
-    (void)g;
     if (dest == MPI_PROC_NULL)
         return;
     double t0 = tt_now();
-    MPI_Send(buf, count_, type, dest, tag, MPI_COMM_WORLD);
-    count_peer(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0, dest);
+    MPI_Send(buf, count_, type, dest, tag, g->pp_comm);
+    count_peer(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0,
+               stage_world_rank(g, dest));
 }
 
 void tt_isend(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, int dest, int tag,
               MPI_Request *req)
 {
-    (void)g;
     if (dest == MPI_PROC_NULL) {
         *req = MPI_REQUEST_NULL;
         return;
     }
     double t0 = tt_now();
-    MPI_Isend(buf, count_, type, dest, tag, MPI_COMM_WORLD, req);
-    count_peer(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0, dest);
+    MPI_Isend(buf, count_, type, dest, tag, g->pp_comm, req);
+    count_peer(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0,
+               stage_world_rank(g, dest));
 }
 
 void tt_recv(const tt_grid *g, void *buf, int count_, MPI_Datatype type, int src, int tag)
 {
-    (void)g;
     if (src == MPI_PROC_NULL)
         return;
     double t0 = tt_now();
-    MPI_Recv(buf, count_, type, src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    count_peer(TT_GROUP_PP, TT_OP_RECV, (long long)count_ * type_size(type), t0, src);
+    MPI_Recv(buf, count_, type, src, tag, g->pp_comm, MPI_STATUS_IGNORE);
+    count_peer(TT_GROUP_PP, TT_OP_RECV, (long long)count_ * type_size(type), t0,
+               stage_world_rank(g, src));
+}
+
+void tt_wait_all(int n, MPI_Request *reqs)
+{
+    if (n > 0)
+        MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
+}
+
+/* ---- agreement ---- */
+
+int tt_agree_status(const tt_grid *g, int status)
+{
+    tt_allreduce(g, TT_GROUP_OTHER, &status, 1, MPI_INT, MPI_MAX);
+    return status;
+}
+
+int tt_agree_error(const tt_grid *g, int failed, tt_err *msg)
+{
+    int who = failed ? g->world_rank : g->world_size;
+    tt_allreduce(g, TT_GROUP_OTHER, &who, 1, MPI_INT, MPI_MIN);
+    if (who == g->world_size)
+        return 0;
+    tt_bcast(g, TT_GROUP_OTHER, msg->msg, (int)sizeof msg->msg, MPI_CHAR, who);
+    return -1;
+}
+
+int tt_group_all_equal(const tt_grid *g, int group, uint32_t value)
+{
+    const int n = tt_group_size(g, group);
+    unsigned int mine = value, *all = tt_malloc((size_t)n * sizeof *all);
+    tt_allgather(g, group | TT_BOOKKEEPING, &mine, all, 1, MPI_UNSIGNED);
+    int same = 1;
+    for (int i = 1; i < n; i++)
+        same &= all[i] == all[0];
+    free(all);
+    tt_allreduce(g, TT_GROUP_OTHER, &same, 1, MPI_INT, MPI_MIN);
+    return same;
+}
+
+/* ---- gathering to rank 0 ---- */
+
+void *tt_gather_var_to_root(const tt_grid *g, const void *mine, int bytes, int **sizes)
+{
+    const int W = g->world_size, root = g->world_rank == 0;
+    int *size = root ? tt_malloc((size_t)W * sizeof(int)) : NULL;
+    int *ones = root ? tt_malloc((size_t)W * sizeof(int)) : NULL;
+    int *at = root ? tt_malloc((size_t)W * sizeof(int)) : NULL;
+    for (int r = 0; root && r < W; r++)
+        ones[r] = 1, at[r] = r;
+    /* Sizes first (one int each), then the records at their offsets. */
+    tt_gatherv(g, TT_GROUP_OTHER, &bytes, 1, size, ones, at, MPI_INT, 0);
+    char *all = NULL;
+    size_t total = 0;
+    for (int r = 0; root && r < W; r++) {
+        at[r] = (int)total;
+        total += (size_t)size[r];
+    }
+    if (root)
+        all = tt_malloc(total ? total : 1);
+    tt_gatherv(g, TT_GROUP_OTHER, mine, bytes, all, size, at, MPI_BYTE, 0);
+    free(ones);
+    free(at);
+    if (sizes)
+        *sizes = size;
+    else
+        free(size);
+    return all;
+}
+
+void *tt_gather_to_root(const tt_grid *g, const void *mine, int bytes)
+{
+    const int W = g->world_size, root = g->world_rank == 0;
+    int *cnt = root ? tt_malloc((size_t)W * sizeof(int)) : NULL;
+    int *at = root ? tt_malloc((size_t)W * sizeof(int)) : NULL;
+    for (int r = 0; root && r < W; r++)
+        cnt[r] = bytes, at[r] = r * bytes;
+    void *all = root ? tt_malloc((size_t)W * (size_t)(bytes ? bytes : 1)) : NULL;
+    tt_gatherv(g, TT_GROUP_OTHER, mine, bytes, all, cnt, at, MPI_BYTE, 0);
+    free(cnt);
+    free(at);
+    return all;
 }

@@ -20,10 +20,6 @@ int tt_layout_check(int world, int tp, int pp, int dp, const tt_layout_rules *r,
     if ((long)tp * pp * dp != world)
         return tt_fail(e, "tp %d x pp %d x dp %d = %ld, but %d rank(s) were started", tp, pp, dp,
                        (long)tp * pp * dp, world);
-    if (tp > r->max_tp)
-        return tt_fail(e, "--tp %d: tensor parallelism is not in this version (tp must be 1)", tp);
-    if (pp > r->max_pp)
-        return tt_fail(e, "--pp %d: pipeline parallelism is not in this version (pp must be 1)", pp);
     if (r->heads % tp != 0)
         return tt_fail(e, "tp %d must divide --heads %d (each TP rank owns whole heads)", tp,
                        r->heads);
@@ -138,11 +134,9 @@ void tt_grid_init(tt_grid *g, int tp, int pp, int dp, MPI_Comm world)
     MPI_Comm_split(world, g->dp_rank + dp * g->pp_rank, g->tp_rank, &g->tp_comm);
     MPI_Comm_split(world, g->tp_rank + tp * g->pp_rank, g->dp_rank, &g->dp_comm);
     MPI_Comm_split(world, g->tp_rank + tp * g->dp_rank, g->pp_rank, &g->pp_comm);
-    g->prev_stage = g->pp_rank > 0 ? tt_grid_rank_of(g, g->dp_rank, g->pp_rank - 1, g->tp_rank)
-                                   : MPI_PROC_NULL;
-    g->next_stage = g->pp_rank < pp - 1
-                        ? tt_grid_rank_of(g, g->dp_rank, g->pp_rank + 1, g->tp_rank)
-                        : MPI_PROC_NULL;
+    /* In pp_comm a GPU's rank is its stage, so the neighbours are stage +-1. */
+    g->prev_stage = g->pp_rank > 0 ? g->pp_rank - 1 : MPI_PROC_NULL;
+    g->next_stage = g->pp_rank < pp - 1 ? g->pp_rank + 1 : MPI_PROC_NULL;
 }
 
 void tt_grid_free(tt_grid *g)

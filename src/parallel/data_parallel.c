@@ -33,21 +33,6 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
     }
 }
 
-/* 1 when every member of the group holds the same CRC; agreed by all ranks. */
-static int same_in_group(const tt_grid *g, int group, uint32_t crc)
-{
-    int n;
-    MPI_Comm_size(tt_group_comm(g, group), &n);
-    unsigned int mine = crc, *all = malloc((size_t)n * sizeof *all);
-    tt_allgather(g, group | TT_BOOKKEEPING, &mine, all, 1, MPI_UNSIGNED);
-    int same = 1;
-    for (int i = 1; i < n; i++)
-        same &= all[i] == all[0];
-    free(all);
-    tt_allreduce(g, TT_GROUP_OTHER, &same, 1, MPI_INT, MPI_MIN);
-    return same;
-}
-
 int tt_dp_replicas_identical(const tt_grid *g, const tt_params *p)
 {
     /* Weights and both moments (the gradients differ until synchronised). */
@@ -55,7 +40,7 @@ int tt_dp_replicas_identical(const tt_grid *g, const tt_params *p)
     uint32_t crc = 0;
     for (int k = 0; k < 3; k++)
         crc = tt_crc32(crc, tt_params_buffer(p, kept[k]), p->total * sizeof(float));
-    return same_in_group(g, TT_GROUP_DP, crc);
+    return tt_group_all_equal(g, TT_GROUP_DP, crc);
 }
 
 int tt_tp_replicated_identical(const tt_grid *g, const tt_params *p)
@@ -69,5 +54,5 @@ int tt_tp_replicated_identical(const tt_grid *g, const tt_params *p)
         crc = tt_crc32(crc, t->m, t->numel * sizeof(float));
         crc = tt_crc32(crc, t->v, t->numel * sizeof(float));
     }
-    return same_in_group(g, TT_GROUP_TP, crc);
+    return tt_group_all_equal(g, TT_GROUP_TP, crc);
 }

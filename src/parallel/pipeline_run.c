@@ -3,13 +3,14 @@
  *
  * Transfers follow the semantics the schedule checker proved deadlock-free:
  * sends are non-blocking (MPI_Isend from the send's own buffer, completed at
- * the end of the step) and receives block until the matching send arrives. Each
+ * the end of the step) and receives block until the matching send arrives,
+ * both on the pipeline communicator, whose ranks are the stage numbers. Each
  * message's tag names (direction, chunk, micro-batch), so a receive can only
  * match the transfer it is waiting for. */
 #include "tt/parallel/pipeline_run.h"
 #include "tt/comm/comm.h"
 #include "tt/core/memory.h"
-#include "tt/show/trace.h"
+#include "tt/core/events.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -111,11 +112,6 @@ tt_shard_spec tt_stage_spec(const tt_grid *g, const tt_run_config *rc, const int
 }
 
 /* ---- the executor ---------------------------------------------------------- */
-
-int tt_pipe_rank_of_stage(const tt_pipe *pp, int s)
-{
-    return pp->g ? tt_grid_rank_of(pp->g, pp->g->dp_rank, s, pp->g->tp_rank) : 0;
-}
 
 int tt_pipe_init(tt_pipe *pp, tt_model *m, const tt_run_config *rc, const tt_grid *g, tt_err *e)
 {
@@ -221,8 +217,7 @@ static void post_send(tt_pipe *pp, int i, const float *src, size_t n, int dest, 
 
 static void complete_sends(tt_pipe *pp)
 {
-    if (pp->nreq)
-        MPI_Waitall(pp->nreq, pp->reqs, MPI_STATUSES_IGNORE);
+    tt_wait_all(pp->nreq, pp->reqs);
     pp->nreq = 0;
 }
 
@@ -250,7 +245,7 @@ double tt_pipe_train(tt_pipe *pp, const tt_corpus *c, long step, float dloss)
         case TT_ACT_RECV_ACT:
             pp->held[key] = tt_slot_acquire(m, j, mbs);
             tt_recv(pp->g, slot_input(pp->held[key]), (int)n, MPI_FLOAT,
-                    tt_pipe_rank_of_stage(pp, a->peer), tag_of(pp, DIR_ACT, a->chunk, a->mb));
+                    a->peer, tag_of(pp, DIR_ACT, a->chunk, a->mb));
             break;
         case TT_ACT_FWD:
             if (first)
@@ -263,11 +258,11 @@ double tt_pipe_train(tt_pipe *pp, const tt_corpus *c, long step, float dloss)
                 pp->peak_held = held;
             break;
         case TT_ACT_SEND_ACT:
-            post_send(pp, i, pp->held[key]->x_out, n, tt_pipe_rank_of_stage(pp, a->peer),
+            post_send(pp, i, pp->held[key]->x_out, n, a->peer,
                       tag_of(pp, DIR_ACT, a->chunk + 1, a->mb));
             break;
         case TT_ACT_RECV_GRAD:
-            tt_recv(pp->g, pp->grad_in[key], (int)n, MPI_FLOAT, tt_pipe_rank_of_stage(pp, a->peer),
+            tt_recv(pp->g, pp->grad_in[key], (int)n, MPI_FLOAT, a->peer,
                     tag_of(pp, DIR_GRAD, a->chunk, a->mb));
             break;
         case TT_ACT_BWD:
@@ -280,7 +275,7 @@ double tt_pipe_train(tt_pipe *pp, const tt_corpus *c, long step, float dloss)
                 memcpy(pp->grad_out[key], m->dres, n * sizeof(float));
             break;
         case TT_ACT_SEND_GRAD:
-            post_send(pp, i, pp->grad_out[key], n, tt_pipe_rank_of_stage(pp, a->peer),
+            post_send(pp, i, pp->grad_out[key], n, a->peer,
                       tag_of(pp, DIR_GRAD, a->chunk - 1, a->mb));
             break;
         }
@@ -288,7 +283,7 @@ double tt_pipe_train(tt_pipe *pp, const tt_corpus *c, long step, float dloss)
         if (a->kind == TT_ACT_FWD || a->kind == TT_ACT_BWD) {
             pp->busy_seconds += t1 - t0;
             int fwd = a->kind == TT_ACT_FWD;
-            tt_trace_add(fwd ? TT_EV_FORWARD : TT_EV_BACKWARD, fwd ? "forward" : "backward", NULL,
+            tt_events_add(fwd ? TT_EV_FORWARD : TT_EV_BACKWARD, fwd ? "forward" : "backward", NULL,
                          t0, t1, a->mb, a->chunk, -1, 0);
         }
         pp->rec[i].act = *a;
@@ -318,10 +313,10 @@ double tt_pipe_forward(tt_pipe *pp, const int *idx, const int *targets, int B)
         tt_slot *s = slots[j] = tt_slot_acquire(m, j, B);
         if (k > 0)
             tt_recv(pp->g, slot_input(s), (int)n, MPI_FLOAT,
-                    tt_pipe_rank_of_stage(pp, (k - 1) % pp->p), tag_of(pp, DIR_ACT, k, 0));
+                    (k - 1) % pp->p, tag_of(pp, DIR_ACT, k, 0));
         double l = tt_chunk_forward(m, s, idx, targets);
         if (k < pp->K - 1)
-            tt_send(pp->g, s->x_out, (int)n, MPI_FLOAT, tt_pipe_rank_of_stage(pp, (k + 1) % pp->p),
+            tt_send(pp->g, s->x_out, (int)n, MPI_FLOAT, (k + 1) % pp->p,
                     tag_of(pp, DIR_ACT, k + 1, 0));
         else
             loss = l, m->logits = s->logits;

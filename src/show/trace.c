@@ -1,92 +1,40 @@
-/* trace.c - capturing events on each rank and gathering them to rank 0 (the
- * writers of the Chrome trace and the SVG timeline are in trace_write.c). */
+/* trace.c - capturing a trace on every virtual GPU and gathering it to rank
+ * 0 (the writers of the Chrome trace and the SVG timeline are beside it). */
 #include "tt/show/trace.h"
 #include "tt/comm/comm.h"
 
 #include <stdlib.h>
-#include <string.h>
 
-/* One process is one virtual GPU: one event log per process. */
-static struct {
-    int active, step;
-    double origin;
-    tt_event *ev;
-    int n, cap;
-} log_;
-
-void tt_trace_start(double origin)
+/* Every counted transfer becomes an event while the log records. */
+static void observe_comm(int group, tt_op op, long long bytes, double t0, double t1, int peer)
 {
-    log_.active = 1;
-    log_.origin = origin;
-    log_.step = -1;
+    tt_events_add(TT_EV_COMM, tt_op_names[op], tt_group_names[group], t0, t1, -1, -1, peer,
+                  bytes);
 }
 
-void tt_trace_stop(void) { log_.active = 0; }
-int tt_trace_active(void) { return log_.active; }
-void tt_trace_set_step(int step) { log_.step = step; }
-
-void tt_trace_add(int kind, const char *name, const char *group, double t0_abs, double t1_abs,
-                  int mb, int chunk, int peer, long long bytes)
+void tt_trace_begin(const tt_grid *g)
 {
-    if (!log_.active)
-        return;
-    if (log_.n == log_.cap) {
-        log_.cap = log_.cap ? 2 * log_.cap : 1024;
-        tt_event *n = realloc(log_.ev, (size_t)log_.cap * sizeof *n);
-        if (!n)
-            abort();
-        log_.ev = n;
-    }
-    tt_event *e = &log_.ev[log_.n++];
-    memset(e, 0, sizeof *e);
-    e->kind = kind;
-    snprintf(e->name, sizeof e->name, "%s", name);
-    snprintf(e->group, sizeof e->group, "%s", group ? group : "");
-    e->t0 = t0_abs - log_.origin;
-    e->t1 = t1_abs - log_.origin;
-    e->step = log_.step;
-    e->mb = mb;
-    e->chunk = chunk;
-    e->peer = peer;
-    e->bytes = bytes;
+    /* A common instant: every rank leaves the all-reduce at about the same time. */
+    int sync = 0;
+    tt_allreduce(g, TT_GROUP_OTHER, &sync, 1, MPI_INT, MPI_SUM);
+    tt_events_start(tt_now());
+    tt_comm_set_observer(observe_comm);
 }
 
 tt_event *tt_trace_gather(const tt_grid *g, int **counts)
 {
     /* Stop first, so the gathering itself is not in the log. */
-    log_.active = 0;
-    const int W = g->world_size, sz = (int)sizeof(tt_event);
-    int mine = log_.n * sz;
-    int *bytes = g->world_rank == 0 ? tt_malloc((size_t)W * sizeof(int)) : NULL;
-    int *displs = g->world_rank == 0 ? tt_malloc((size_t)W * sizeof(int)) : NULL;
-    /* Sizes first (gather of one int each), then the events. */
-    int *sizes = g->world_rank == 0 ? tt_malloc((size_t)W * sizeof(int)) : NULL;
-    int *ones = g->world_rank == 0 ? tt_malloc((size_t)W * sizeof(int)) : NULL;
-    int *idx = g->world_rank == 0 ? tt_malloc((size_t)W * sizeof(int)) : NULL;
-    for (int r = 0; g->world_rank == 0 && r < W; r++)
-        ones[r] = 1, idx[r] = r;
-    tt_gatherv(g, TT_GROUP_OTHER, &mine, 1, sizes, ones, idx, MPI_INT, 0);
-    tt_event *all = NULL;
-    size_t total = 0;
+    tt_comm_set_observer(NULL);
+    int n = 0;
+    tt_event *mine = tt_events_take(&n);
+    int *bytes = NULL;
+    tt_event *all = tt_gather_var_to_root(g, mine, n * (int)sizeof(tt_event), &bytes);
+    free(mine);
     if (g->world_rank == 0) {
-        for (int r = 0; r < W; r++) {
-            bytes[r] = sizes[r];
-            displs[r] = (int)total;
-            total += (size_t)sizes[r];
-        }
-        all = tt_malloc(total ? total : 1);
-        *counts = tt_malloc((size_t)W * sizeof(int));
-        for (int r = 0; r < W; r++)
-            (*counts)[r] = sizes[r] / sz;
+        *counts = tt_malloc((size_t)g->world_size * sizeof(int));
+        for (int r = 0; r < g->world_size; r++)
+            (*counts)[r] = bytes[r] / (int)sizeof(tt_event);
     }
-    tt_gatherv(g, TT_GROUP_OTHER, log_.ev, mine, all, bytes, displs, MPI_BYTE, 0);
     free(bytes);
-    free(displs);
-    free(sizes);
-    free(ones);
-    free(idx);
-    free(log_.ev);
-    log_.ev = NULL;
-    log_.n = log_.cap = 0;
     return all;
 }

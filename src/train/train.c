@@ -13,6 +13,7 @@
 #include "tt/train/optim.h"
 #include "tt/parallel/pipeline.h"
 #include "tt/show/report.h"
+#include "tt/core/events.h"
 #include "tt/show/trace.h"
 #include "tt/train/validate.h"
 
@@ -59,7 +60,7 @@ tt_step_stats tt_train_step(tt_pipe *pp, const tt_corpus *c, long step, tt_valid
     const float dloss = 1.0f / (float)((double)rc->batch * rc->model.T); /* global mean */
 
     tt_params_zero_grads(&m->P);
-    tt_trace_set_step((int)step);
+    tt_events_set_step((int)step);
     /* This replica's micro-batches, in the order the schedule says. */
     double loss = tt_pipe_train(pp, c, step, dloss);
     st.loss = sum_from_last_stage(g, m, loss / rc->batch);
@@ -71,7 +72,7 @@ tt_step_stats tt_train_step(tt_pipe *pp, const tt_corpus *c, long step, tt_valid
     st.grad_norm = grad_norm(m, g);
     st.lr = tt_lr_at(&rc->optim, step, rc->steps);
     tt_adamw_step(&m->P, &rc->optim, st.lr, step + 1, tt_clip_coef(rc->optim.clip, st.grad_norm));
-    tt_trace_add(TT_EV_OPTIMIZER, "optimizer step", NULL, t_opt, tt_now(), -1, -1, -1, 0);
+    tt_events_add(TT_EV_OPTIMIZER, "optimizer step", NULL, t_opt, tt_now(), -1, -1, -1, 0);
     if (val)
         tt_validate_update(val, step);
     st.seconds = tt_now() - t0;
@@ -330,14 +331,6 @@ static void banner(const tt_run_config *rc, const tt_grid *g, const tt_model *m,
     fflush(stdout);
 }
 
-/* Starts capturing events on every rank from a common instant. */
-static void trace_begin(const tt_grid *g)
-{
-    int sync = 0;
-    tt_allreduce(g, TT_GROUP_OTHER, &sync, 1, MPI_INT, MPI_SUM);
-    tt_trace_start(tt_now());
-}
-
 /* Gathers the events and writes the trace and the timeline (rank 0); the
  * outcome is agreed by all ranks. */
 static int trace_end(const tt_run_config *rc, const tt_grid *g, long last_step)
@@ -485,7 +478,7 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
     memset(&train_traffic, 0, sizeof train_traffic);
     for (long s = step0; s < end; s++) {
         if ((rc->trace || rc->timeline) && s == (end - 2 > step0 ? end - 2 : step0))
-            trace_begin(g);
+            tt_trace_begin(g);
         /* The traffic of training steps only (not eval or the sample), which
          * is what the formulas of the communication report describe. */
         tt_comm_stats before = *tt_comm_stats_get();

@@ -1,6 +1,9 @@
-/* tt/comm.h - every collective and point-to-point transfer of the program goes
- * through here, so it can be counted: per group and per operation, the calls,
- * the bytes and the time spent.
+/* tt/comm/comm.h - the one door to MPI: every collective and point-to-point
+ * transfer of the program goes through here, so it can be counted (per group
+ * and per operation: the calls, the bytes and the time spent) and observed (a
+ * trace installs an observer; comm knows nothing about traces). The usual
+ * patterns built from them live here too: agreeing on a status or an error
+ * before anyone acts on it, and gathering a record from every GPU to rank 0.
  *
  * Bytes, per call on this rank: all-reduce and broadcast count the buffer;
  * all-gather counts the gathered output (group size x contribution);
@@ -14,12 +17,14 @@
  * TT_GROUP_TP, _PP, _DP (that communicator, booked there), TT_GROUP_OTHER (the
  * world, booked as other), or a group | TT_BOOKKEEPING (that communicator,
  * booked as other). */
-#ifndef TT_COMM_H
-#define TT_COMM_H
+#ifndef TT_COMM_COMM_H
+#define TT_COMM_COMM_H
 
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include "tt/comm/grid.h"
+#include "tt/core/common.h"
 
 typedef enum { TT_GROUP_TP, TT_GROUP_PP, TT_GROUP_DP, TT_GROUP_OTHER, TT_NGROUPS } tt_group;
 #define TT_BOOKKEEPING 16
@@ -65,12 +70,48 @@ void tt_gatherv(const tt_grid *g, int where, const void *send, int count, void *
                 const int *counts, const int *displs, MPI_Datatype type, int root);
 void tt_bcast(const tt_grid *g, int where, void *buf, int count, MPI_Datatype type,
               int root);
-/* Point-to-point between pipeline stages (world ranks; MPI_PROC_NULL is a no-op
- * and is not counted). Counted in the PP group. */
-void tt_send(const tt_grid *g, const void *buf, int count, MPI_Datatype type, int dest, int tag);
-/* Non-blocking send (counted when posted); complete it with MPI_Wait. */
-void tt_isend(const tt_grid *g, const void *buf, int count, MPI_Datatype type, int dest, int tag,
-              MPI_Request *req);
-void tt_recv(const tt_grid *g, void *buf, int count, MPI_Datatype type, int src, int tag);
+/* Number of GPUs in a group (OTHER: the world). */
+int tt_group_size(const tt_grid *g, int where);
+
+/* Point-to-point between pipeline stages of this GPU's pipeline (same dp and
+ * tp): dest and src are stage numbers, i.e. ranks in pp_comm; MPI_PROC_NULL
+ * is a no-op and is not counted. Counted in the PP group. */
+void tt_send(const tt_grid *g, const void *buf, int count, MPI_Datatype type, int dest_stage,
+             int tag);
+/* Non-blocking send (counted when posted); complete it with tt_wait_all. */
+void tt_isend(const tt_grid *g, const void *buf, int count, MPI_Datatype type, int dest_stage,
+              int tag, MPI_Request *req);
+void tt_recv(const tt_grid *g, void *buf, int count, MPI_Datatype type, int src_stage, int tag);
+/* Completes n non-blocking sends. */
+void tt_wait_all(int n, MPI_Request *reqs);
+
+/* ---- agreement: one rank's finding becomes every rank's, before acting ----
+ * Booked as other. Each is a collective over the world. */
+
+/* The largest status of all ranks, on every rank (0 = fine, else an exit code). */
+int tt_agree_status(const tt_grid *g, int status);
+/* 0 when no rank failed; else -1 on every rank, with the message of the
+ * lowest failing rank copied into *msg everywhere, so all report one line. */
+int tt_agree_error(const tt_grid *g, int failed, tt_err *msg);
+/* 1 on every rank when every member of `group` passed the same value. */
+int tt_group_all_equal(const tt_grid *g, int group, uint32_t value);
+
+/* ---- gathering to rank 0 (booked as other) ---- */
+
+/* Every rank's record of `bytes` bytes, in world-rank order: a new array on
+ * rank 0 (free it), NULL elsewhere. */
+void *tt_gather_to_root(const tt_grid *g, const void *mine, int bytes);
+/* The same for records of different sizes: *sizes (rank 0 only, free it)
+ * gets each rank's byte count. */
+void *tt_gather_var_to_root(const tt_grid *g, const void *mine, int bytes, int **sizes);
+
+/* ---- observing ---- */
+
+/* Called after every counted transfer: the group it is booked in, the
+ * operation, bytes, wall-clock start and end, and the peer's world rank
+ * (point-to-point) or -1. NULL removes the observer. */
+typedef void (*tt_comm_observer)(int group, tt_op op, long long bytes, double t0, double t1,
+                                 int peer);
+void tt_comm_set_observer(tt_comm_observer f);
 
 #endif

@@ -18,7 +18,9 @@
  *     PP groups (same tp, dp): {0,4,8} {1,5,9} {2,6,10} {3,7,11}
  *
  * Each rank gets three communicators from MPI_Comm_split (tp_comm, dp_comm,
- * pp_comm) and its previous/next pipeline stage (MPI_PROC_NULL at the ends). */
+ * pp_comm; its rank in each is its tp, dp and pp coordinate) and its
+ * previous/next pipeline stage as ranks of pp_comm (MPI_PROC_NULL at the
+ * ends): stage-to-stage transfers run on pp_comm. */
 #ifndef TT_GRID_H
 #define TT_GRID_H
 
@@ -31,7 +33,7 @@ typedef struct {
     int world_rank, world_size;
     int tp_rank, pp_rank, dp_rank; /* coordinates */
     MPI_Comm tp_comm, pp_comm, dp_comm;
-    int prev_stage, next_stage;    /* world ranks, MPI_PROC_NULL at the ends */
+    int prev_stage, next_stage;    /* stages (= pp_comm ranks), MPI_PROC_NULL at the ends */
 } tt_grid;
 
 /* World rank of the virtual GPU at (dp, pp, tp), and back: the coordinates
@@ -44,7 +46,6 @@ int tt_grid_pp_of(const tt_grid *g, int r);
 /* What a layout must satisfy for a given model and batch. */
 typedef struct {
     int heads, layers, batch, micro_batches;
-    int max_tp, max_pp; /* what this build implements (1 = not yet) */
     int virtual_stages; /* chunks per pipeline stage (0 or 1: one) */
 } tt_layout_rules;
 

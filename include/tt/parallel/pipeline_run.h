@@ -67,7 +67,4 @@ double tt_pipe_train(tt_pipe *pp, const tt_corpus *c, long step, float dloss);
  * 0; with targets NULL the last stage's logits are in m->logits. */
 double tt_pipe_forward(tt_pipe *pp, const int *idx, const int *targets, int B);
 
-/* World rank of stage s in this rank's (dp, tp) pipeline. */
-int tt_pipe_rank_of_stage(const tt_pipe *pp, int s);
-
 #endif

@@ -1,0 +1,40 @@
+/* tt/core/events.h - the event log of one virtual GPU: what it did and when
+ * (each forward and backward of a micro-batch and chunk, each transfer and
+ * collective, the optimizer step), recorded only while a trace is being
+ * captured. Any layer may record; the trace (tt/show/trace.h) starts the log,
+ * feeds it the communication through comm's observer, gathers the logs of
+ * every GPU and draws them. No MPI here. */
+#ifndef TT_CORE_EVENTS_H
+#define TT_CORE_EVENTS_H
+
+typedef enum {
+    TT_EV_FORWARD, TT_EV_BACKWARD,   /* compute of (mb, chunk) */
+    TT_EV_COMM,                      /* a transfer or collective (name = operation) */
+    TT_EV_OPTIMIZER                  /* clipping + AdamW */
+} tt_event_kind;
+
+typedef struct {
+    int kind;           /* tt_event_kind */
+    char name[24];      /* "forward", "all-reduce", "send", ... */
+    char group[8];      /* comm: "TP", "PP", "DP", "other"; else "" */
+    double t0, t1;      /* seconds since the log's origin (common to all ranks) */
+    int step, mb, chunk;/* -1 when not applicable */
+    int peer;           /* send/recv: the other world rank; else -1 */
+    long long bytes;    /* comm: bytes booked; else 0 */
+} tt_event;
+
+/* Starts recording; origin is tt_now() at a moment common to all ranks. */
+void tt_events_start(double origin);
+void tt_events_stop(void);
+int tt_events_active(void);
+/* The step the following events belong to. */
+void tt_events_set_step(int step);
+/* Records an event with absolute tt_now() times (kept relative to the origin);
+ * nothing when the log is not recording. */
+void tt_events_add(int kind, const char *name, const char *group, double t0_abs, double t1_abs,
+                   int mb, int chunk, int peer, long long bytes);
+/* Stops recording and hands over the log (*n events; free it): the log is
+ * empty afterwards. */
+tt_event *tt_events_take(int *n);
+
+#endif

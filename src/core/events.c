@@ -1,0 +1,61 @@
+/* events.c - the per-GPU event log behind --trace and --timeline. */
+#include "tt/core/events.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One process is one virtual GPU: one event log per process. */
+static struct {
+    int active, step;
+    double origin;
+    tt_event *ev;
+    int n, cap;
+} log_;
+
+void tt_events_start(double origin)
+{
+    log_.active = 1;
+    log_.origin = origin;
+    log_.step = -1;
+}
+
+void tt_events_stop(void) { log_.active = 0; }
+int tt_events_active(void) { return log_.active; }
+void tt_events_set_step(int step) { log_.step = step; }
+
+void tt_events_add(int kind, const char *name, const char *group, double t0_abs, double t1_abs,
+                   int mb, int chunk, int peer, long long bytes)
+{
+    if (!log_.active)
+        return;
+    if (log_.n == log_.cap) {
+        log_.cap = log_.cap ? 2 * log_.cap : 1024;
+        tt_event *n = realloc(log_.ev, (size_t)log_.cap * sizeof *n);
+        if (!n)
+            abort();
+        log_.ev = n;
+    }
+    tt_event *e = &log_.ev[log_.n++];
+    memset(e, 0, sizeof *e);
+    e->kind = kind;
+    snprintf(e->name, sizeof e->name, "%s", name);
+    snprintf(e->group, sizeof e->group, "%s", group ? group : "");
+    e->t0 = t0_abs - log_.origin;
+    e->t1 = t1_abs - log_.origin;
+    e->step = log_.step;
+    e->mb = mb;
+    e->chunk = chunk;
+    e->peer = peer;
+    e->bytes = bytes;
+}
+
+tt_event *tt_events_take(int *n)
+{
+    tt_event *ev = log_.ev;
+    *n = log_.n;
+    log_.active = 0;
+    log_.ev = NULL;
+    log_.n = log_.cap = 0;
+    return ev;
+}
