@@ -134,7 +134,7 @@ int main(int argc, char **argv)
     tt_comm_stats_reset();
     features_forward(fmine, &act, x + r * BL * LIN, conv, BL); /* DP: my 4 signals */
     tp_gather_forward(&gtp, fall, fmine, BL * F); /* every GPU gets all 16 samples' features */
-    column_linear_forward(h, fall, w1l, b1l, B, F, HL);
+    column_linear_forward(&gtp, h, fall, w1l, b1l, B, F, HL);
     for (int i = 0; i < B * HL; i++)
         h[i] = tanhf(h[i]);
     row_linear_forward(&gtp, logits, h, w2l, b2, B, HL, NCLS); /* all-reduce of B x 10 partial logits */
@@ -143,7 +143,7 @@ int main(int argc, char **argv)
     for (int n = 0; n < B; n++)
         loss += losses[n] / B;
     crossentropy_backward(dlog, probs, target, 1.0f / B, B, NCLS, NCLS);
-    row_linear_backward(dh, gw2l, gb2, dlog, h, w2l, B, HL, NCLS);
+    row_linear_backward(&gtp, dh, gw2l, gb2, dlog, h, w2l, B, HL, NCLS);
     for (int i = 0; i < B * HL; i++)
         dh[i] *= 1.0f - h[i] * h[i];
     linear_backward(dfall, gw1l, gb1l, dh, fall, w1l, B, F, HL); /* partial: my neurons only */

@@ -94,7 +94,7 @@ int main(int argc, char **argv)
 
     /* Column-parallel: rows [r*OCl, (r+1)*OCl) of W are contiguous. */
     const float *wcol = w + r * OCl * CIN;
-    column_linear_forward(part, x, wcol, NULL, B, CIN, OCl); /* no communication */
+    column_linear_forward(&g, part, x, wcol, NULL, B, CIN, OCl); /* no communication */
     tp_gather_forward(&g, blocks, part, B * OCl);            /* all-gather of the y slices */
     blocks_to_columns(y, blocks, tp, B, OCl);
     bytes[0] = tp_bytes(TT_OP_ALLGATHER);
@@ -119,7 +119,7 @@ int main(int argc, char **argv)
     err[3] = rel_err(y, y_ref, B, COUT, COUT, COUT);
     memset(part, 0, sizeof part);
     memset(dwl, 0, sizeof dwl);
-    row_linear_backward(part, dwl, NULL, dy, xl, wl, B, ICl, COUT); /* no communication */
+    row_linear_backward(&g, part, dwl, NULL, dy, xl, wl, B, ICl, COUT); /* no communication */
     tp_gather_forward(&g, blocks, part, B * ICl);                   /* all-gather of the dx slices */
     blocks_to_columns(dx, blocks, tp, B, ICl);
     bytes[3] = tp_bytes(TT_OP_ALLGATHER);

@@ -58,7 +58,7 @@ START_TEST(column_parallel)
             dyl[n * OCl + o] = dy[n * OC + r * OCl + o];
             ys[n * OCl + o] = y[n * OC + r * OCl + o];
         }
-    column_linear_forward(yl, x, w + r * OCl * C, b + r * OCl, N, C, OCl);
+    column_linear_forward(&g, yl, x, w + r * OCl * C, b + r * OCl, N, C, OCl);
     ck_assert_msg(rel_err(yl, ys, N * OCl) < 1e-6, "forward %g", rel_err(yl, ys, N * OCl));
     column_linear_backward(&g, dxl, dwl, dbl, dyl, x, w + r * OCl * C, N, C, OCl);
     /* the copy's backward all-reduce makes dx whole on every rank */
@@ -89,7 +89,7 @@ START_TEST(row_parallel)
             wl[o * Cl + c] = w[o * C + r * Cl + c];
     row_linear_forward(&g, yl, xl, wl, b, N, Cl, OC);
     ck_assert_msg(rel_err(yl, y, N * OC) < 1e-5, "forward %g", rel_err(yl, y, N * OC));
-    row_linear_backward(dxl, dwl, dbl, dy, xl, wl, N, Cl, OC);
+    row_linear_backward(&g, dxl, dwl, dbl, dy, xl, wl, N, Cl, OC);
     for (int n = 0; n < N; n++)
         for (int c = 0; c < Cl; c++)
             ck_assert(fabs(dxl[n * Cl + c] - dx[n * C + r * Cl + c]) < 1e-6);
@@ -166,6 +166,26 @@ START_TEST(gather_pair)
 }
 END_TEST
 
+/* scatter is gather's dual: forward keeps this rank's block, backward
+ * all-gathers every rank's gradient block. */
+START_TEST(scatter_pair)
+{
+    const int tp = g.tp, r = g.tp_rank, n = 3;
+    float full[12], part[3], dpart[3], dfull[12];
+    for (int i = 0; i < tp * n; i++)
+        full[i] = (float)(100 + i);
+    tp_scatter_forward(&g, part, full, n);
+    for (int i = 0; i < n; i++)
+        ck_assert(part[i] == (float)(100 + r * n + i));
+    for (int i = 0; i < n; i++)
+        dpart[i] = (float)(10 * r + i);
+    tp_scatter_backward(&g, dfull, dpart, n);
+    for (int s = 0; s < tp; s++)
+        for (int i = 0; i < n; i++)
+            ck_assert(dfull[s * n + i] == (float)(10 * s + i));
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -179,6 +199,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, vocab_embedding);
     tcase_add_test(tc, vocab_crossentropy);
     tcase_add_test(tc, gather_pair);
+    tcase_add_test(tc, scatter_pair);
     suite_add_tcase(s, tc);
     int status = tt_check_run_mpi(s);
     tt_grid_free(&g);

@@ -1,7 +1,7 @@
 /* tensor_parallel.c - the communication of Megatron-style tensor
- * parallelism around the kernels: copy/reduce/gather pairs, column- and
- * row-parallel linear layers, the vocabulary-parallel embedding and
- * cross-entropy. */
+ * parallelism around the kernels: the copy/reduce/gather/scatter operator
+ * pairs, column- and row-parallel linear layers built from them, the
+ * vocabulary-parallel embedding and cross-entropy. */
 #include "tt/comm/tensor_parallel.h"
 #include "tt/comm/comm.h"
 #include "tt/core/kernels.h"
@@ -13,11 +13,17 @@
 
 static int tp_size(const tt_grid *g) { return g ? g->tp : 1; }
 
-void tp_allreduce(const tt_grid *g, float *x, int n)
+/* The one in-place sum of the TP group, behind copy backward and reduce forward. */
+static void sum_over_tp(const tt_grid *g, float *x, int n)
 {
     if (tp_size(g) > 1)
         tt_allreduce(g, TT_GROUP_TP, x, n, MPI_FLOAT, MPI_SUM);
 }
+
+void tp_copy_forward(const tt_grid *g, const float *x, int n) { (void)g, (void)x, (void)n; }
+void tp_copy_backward(const tt_grid *g, float *dx, int n) { sum_over_tp(g, dx, n); }
+void tp_reduce_forward(const tt_grid *g, float *x, int n) { sum_over_tp(g, x, n); }
+void tp_reduce_backward(const tt_grid *g, const float *dx, int n) { (void)g, (void)dx, (void)n; }
 
 void tp_gather_forward(const tt_grid *g, float *full, const float *part, int n)
 {
@@ -35,6 +41,17 @@ void tp_gather_backward(const tt_grid *g, float *dpart, const float *dfull, int 
         memcpy(dpart, dfull, (size_t)n * sizeof(float));
 }
 
+void tp_scatter_forward(const tt_grid *g, float *part, const float *full, int n)
+{
+    const int r = g ? g->tp_rank : 0;
+    memcpy(part, full + (size_t)r * n, (size_t)n * sizeof(float));
+}
+
+void tp_scatter_backward(const tt_grid *g, float *dfull, const float *dpart, int n)
+{
+    tp_gather_forward(g, dfull, dpart, n);
+}
+
 void bias_forward(float *out, const float *b, int N, int OC)
 {
     for (int n = 0; n < N; n++)
@@ -49,10 +66,11 @@ void bias_backward(float *db, const float *dout, int N, int OC)
             db[o] += dout[(size_t)n * OC + o];
 }
 
-void column_linear_forward(float *out, const float *inp, const float *w, const float *b, int N,
-                           int C, int OCl)
+void column_linear_forward(const tt_grid *g, float *out, const float *inp, const float *w,
+                           const float *b, int N, int C, int OCl)
 {
-    linear_forward(out, inp, w, b, N, C, OCl); /* copy: identity forward */
+    tp_copy_forward(g, inp, N * C);
+    linear_forward(out, inp, w, b, N, C, OCl);
 }
 
 void column_linear_backward(const tt_grid *g, float *dinp, float *dw, float *db,
@@ -61,31 +79,32 @@ void column_linear_backward(const tt_grid *g, float *dinp, float *dw, float *db,
 {
     memset(dinp, 0, (size_t)N * C * sizeof(float));
     linear_backward(dinp, dw, db, dout, inp, w, N, C, OCl);
-    tp_allreduce(g, dinp, N * C); /* copy: all-reduce backward */
+    tp_copy_backward(g, dinp, N * C);
 }
 
 void row_linear_forward(const tt_grid *g, float *out, const float *inp, const float *w,
                         const float *b, int N, int Cl, int OC)
 {
     linear_forward(out, inp, w, NULL, N, Cl, OC);
-    tp_allreduce(g, out, N * OC); /* reduce: all-reduce forward */
+    tp_reduce_forward(g, out, N * OC);
     if (b)
         bias_forward(out, b, N, OC); /* once, after the sum */
 }
 
-void row_linear_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                         const float *w, int N, int Cl, int OC)
+void row_linear_backward(const tt_grid *g, float *dinp, float *dw, float *db, const float *dout,
+                         const float *inp, const float *w, int N, int Cl, int OC)
 {
+    tp_reduce_backward(g, dout, N * OC);
     if (db)
         bias_backward(db, dout, N, OC);
-    linear_backward(dinp, dw, NULL, dout, inp, w, N, Cl, OC); /* reduce: identity backward */
+    linear_backward(dinp, dw, NULL, dout, inp, w, N, Cl, OC);
 }
 
 void vocab_embedding_forward(const tt_grid *g, float *out, const int *idx, const float *w, int N,
                              int C, int v0, int Vl)
 {
     embedding_forward(out, idx, w, N, C, v0, Vl);
-    tp_allreduce(g, out, N * C);
+    tp_reduce_forward(g, out, N * C); /* rows outside the slice are zero here */
 }
 
 /* Real (non-padding) columns of this slice. */
@@ -100,7 +119,7 @@ void vocab_crossentropy_forward(const tt_grid *g, float *losses, float *probs,
                                 int V)
 {
     const int Vr = real_cols(Vl, v0, V);
-    float *mx = malloc((size_t)3 * N * sizeof(float));
+    float *mx = tt_malloc((size_t)3 * N * sizeof(float));
     float *se = mx + N, *tl = mx + 2 * N;
     for (int n = 0; n < N; n++) {
         const float *x = logits + (size_t)n * Vl;

@@ -306,15 +306,18 @@ static void block_forward(tt_model *m, tt_slot *s, int i, float *x_out /* N,C */
     float *tmp = m->dtmp; /* N,C scratch: the forward borrows a gradient buffer */
 
     layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->x_in, W(b->ln1_w), W(b->ln1_b), N, C);
-    column_linear_forward(a->q, a->ln1, W(b->q_w), W(b->q_b), N, C, Cl);
-    column_linear_forward(a->k, a->ln1, W(b->k_w), W(b->k_b), N, C, Cl);
-    column_linear_forward(a->v, a->ln1, W(b->v_w), W(b->v_b), N, C, Cl);
+    /* q, k and v are column-parallel layers reading the same input: one
+     * copy operator in front of all three (one all-reduce in backward). */
+    tp_copy_forward(g, a->ln1, N * C);
+    linear_forward(a->q, a->ln1, W(b->q_w), W(b->q_b), N, C, Cl);
+    linear_forward(a->k, a->ln1, W(b->k_w), W(b->k_b), N, C, Cl);
+    linear_forward(a->v, a->ln1, W(b->v_w), W(b->v_b), N, C, Cl);
     attention_forward(a->atty, a->att, a->q, a->k, a->v, B, T, m->NHl, hs);
     row_linear_forward(g, tmp, a->atty, W(b->proj_w), W(b->proj_b), N, Cl, C);
     residual_forward(a->x_mid, a->x_in, tmp, N * C);
 
     layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, W(b->ln2_w), W(b->ln2_b), N, C);
-    column_linear_forward(a->fc1, a->ln2, W(b->fc1_w), W(b->fc1_b), N, C, Hl);
+    column_linear_forward(g, a->fc1, a->ln2, W(b->fc1_w), W(b->fc1_b), N, C, Hl);
     const float *fc2_in = a->gelu;
     if (a->fc1_full) {
         /* --tp-mlp gather: every rank gathers the whole fc1 output (rank-major
@@ -347,7 +350,7 @@ static void block_backward(tt_model *m, tt_slot *s, int i)
     memset(dgelu, 0, (size_t)N * Hl * sizeof(float));
     if (a->fc1_full) {
         const size_t full = (size_t)m->sh.tp_size * N * Hl, mine = (size_t)m->sh.tp_rank * N * Hl;
-        row_linear_backward(dgelu, G(b->fc2_w), G(b->fc2_b), dres, a->gelu_full + mine,
+        row_linear_backward(g, dgelu, G(b->fc2_w), G(b->fc2_b), dres, a->gelu_full + mine,
                             W(b->fc2_w), N, Hl, C);
         /* Only this rank's block of the gathered activation fed its fc2; the
          * gather's backward (reduce-scatter) sums every rank's gradient of
@@ -358,7 +361,7 @@ static void block_backward(tt_model *m, tt_slot *s, int i)
         gelu_backward(m->dfull2, a->fc1_full, m->dfull, (int)full);
         tp_gather_backward(g, m->dfc1, m->dfull2, N * Hl);
     } else {
-        row_linear_backward(dgelu, G(b->fc2_w), G(b->fc2_b), dres, a->gelu, W(b->fc2_w), N, Hl, C);
+        row_linear_backward(g, dgelu, G(b->fc2_w), G(b->fc2_b), dres, a->gelu, W(b->fc2_w), N, Hl, C);
         memset(m->dfc1, 0, (size_t)N * Hl * sizeof(float));
         gelu_backward(m->dfc1, a->fc1, dgelu, N * Hl);
     }
@@ -369,7 +372,7 @@ static void block_backward(tt_model *m, tt_slot *s, int i)
 
     /* Attention branch: x_mid = x_in + proj(attention(q, k, v)) + proj.bias */
     memset(m->datty, 0, (size_t)N * Cl * sizeof(float));
-    row_linear_backward(m->datty, G(b->proj_w), G(b->proj_b), dres, a->atty, W(b->proj_w), N, Cl,
+    row_linear_backward(g, m->datty, G(b->proj_w), G(b->proj_b), dres, a->atty, W(b->proj_w), N, Cl,
                         C);
     memset(m->dq, 0, (size_t)N * Cl * sizeof(float));
     memset(m->dk, 0, (size_t)N * Cl * sizeof(float));
@@ -384,7 +387,7 @@ static void block_backward(tt_model *m, tt_slot *s, int i)
      * turns into steps of lr * noise / eps, different in every layout. */
     linear_backward(dtmp, G(b->k_w), NULL, m->dk, a->ln1, W(b->k_w), N, C, Cl);
     linear_backward(dtmp, G(b->v_w), G(b->v_b), m->dv, a->ln1, W(b->v_w), N, C, Cl);
-    tp_allreduce(g, dtmp, N * C); /* copy backward, once for q, k and v */
+    tp_copy_backward(g, dtmp, N * C); /* the shared copy of q, k and v: one all-reduce */
     layernorm_backward(dres, G(b->ln1_w), G(b->ln1_b), dtmp, a->x_in, W(b->ln1_w),
                        a->ln1_mean, a->ln1_rstd, N, C);
 }
@@ -406,7 +409,7 @@ double tt_chunk_forward(tt_model *m, tt_slot *s, const int *idx, const int *targ
         return 0.0;
     layernorm_forward(s->lnf, s->lnf_mean, s->lnf_rstd, s->x_out, W(m->ln_f_w), W(m->ln_f_b),
                       N, C);
-    column_linear_forward(s->logits, s->lnf, W(m->lm_head), NULL, N, C, m->Vl);
+    column_linear_forward(m->grid, s->logits, s->lnf, W(m->lm_head), NULL, N, C, m->Vl);
     if (!targets)
         return 0.0;
     memcpy(s->targets, targets, (size_t)N * sizeof(int));

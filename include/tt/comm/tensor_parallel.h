@@ -1,26 +1,41 @@
-/* tt/tensor_parallel.h - Megatron-style tensor parallelism: the layers' math
- * is the kernels' (on local slices); what TP adds is communication, written as
- * dual pairs so that the backward of each operator is the other's forward:
+/* tt/comm/tensor_parallel.h - Megatron-style tensor parallelism: the layers'
+ * math is the kernels' (on local slices); what TP adds is communication,
+ * written as four operators, each a dual pair (Megatron-LM's mappings: the
+ * backward of each is the other's forward):
  *
- *   copy    forward identity        backward all-reduce   (before column-parallel)
- *   reduce  forward all-reduce      backward identity     (after row-parallel)
- *   gather  forward all-gather      backward reduce-scatter
+ *   copy     forward identity          backward all-reduce   (in front of column-parallel)
+ *   reduce   forward all-reduce        backward identity     (after row-parallel)
+ *   gather   forward all-gather        backward reduce-scatter (sum, keep my block)
+ *   scatter  forward keep my block     backward all-gather
  *
+ * Every all-reduce, all-gather and reduce-scatter of the TP group happens in
+ * this file: in these operators, or in the vocabulary-parallel cross-entropy
+ * (three all-reduces of N floats).
  * A column-parallel linear holds rows [r*OC/tp, (r+1)*OC/tp) of W [OC, C]: its
  * input is replicated, its output is this rank's slice of the columns of y.
  * A row-parallel linear holds columns [r*C/tp, ...) of W [OC, C]: its input is
  * a slice, its output a partial sum that `reduce` completes; its bias is
  * replicated and added once, after the reduce.
  *
- * Every function takes the grid; with g == NULL or tp == 1 it reduces to the
- * single-GPU computation (no communication). All traffic is booked as TP. */
-#ifndef TT_TENSOR_PARALLEL_H
-#define TT_TENSOR_PARALLEL_H
+ * Every function that communicates takes the grid; with g == NULL or tp == 1
+ * it reduces to the single-GPU computation (no communication). All traffic
+ * is booked as TP. */
+#ifndef TT_COMM_TENSOR_PARALLEL_H
+#define TT_COMM_TENSOR_PARALLEL_H
 
 #include "tt/comm/grid.h"
 
-/* copy backward / reduce forward: in-place sum over the TP group. */
-void tp_allreduce(const tt_grid *g, float *x /* n */, int n);
+/* copy: x goes unchanged into a column-parallel layer (every rank holds all
+ * of it); backward, each rank's partial input gradient dx is summed in place
+ * over the TP group. Several column-parallel layers reading the same input
+ * (q, k and v) share one copy, so one all-reduce of their summed dx. */
+void tp_copy_forward(const tt_grid *g, const float *x /* n */, int n);
+void tp_copy_backward(const tt_grid *g, float *dx /* n */, int n);
+
+/* reduce: the partial sums of a row-parallel layer are summed in place;
+ * backward, the gradient reaches every rank's partial sum unchanged. */
+void tp_reduce_forward(const tt_grid *g, float *x /* n */, int n);
+void tp_reduce_backward(const tt_grid *g, const float *dx /* n */, int n);
 
 /* gather: full = [part of rank 0 | part of rank 1 | ...] (rank-major blocks
  * of n floats); backward: dpart = sum over ranks of their dfull's block r. */
@@ -28,9 +43,16 @@ void tp_gather_forward(const tt_grid *g, float *full /* tp*n */, const float *pa
 void tp_gather_backward(const tt_grid *g, float *dpart /* n */, const float *dfull /* tp*n */,
                         int n);
 
+/* scatter: part = this rank's block r of full (rank-major blocks of n floats,
+ * no communication); backward: dfull = every rank's dpart, gathered. */
+void tp_scatter_forward(const tt_grid *g, float *part /* n */, const float *full /* tp*n */,
+                        int n);
+void tp_scatter_backward(const tt_grid *g, float *dfull /* tp*n */, const float *dpart /* n */,
+                         int n);
+
 /* Column-parallel linear: out = inp W_l^T + b_l, with the copy operator in
  * front (the backward all-reduces dinp, which is overwritten, not added to). */
-void column_linear_forward(float *out /* N,OCl */, const float *inp /* N,C */,
+void column_linear_forward(const tt_grid *g, float *out /* N,OCl */, const float *inp /* N,C */,
                            const float *w /* OCl,C */, const float *b /* OCl or NULL */,
                            int N, int C, int OCl);
 void column_linear_backward(const tt_grid *g, float *dinp /* N,C */, float *dw /* OCl,C */,
@@ -44,7 +66,7 @@ void column_linear_backward(const tt_grid *g, float *dinp /* N,C */, float *dw /
 void row_linear_forward(const tt_grid *g, float *out /* N,OC */, const float *inp /* N,Cl */,
                         const float *w /* OC,Cl */, const float *b /* OC or NULL */, int N,
                         int Cl, int OC);
-void row_linear_backward(float *dinp /* N,Cl */, float *dw /* OC,Cl */, float *db /* OC */,
+void row_linear_backward(const tt_grid *g, float *dinp /* N,Cl */, float *dw /* OC,Cl */, float *db /* OC */,
                          const float *dout /* N,OC */, const float *inp /* N,Cl */,
                          const float *w /* OC,Cl */, int N, int Cl, int OC);
 
