@@ -1,5 +1,6 @@
 /* trace.c - capturing events on each rank and gathering them to rank 0 (the
- * writers of the Chrome trace and the SVG timeline are in trace_write.c). */
+ * writers of the Chrome trace and the SVG timeline are in trace_json.c and
+ * trace_svg.c). */
 #include "tt/show/trace.h"
 #include "tt/comm/comm.h"
 
