@@ -1,5 +1,6 @@
 /* trace.c - capturing a trace on every virtual GPU and gathering it to rank
- * 0 (the writers of the Chrome trace and the SVG timeline are beside it). */
+ * 0 (the writers are trace_json.c for the Chrome trace and trace_svg.c for
+ * the SVG timeline). */
 #include "tt/show/trace.h"
 #include "tt/comm/comm.h"
 

@@ -1,0 +1,120 @@
+/* trace_svg_layout.c - measuring the SVG timeline before it is drawn: the
+ * step's extent on each row and over all rows, the plot's width and time
+ * scale, and how the legend wraps (which sets the chart's height). */
+#include "show/trace_svg_layout.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* Each row's extent and compute time within the step (its idle fraction),
+ * and over all rows the step's extent, the widest row in boxes and the
+ * number of chunks per stage. */
+static void measure_rows(tt_svg_layout *L, const int *counts)
+{
+    const int W = L->g->world_size;
+    L->first = tt_malloc((size_t)(W + 1) * sizeof(int));
+    L->first[0] = 0;
+    for (int r = 0; r < W; r++)
+        L->first[r + 1] = L->first[r] + counts[r];
+    L->row_lo = tt_malloc((size_t)W * sizeof(double));
+    L->row_hi = tt_malloc((size_t)W * sizeof(double));
+    L->busy = tt_calloc((size_t)W, sizeof(double));
+    L->t_lo = INFINITY, L->t_hi = -INFINITY;
+    L->max_boxes = 0, L->v = 1;
+    for (int r = 0; r < W; r++) {
+        L->row_lo[r] = INFINITY, L->row_hi[r] = -INFINITY;
+        int boxes = 0;
+        for (int i = L->first[r]; i < L->first[r + 1]; i++) {
+            const tt_event *x = &L->ev[i];
+            if (x->step != L->step)
+                continue;
+            L->row_lo[r] = fmin(L->row_lo[r], x->t0);
+            L->row_hi[r] = fmax(L->row_hi[r], x->t1);
+            if (x->kind == TT_EV_FORWARD || x->kind == TT_EV_BACKWARD) {
+                L->busy[r] += x->t1 - x->t0;
+                boxes++;
+                if (x->chunk >= 0 && x->chunk / L->g->pp + 1 > L->v)
+                    L->v = x->chunk / L->g->pp + 1;
+            }
+        }
+        L->t_lo = fmin(L->t_lo, L->row_lo[r]);
+        L->t_hi = fmax(L->t_hi, L->row_hi[r]);
+        if (boxes > L->max_boxes)
+            L->max_boxes = boxes;
+    }
+}
+
+/* The plot's width and time scale, and where the axis and legend go. */
+static void scale_plot(tt_svg_layout *L)
+{
+    L->empty = !(L->t_hi > L->t_lo);
+    L->span_ms = L->empty ? 1.0 : (L->t_hi - L->t_lo) * 1e3;
+    /* About 40 units per compute box leaves room for a two-digit micro-batch
+     * number in the forwards (a third of a forward+backward pair) once the
+     * bubble takes its share; clamped so small runs are not cramped and big
+     * ones stay on a screen (a browser zooms the viewBox further). */
+    int plot_w = L->max_boxes * 40;
+    L->plot_w = plot_w < 900 ? 900 : plot_w > 2000 ? 2000 : plot_w;
+    L->px_per_ms = L->plot_w / L->span_ms;
+    L->plot_h = L->g->world_size * ROW_H;
+    L->axis_y = TOP + L->plot_h;
+    L->legend_y = L->axis_y + 44;
+    L->width = LABEL_W + L->plot_w + IDLE_W + 10;
+}
+
+static legend_item *add_legend_item(tt_svg_layout *L, rgb c, int strip)
+{
+    legend_item *it = &L->items[L->n_items++];
+    it->c = c;
+    it->strip = strip;
+    return it;
+}
+
+/* The legend's entries, wrapped into lines across the chart's width; the
+ * number of lines sets the chart's height. At most eight shades a direction
+ * are listed, which is what bounds items[]. */
+static void lay_out_legend(tt_svg_layout *L)
+{
+    L->n_items = 0;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < L->v && i < 8; i++) {
+            legend_item *it = add_legend_item(L, chunk_shade(k ? C_BWD : C_FWD, i, L->v), 0);
+            if (L->v > 1)
+                snprintf(it->text, sizeof it->text, "%s, stage's chunk %d", k ? "backward" : "forward", i);
+            else
+                snprintf(it->text, sizeof it->text, "%s", k ? "backward" : "forward");
+        }
+    snprintf(add_legend_item(L, C_OPT, 0)->text, sizeof L->items[0].text, "optimizer step");
+    const char *groups[] = {"TP", "PP", "DP", "other"};
+    for (int k = 0; k < 4; k++)
+        snprintf(add_legend_item(L, group_colour(groups[k]), 1)->text, sizeof L->items[0].text,
+                 "%s communication", groups[k]);
+    /* Text width estimated at 0.57 em per character: no font metrics in
+     * plain SVG, so this errs on the wide side. */
+    int line = 0;
+    for (int k = 0, lx = 12; k < L->n_items; k++) {
+        int w = 22 + (int)(6.6 * strlen(L->items[k].text)) + 18;
+        if (lx + w > L->width - 10)
+            lx = 12, line++;
+        L->items[k].x = lx, L->items[k].line = line;
+        lx += w;
+    }
+    L->last_line = line;
+    L->height = L->legend_y + (line + 2) * 20 + 8;
+}
+
+void tt_svg_layout_measure(tt_svg_layout *L, const tt_grid *g, const tt_event *ev,
+                           const int *counts, int step)
+{
+    memset(L, 0, sizeof *L);
+    L->g = g, L->ev = ev, L->step = step;
+    measure_rows(L, counts);
+    scale_plot(L);
+    lay_out_legend(L);
+}
+
+void tt_svg_layout_free(tt_svg_layout *L)
+{
+    free(L->first), free(L->row_lo), free(L->row_hi), free(L->busy);
+    L->first = NULL, L->row_lo = L->row_hi = L->busy = NULL;
+}
