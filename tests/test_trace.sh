@@ -31,7 +31,7 @@ except (OSError, ValueError) as err:
 if doc.get("displayTimeUnit") != "ms":
     bad.append("displayTimeUnit is not ms")
 evs = doc.get("traceEvents", [])
-def name_of(r):  # TP fastest, then DP, then PP (include/tt/grid.h)
+def name_of(r):  # TP fastest, then DP, then PP (include/tt/comm/grid.h)
     return "gpu%d(dp%d,pp%d,tp%d)" % (r, (r // tp) % dp, r // (tp * dp), r % tp)
 procs = {e["pid"]: e["args"]["name"] for e in evs if e.get("ph") == "M" and e.get("name") == "process_name"}
 nproc = sum(1 for e in evs if e.get("ph") == "M" and e.get("name") == "process_name")

@@ -11,7 +11,8 @@
 #include "tt/core/common.h"
 #include "tt/app/flags.h"
 #include "tt/comm/grid.h"
-#include "tt/train/train.h"
+#include "tt/app/run.h"
+#include "tt/train/resume.h"
 
 int main(int argc, char **argv)
 {
@@ -56,7 +57,7 @@ int main(int argc, char **argv)
                 if (rank == 0)
                     tt_grid_print(&grid, stdout);
             } else {
-                status = tt_train_main(&rc, &grid);
+                status = tt_run_main(&rc, &grid);
             }
             tt_grid_free(&grid);
         }

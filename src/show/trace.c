@@ -4,6 +4,7 @@
 #include "tt/show/trace.h"
 #include "tt/comm/comm.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* Every counted transfer becomes an event while the log records. */
@@ -38,4 +39,28 @@ tt_event *tt_trace_gather(const tt_grid *g, int **counts)
     }
     free(bytes);
     return all;
+}
+
+int tt_trace_finish(const tt_grid *g, const char *json, const char *svg, long last_step)
+{
+    int *counts = NULL;
+    tt_event *ev = tt_trace_gather(g, &counts);
+    tt_err e;
+    int bad = 0;
+    if (g->world_rank == 0) {
+        if (json && tt_trace_write_json(json, g, ev, counts, &e) == 0)
+            printf("trace of steps %ld..%ld written to '%s' (open it in ui.perfetto.dev)\n",
+                   last_step > 0 ? last_step - 1 : 0, last_step, json);
+        else if (json)
+            bad = 1;
+        if (!bad && svg && tt_trace_write_svg(svg, g, ev, counts, (int)last_step, &e) == 0)
+            printf("timeline of step %ld written to '%s'\n", last_step, svg);
+        else if (!bad && svg)
+            bad = 1;
+        if (bad)
+            fprintf(stderr, "tiny_transformer: %s\n", e.msg);
+    }
+    free(ev);
+    free(counts);
+    return tt_agree_status(g, bad);
 }

@@ -1,4 +1,4 @@
-/* tt/grid.h - the virtual GPU grid: world = tp x pp x dp MPI ranks.
+/* tt/comm/grid.h - the virtual GPU grid: world = tp x pp x dp MPI ranks.
  *
  * Rank order is TP fastest (Megatron's convention), so tensor-parallel peers
  * are neighbours, the "same server, NVLink" group:

@@ -1,4 +1,4 @@
-/* tt/common.h - small shared helpers: error reporting, allocation, timing.
+/* tt/core/common.h - small shared helpers: error reporting, allocation, timing.
  *
  * Library functions never print or exit on bad input: they fill a tt_err and
  * return -1, so the caller (which knows whether it is rank 0, and whether the

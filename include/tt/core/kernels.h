@@ -1,4 +1,4 @@
-/* tt/kernels.h - forward/backward kernel pairs on plain float arrays.
+/* tt/core/kernels.h - forward/backward kernel pairs on plain float arrays.
  *
  * Conventions (as in llm.c): outputs first; N = number of token rows (B*T),
  * C = input channels, OC = output channels, B,T,NH,hs,V as usual; every

@@ -1,4 +1,4 @@
-/* tt/memory.h - each virtual GPU's memory: a budget (--gpu-mem) and an exact
+/* tt/core/memory.h - each virtual GPU's memory: a budget (--gpu-mem) and an exact
  * account of what the GPU holds, by the categories of the seeds' Figure 8-1:
  * weights, activations (the weighted sums z and outputs y kept for the
  * backward), errors (activation gradients), local gradients, buffers for data

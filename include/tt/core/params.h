@@ -1,4 +1,4 @@
-/* tt/params.h - the parameter table: every tensor is a shard of a named global
+/* tt/core/params.h - the parameter table: every tensor is a shard of a named global
  * tensor, and all shards live in one contiguous buffer per kind (weights,
  * gradients, Adam m, Adam v), carved by the table.
  *

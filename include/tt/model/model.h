@@ -1,4 +1,4 @@
-/* tt/model.h - the GPT of DESIGN section 4, one pipeline stage of it on one
+/* tt/model/model.h - the GPT of DESIGN section 4, one pipeline stage of it on one
  * virtual GPU.
  *
  *   x      = tok_emb[idx] + pos_emb[0..T)
@@ -7,9 +7,10 @@
  *   logits = lm_head( ln_f(x) )
  *   loss   = mean cross-entropy of the next byte
  *
- * A tt_model holds the shards of one stage (a run of blocks; the first stage
- * also the embeddings, the last ln_f, lm_head and the loss) for one TP rank.
- * Today a single virtual GPU holds everything: tp = 1, one stage. */
+ * A tt_model holds the shards of one pipeline stage (its chunks of blocks;
+ * the first chunk of the model also the embeddings, the last ln_f, lm_head
+ * and the loss) for one TP rank. On a single virtual GPU it is the whole
+ * model. */
 #ifndef TT_MODEL_H
 #define TT_MODEL_H
 

@@ -1,4 +1,4 @@
-/* tt/data_parallel.h - data parallelism: every DP replica holds the same
+/* tt/parallel/data_parallel.h - data parallelism: every DP replica holds the same
  * shards, trains on its B/dp sequences of the global batch, and the gradients
  * are summed over the DP group before the update, so all replicas apply the
  * same update and stay bit-identical. */

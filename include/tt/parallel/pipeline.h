@@ -1,4 +1,4 @@
-/* tt/pipeline.h - pipeline schedules as data.
+/* tt/parallel/pipeline.h - pipeline schedules as data.
  *
  * Before a step, every stage's list of actions (forward micro-batch i of
  * chunk c, backward, send, receive) is generated; all stages' lists are then

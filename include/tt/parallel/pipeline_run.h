@@ -1,4 +1,4 @@
-/* tt/pipeline_run.h - running a pipeline: the split of the blocks into
+/* tt/parallel/pipeline_run.h - running a pipeline: the split of the blocks into
  * stages, each rank's shard, and the executor that runs a stage's action
  * list (tt/pipeline.h) with the model's chunk forward/backward and MPI
  * point-to-point transfers between the stages' ranks of equal (dp, tp). */

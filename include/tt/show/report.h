@@ -1,4 +1,4 @@
-/* tt/report.h - what every virtual GPU did: its communication, measured by
+/* tt/show/report.h - what every virtual GPU did: its communication, measured by
  * the counters of tt/comm.h, next to the closed-form expectation for the
  * configuration (formulas in doc/communication.md). */
 #ifndef TT_REPORT_H

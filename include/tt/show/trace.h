@@ -28,4 +28,10 @@ int tt_trace_write_json(const char *path, const tt_grid *g, const tt_event *ev,
 int tt_trace_write_svg(const char *path, const tt_grid *g, const tt_event *ev, const int *counts,
                        int step, tt_err *e);
 
+/* Collective: gathers the events and writes the Chrome trace `json` (steps
+ * last_step-1 and last_step) and the timeline `svg` (last_step), either may be
+ * NULL; rank 0 says where they went, or prints the one error. Returns 1 on
+ * every rank if a file could not be written, else 0. */
+int tt_trace_finish(const tt_grid *g, const char *json, const char *svg, long last_step);
+
 #endif

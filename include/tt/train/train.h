@@ -1,5 +1,7 @@
-/* tt/train.h - the training loop: sampler -> micro-batches -> forward/backward
- * -> clip -> AdamW, with eval, logging, checkpoints and a generated sample. */
+/* tt/train/train.h - one training step: sampler -> micro-batches ->
+ * forward/backward through the pipeline -> DP sync -> clip -> AdamW; and the
+ * forward-only uses of the pipeline (eval loss, greedy generation). The whole
+ * run around them (setup, the loop, reports) is tt/app/run.h. */
 #ifndef TT_TRAIN_H
 #define TT_TRAIN_H
 
@@ -30,14 +32,9 @@ double tt_eval_loss(tt_pipe *pp, const tt_corpus *c);
  * over the replica's pipeline and TP groups; every rank gets the text. */
 void tt_generate(tt_pipe *pp, const char *prompt, int len, char *out);
 
-/* For --resume: reads the checkpoint's metadata and completes rc with its
- * model shape and hyper-parameters (for every flag not given; a given model
- * shape that contradicts it is an error) and its step. Every rank reads the
- * same file, so all reach the same verdict. */
-int tt_resume_prepare(tt_run_config *rc, tt_err *e);
-
-/* The whole program on this rank's virtual GPU of grid g: returns the exit
- * status, the same on every rank. */
-int tt_train_main(const tt_run_config *rc, const tt_grid *g);
+/* A value computed on the ranks of the last stage (identical on its TP
+ * ranks), summed over the DP replicas: each replica's share counted once.
+ * Collective (booked as other); g NULL: v. */
+double tt_sum_from_last_stage(const tt_grid *g, const tt_model *m, double v);
 
 #endif

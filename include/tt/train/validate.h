@@ -1,4 +1,4 @@
-/* tt/validate.h - the oracle behind --validate: "the sharded run is the
+/* tt/train/validate.h - the oracle behind --validate: "the sharded run is the
  * unsharded run".
  *
  * With --validate, rank 0 also trains the unsharded reference (one virtual GPU, the whole

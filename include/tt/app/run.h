@@ -1,0 +1,14 @@
+/* tt/app/run.h - the whole program on one virtual GPU: set up, train, report,
+ * save (src/app/run.c). */
+#ifndef TT_APP_RUN_H
+#define TT_APP_RUN_H
+
+#include "tt/comm/grid.h"
+#include "tt/core/config.h"
+
+/* Runs the configuration on this rank's virtual GPU of grid g (rc already
+ * parsed, and completed by tt_resume_prepare when resuming): returns the
+ * exit status, the same on every rank. */
+int tt_run_main(const tt_run_config *rc, const tt_grid *g);
+
+#endif

@@ -1,0 +1,23 @@
+/* tt/train/resume.h - a run's checkpoints: resuming completes the run's
+ * configuration from the file, saving writes the run's state. */
+#ifndef TT_TRAIN_RESUME_H
+#define TT_TRAIN_RESUME_H
+
+#include "tt/comm/grid.h"
+#include "tt/core/common.h"
+#include "tt/core/config.h"
+#include "tt/model/model.h"
+
+/* For --resume: reads the checkpoint's metadata and completes rc with its
+ * model shape and hyper-parameters (for every flag not given; a given model
+ * shape that contradicts it is an error) and its step. Every rank reads the
+ * same file, so all reach the same verdict. */
+int tt_resume_prepare(tt_run_config *rc, tt_err *e);
+
+/* Collective: saves the model's weights and Adam moments at `step` as the
+ * global checkpoint `path`; on failure every rank returns -1 with the same
+ * message and `path` is left as it was. */
+int tt_run_save(const tt_run_config *rc, const tt_model *m, const tt_grid *g, long step,
+                const char *path, tt_err *e);
+
+#endif

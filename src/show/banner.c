@@ -1,0 +1,110 @@
+/* banner.c - what a run says before its first step (the layout, the model,
+ * the parameters one GPU holds, the data, the batch and how it is shared
+ * out, the steps) and the sample it prints at the end. Rank 0 prints. */
+#include "tt/show/banner.h"
+#include "tt/core/memory.h"
+#include "tt/parallel/data_parallel.h"
+
+#include <stdio.h>
+
+/* Parameters of the whole model (global shapes of every tensor). */
+static long count_params(const tt_config *cfg)
+{
+    tt_params whole;
+    tt_shard_spec spec = tt_shard_whole(cfg);
+    tt_model_shard_table(&whole, cfg, &spec);
+    long n = 0;
+    for (int i = 0; i < whole.n; i++)
+        n += (long)whole.t[i].gshape[0] * whole.t[i].gshape[1];
+    tt_params_free(&whole);
+    return n;
+}
+
+/* What one virtual GPU holds: its slices of the split tensors (with any
+ * vocabulary padding) and the whole replicated ones. */
+static void print_param_memory(const tt_model *m, const tt_grid *g)
+{
+    long split_global = 0, split_local = 0, repl = 0;
+    for (int i = 0; i < m->P.n; i++) {
+        const tt_tensor *t = &m->P.t[i];
+        if (t->replicated) {
+            repl += (long)t->numel;
+        } else {
+            split_global += (long)t->gshape[0] * t->gshape[1];
+            split_local += (long)t->numel;
+        }
+    }
+    long per = split_global / g->tp, pad = split_local - per;
+    long total = split_local + repl;
+    char name[48];
+    printf("parameters on %s: %ld split (%ld / tp %d", tt_gpu_name(g, g->world_rank, name, sizeof name),
+           split_local, split_global, g->tp);
+    if (pad)
+        printf(", %+ld for the padded vocabulary", pad);
+    char h[32];
+    printf(") + %ld replicated = %ld floats, %s of weights (x4 with gradients and "
+           "Adam moments)\n", repl, total, tt_mem_human((size_t)total * 4, h, sizeof h));
+}
+
+#define SAY(...) do { if (rank == 0) printf(__VA_ARGS__); } while (0)
+
+void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *m,
+                   const tt_corpus *corpus, long step0)
+{
+    const int rank = g->world_rank;
+    char name[48];
+    SAY("tiny_transformer: %d virtual GPU%s as tp %d x pp %d x dp %d; model L=%d C=%d NH=%d "
+        "T=%d V=%d, %ld parameters\n", g->world_size, g->world_size > 1 ? "s" : "", g->tp, g->pp,
+        g->dp, rc->model.L, rc->model.C, rc->model.NH, rc->model.T, rc->model.V,
+        count_params(&rc->model));
+    if (rank == 0)
+        print_param_memory(m, g);
+    SAY("data: %s; train %zu bytes, eval %zu bytes\n", corpus->source, corpus->ntrain,
+        corpus->n - corpus->ntrain);
+    const int local = rc->batch / g->dp, mb = local / rc->micro_batches;
+    SAY("global batch %d sequences x %d tokens; each DP replica takes %d in %d micro-batch%s "
+        "of %d\n", rc->batch, rc->model.T, local, rc->micro_batches,
+        rc->micro_batches > 1 ? "es" : "", mb);
+    if (g->dp > 1)
+        for (int d = 0; d < g->dp; d++)
+            SAY("  %s: samples %d..%d of every step\n",
+                tt_gpu_name(g, tt_grid_rank_of(g, d, 0, 0), name, sizeof name), d * local,
+                (d + 1) * local - 1);
+    if (g->dp > 1) {
+        size_t n = m->P.total;
+        char h[32];
+        SAY("DP gradient sync: %zu floats (%s) summed per step in %ld all-reduce bucket%s "
+            "of up to %zu bytes\n", n, tt_mem_human(n * 4, h, sizeof h),
+            tt_dp_buckets(n, rc->dp_bucket), tt_dp_buckets(n, rc->dp_bucket) > 1 ? "s" : "",
+            rc->dp_bucket);
+    }
+    long end = rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps;
+    if (end > step0)
+        SAY("steps %ld..%ld of %ld; lr %g -> %g, warm-up %d%s\n", step0, end - 1, rc->steps,
+            rc->optim.lr, rc->optim.lr_min, rc->optim.warmup,
+            rc->validate ? "; --validate: rank 0 also trains the unsharded reference" : "");
+    else
+        SAY("no training steps in this run (at step %ld of %ld)\n", step0, rc->steps);
+    if (rc->resume)
+        SAY("resumed from '%s' at step %ld\n", rc->resume, step0);
+    fflush(stdout);
+}
+
+/* Print a generated sample with control bytes made visible, so a model that
+ * has not learned yet cannot garble the terminal. */
+void tt_sample_print(const char *s)
+{
+    printf("sample: \"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '\n')
+            printf("\\n");
+        else if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 32 || *p >= 127)
+            printf("\\x%02x", *p);
+        else
+            putchar(*p);
+    }
+    printf("\"\n");
+}
+

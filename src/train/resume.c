@@ -1,0 +1,79 @@
+/* resume.c - checkpoints as seen by a run: completing a resumed run's
+ * configuration from the file (every flag the user did not give), and saving
+ * the run's state collectively. The file format itself is the checkpoint
+ * module's. */
+#include "tt/train/resume.h"
+#include "tt/train/checkpoint.h"
+
+#include <string.h>
+
+/* Adopts the checkpoint's model config and hyper-parameters for every flag the
+ * user did not give, and refuses a model shape that contradicts it. */
+static int merge_resume(tt_run_config *rc, const tt_ckpt_info *info, tt_err *e)
+{
+    const tt_config *ck = &info->run.model;
+    struct { unsigned bit; const char *flag; int *mine; int theirs; } shape[] = {
+        {TT_GIVEN_LAYERS, "--layers", &rc->model.L, ck->L},
+        {TT_GIVEN_DIM, "--dim", &rc->model.C, ck->C},
+        {TT_GIVEN_HEADS, "--heads", &rc->model.NH, ck->NH},
+        {TT_GIVEN_SEQ, "--seq", &rc->model.T, ck->T},
+    };
+    for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++) {
+        if ((rc->given & shape[i].bit) && *shape[i].mine != shape[i].theirs)
+            return tt_fail(e, "checkpoint '%s' holds a model with %s %d, but %s %d was given",
+                           rc->resume, shape[i].flag, shape[i].theirs, shape[i].flag,
+                           *shape[i].mine);
+        *shape[i].mine = shape[i].theirs;
+    }
+    if (ck->V != rc->model.V)
+        return tt_fail(e, "checkpoint '%s' has a vocabulary of %d, this program uses %d",
+                       rc->resume, ck->V, rc->model.V);
+    /* Hyper-parameters: the flag when given, else the checkpoint's. */
+    const tt_run_config *r = &info->run;
+    struct { unsigned bit; void *mine; const void *theirs; size_t size; } hyper[] = {
+        {TT_GIVEN_BATCH, &rc->batch, &r->batch, sizeof rc->batch},
+        {TT_GIVEN_MICRO, &rc->micro_batches, &r->micro_batches, sizeof rc->micro_batches},
+        {TT_GIVEN_STEPS, &rc->steps, &r->steps, sizeof rc->steps},
+        {TT_GIVEN_LR, &rc->optim.lr, &r->optim.lr, sizeof rc->optim.lr},
+        {TT_GIVEN_LR_MIN, &rc->optim.lr_min, &r->optim.lr_min, sizeof rc->optim.lr_min},
+        {TT_GIVEN_WARMUP, &rc->optim.warmup, &r->optim.warmup, sizeof rc->optim.warmup},
+        {TT_GIVEN_WD, &rc->optim.weight_decay, &r->optim.weight_decay,
+         sizeof rc->optim.weight_decay},
+        {TT_GIVEN_CLIP, &rc->optim.clip, &r->optim.clip, sizeof rc->optim.clip},
+        {TT_GIVEN_BETA1, &rc->optim.beta1, &r->optim.beta1, sizeof rc->optim.beta1},
+        {TT_GIVEN_BETA2, &rc->optim.beta2, &r->optim.beta2, sizeof rc->optim.beta2},
+        {TT_GIVEN_SEED, &rc->seed, &r->seed, sizeof rc->seed},
+    };
+    for (size_t i = 0; i < sizeof hyper / sizeof hyper[0]; i++)
+        if (!(rc->given & hyper[i].bit))
+            memcpy(hyper[i].mine, hyper[i].theirs, hyper[i].size);
+    rc->optim.eps = r->optim.eps;
+    if (rc->steps < info->step)
+        return tt_fail(e, "--steps %ld is below the checkpoint's step %ld ('%s'): --steps is "
+                       "the total length of the run", rc->steps, info->step, rc->resume);
+    return 0;
+}
+
+int tt_resume_prepare(tt_run_config *rc, tt_err *e)
+{
+    tt_ckpt_info info;
+    if (tt_checkpoint_read_info(rc->resume, &info, e) || merge_resume(rc, &info, e))
+        return -1;
+    rc->resume_step = info.step;
+    return 0;
+}
+
+int tt_run_save(const tt_run_config *rc, const tt_model *m, const tt_grid *g, long step,
+                const char *path, tt_err *e)
+{
+    tt_ckpt_info info;
+    memset(&info, 0, sizeof info);
+    info.step = step;
+    info.run = *rc;
+    info.tp = g->tp;
+    info.pp = g->pp;
+    info.dp = g->dp;
+    /* Collective: every GPU writes its canonical slices of the global
+     * tensors with MPI-IO, so the file is the unsharded model's. */
+    return tt_checkpoint_save_sharded(path, g, &m->P, &info, e);
+}
