@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "tt/train/data.h"
+#include "tt/core/data.h"
 #include "tt/model/model.h"
 #include "tt/train/optim.h"
 #include "tt/train/train.h"

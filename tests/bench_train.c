@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "tt/core/common.h"
-#include "tt/train/data.h"
+#include "tt/core/data.h"
 #include "tt/model/model.h"
 #include "tt/train/train.h"
 

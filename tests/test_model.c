@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tt/train/data.h"
+#include "tt/core/data.h"
 #include "tt/model/model.h"
 #include "tt/core/params.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tt/train/data.h"
+#include "tt/core/data.h"
 #include "tt/train/optim.h"
 #include "tt/core/params.h"
 

@@ -7,7 +7,7 @@
 
 #include <mpi.h>
 #include "tt/core/config.h"
-#include "tt/train/data.h"
+#include "tt/core/data.h"
 #include "tt/comm/grid.h"
 #include "tt/model/model.h"
 #include "tt/parallel/pipeline.h"

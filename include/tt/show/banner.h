@@ -6,7 +6,7 @@
 #include "tt/comm/grid.h"
 #include "tt/core/config.h"
 #include "tt/model/model.h"
-#include "tt/train/data.h"
+#include "tt/core/data.h"
 
 /* Rank 0 prints the layout, the model and its parameters, the parameters on
  * this GPU, the data, how the global batch is shared out, the DP buckets and

@@ -6,7 +6,7 @@
 #define TT_TRAIN_H
 
 #include "tt/core/config.h"
-#include "tt/train/data.h"
+#include "tt/core/data.h"
 #include "tt/comm/grid.h"
 #include "tt/model/model.h"
 #include "tt/parallel/pipeline_run.h"

@@ -23,7 +23,7 @@
 
 #include <stdio.h>
 #include "tt/core/config.h"
-#include "tt/train/data.h"
+#include "tt/core/data.h"
 #include "tt/comm/grid.h"
 #include "tt/model/model.h"
 

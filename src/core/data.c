@@ -1,5 +1,5 @@
 /* data.c - the corpus (a file's bytes or a generated text) and the sampler. */
-#include "tt/train/data.h"
+#include "tt/core/data.h"
 #include "tt/core/params.h"
 
 #include <errno.h>

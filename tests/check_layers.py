@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""check_layers.py ROOT - the dependency rules of the source tree (doc/design.md,
+"Module map"), checked from the #include lines:
+
+  1. layers: src/LAYER/*.c and include/tt/LAYER/*.h may include headers of
+     their own layer and of the layers before it, never of a later one:
+         core -> comm -> model -> parallel -> train -> show -> app
+  2. no cycle: a module (a header and the .c files of the same name) depends on
+     the modules whose headers it includes; that graph must have no cycle.
+  3. MPI: outside src/comm/, only the MPI-IO checkpoint writer calls MPI's
+     transfers and collectives directly (the rest goes through tt/comm/comm.h).
+
+Prints every violation and exits 1, or prints a summary and exits 0.
+"""
+import os
+import re
+import sys
+
+LAYERS = ["core", "comm", "model", "parallel", "train", "show", "app"]
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# Calls that move data or synchronise; MPI_Init/Finalize/Comm_split and the
+# like (setting MPI up) are not transfers.
+TRANSFER = re.compile(r"\bMPI_(?:Send|Isend|Recv|Irecv|Wait\w*|Allreduce|Allgather\w*|"
+                      r"Reduce\w*|Bcast|Gather\w*|Scatter\w*|Alltoall\w*|Barrier)\s*\(")
+MPI_ALLOWED = ("src/comm/", "src/train/ckpt_mpiio.c", "src/train/checkpoint.c")
+
+
+def sources(root):
+    """(path relative to root, layer, module name) of every file that counts."""
+    for base in ("src", os.path.join("include", "tt")):
+        for layer in LAYERS:
+            d = os.path.join(root, base, layer)
+            if not os.path.isdir(d):
+                continue
+            for f in sorted(os.listdir(d)):
+                if f.endswith((".c", ".h")):
+                    yield os.path.join(base, layer, f), layer, layer + "/" + f[:-2]
+
+
+def target(inc, layer):
+    """(layer, module) an include names, or None for outside headers."""
+    parts = inc.split("/")
+    if len(parts) == 3 and parts[0] == "tt" and parts[1] in LAYERS:
+        return parts[1], parts[1] + "/" + parts[2][:-2]
+    if len(parts) == 2 and parts[0] in LAYERS:      # src-private: "core/simd.h"
+        return parts[0], parts[0] + "/" + parts[1][:-2]
+    if len(parts) == 1 and inc != "config.h":        # beside it: "outfile.h"
+        return layer, layer + "/" + inc[:-2]
+    return None
+
+
+def main(root):
+    errors, edges, nfiles = [], {}, 0
+    for rel, layer, module in sources(root):
+        nfiles += 1
+        text = open(os.path.join(root, rel), encoding="utf-8").read()
+        for inc in INCLUDE.findall(text):
+            t = target(inc, layer)
+            if t is None:
+                continue
+            tlayer, tmod = t
+            if LAYERS.index(tlayer) > LAYERS.index(layer):
+                errors.append("%s (layer %s) includes %s of the later layer %s"
+                              % (rel, layer, inc, tlayer))
+            if tmod != module:
+                edges.setdefault(module, set()).add(tmod)
+        if rel.startswith("src/") and not rel.startswith(MPI_ALLOWED):
+            for m in TRANSFER.finditer(text):
+                line = text.count("\n", 0, m.start()) + 1
+                errors.append("%s:%d calls %s directly (use tt/comm/comm.h)"
+                              % (rel, line, m.group(0).rstrip("( ")))
+    # Cycles: depth-first search, reporting one cycle path per back edge.
+    state, stack = {}, []
+
+    def visit(u):
+        state[u] = 1
+        stack.append(u)
+        for v in sorted(edges.get(u, ())):
+            if state.get(v) == 1:
+                cyc = stack[stack.index(v):] + [v]
+                errors.append("dependency cycle: " + " -> ".join(cyc))
+            elif v not in state:
+                visit(v)
+        stack.pop()
+        state[u] = 2
+
+    for u in sorted(edges):
+        if u not in state:
+            visit(u)
+    for e in errors:
+        print("VIOLATION: " + e)
+    if errors:
+        return 1
+    print("layers ok: %d files, %d modules, %d dependencies, no cycle, MPI only through comm"
+          % (nfiles, len(set(edges) | {v for s in edges.values() for v in s}),
+             sum(len(s) for s in edges.values())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "."))
