@@ -25,6 +25,15 @@ TRANSFER = re.compile(r"\bMPI_(?:Send|Isend|Recv|Irecv|Wait\w*|Allreduce|Allgath
 MPI_ALLOWED = ("src/comm/", "src/train/ckpt_mpiio.c", "src/train/checkpoint.c")
 
 
+def module_of(layer, filename):
+    """A module is a header and the .c files of the same name; a private
+    NAME_internal.h belongs to module NAME."""
+    name = filename.rsplit(".", 1)[0]
+    if name.endswith("_internal"):
+        name = name[: -len("_internal")]
+    return layer + "/" + name
+
+
 def sources(root):
     """(path relative to root, layer, module name) of every file that counts."""
     for base in ("src", os.path.join("include", "tt")):
@@ -34,18 +43,18 @@ def sources(root):
                 continue
             for f in sorted(os.listdir(d)):
                 if f.endswith((".c", ".h")):
-                    yield os.path.join(base, layer, f), layer, layer + "/" + f[:-2]
+                    yield os.path.join(base, layer, f), layer, module_of(layer, f)
 
 
 def target(inc, layer):
     """(layer, module) an include names, or None for outside headers."""
     parts = inc.split("/")
     if len(parts) == 3 and parts[0] == "tt" and parts[1] in LAYERS:
-        return parts[1], parts[1] + "/" + parts[2][:-2]
+        return parts[1], module_of(parts[1], parts[2])
     if len(parts) == 2 and parts[0] in LAYERS:      # src-private: "core/simd.h"
-        return parts[0], parts[0] + "/" + parts[1][:-2]
+        return parts[0], module_of(parts[0], parts[1])
     if len(parts) == 1 and inc != "config.h":        # beside it: "outfile.h"
-        return layer, layer + "/" + inc[:-2]
+        return layer, module_of(layer, inc)
     return None
 
 

@@ -1,0 +1,139 @@
+/* slots.c - the activations of one (micro-batch, chunk) kept between its
+ * forward and its backward. A pipeline stage holds as many as its schedule
+ * has micro-batches in flight, so they come from a pool that grows to the
+ * schedule's peak before the first step (tt_slot_reserve) and are booked in
+ * the virtual GPU's memory account as they are allocated. */
+#include "tt/model/model.h"
+#include "model/model_internal.h"
+#include "tt/core/common.h"
+#include "tt/core/memory.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Allocates one slot for local chunk j, sized for Bmax sequences. */
+static tt_slot *slot_new(tt_model *m, int j)
+{
+    const size_t N = (size_t)m->Bmax * m->cfg.T;
+    const int C = m->cfg.C, T = m->cfg.T, Cl = m->Cl, Hl = m->Hl, nb = m->chunk_len[j];
+    const size_t full = (size_t)m->sh.tp_size * N * Hl;
+    const int gather = m->sh.mlp_gather && m->sh.tp_size > 1;
+    tt_slot *s = tt_calloc(1, sizeof *s);
+    s->chunk = j;
+    s->acts = tt_calloc((size_t)(nb > 0 ? nb : 1), sizeof *s->acts);
+    size_t floats = 0;
+#define SLOT_BUF(ptr, n) (floats += (n), (ptr) = tt_fbuf(n))
+    for (int l = 0; l < nb; l++) {
+        tt_block_acts *a = &s->acts[l];
+        SLOT_BUF(a->x_in, N * C);
+        SLOT_BUF(a->ln1, N * C);
+        SLOT_BUF(a->ln1_mean, N);
+        SLOT_BUF(a->ln1_rstd, N);
+        SLOT_BUF(a->q, N * Cl);
+        SLOT_BUF(a->k, N * Cl);
+        SLOT_BUF(a->v, N * Cl);
+        SLOT_BUF(a->att, (size_t)m->Bmax * m->NHl * T * T);
+        SLOT_BUF(a->atty, N * Cl);
+        SLOT_BUF(a->x_mid, N * C);
+        SLOT_BUF(a->ln2, N * C);
+        SLOT_BUF(a->ln2_mean, N);
+        SLOT_BUF(a->ln2_rstd, N);
+        SLOT_BUF(a->fc1, N * Hl);
+        SLOT_BUF(a->gelu, N * Hl);
+        if (gather) {
+            SLOT_BUF(a->fc1_full, full);
+            SLOT_BUF(a->gelu_full, full);
+        }
+    }
+    SLOT_BUF(s->x_out, N * C);
+    if (tt_has_head(m, j)) {
+        SLOT_BUF(s->lnf, N * C);
+        SLOT_BUF(s->lnf_mean, N);
+        SLOT_BUF(s->lnf_rstd, N);
+        SLOT_BUF(s->logits, N * m->Vl);
+        SLOT_BUF(s->probs, N * m->Vl);
+        SLOT_BUF(s->losses, N);
+    }
+#undef SLOT_BUF
+    s->idx = tt_calloc(N, sizeof(int));
+    s->targets = tt_calloc(N, sizeof(int));
+    s->bytes = floats * sizeof(float) + 2 * N * sizeof(int);
+    if (m->tracked)
+        tt_mem_account(TT_MEM_ACTIVATIONS, s->bytes, "the activations of one more micro-batch");
+    return s;
+}
+
+static void slot_free(tt_model *m, tt_slot *s)
+{
+    if (m->tracked)
+        tt_mem_release(TT_MEM_ACTIVATIONS, s->bytes);
+    for (int l = 0; l < m->chunk_len[s->chunk]; l++) {
+        tt_block_acts *a = &s->acts[l];
+        float *bufs[] = {a->x_in, a->ln1, a->ln1_mean, a->ln1_rstd, a->q, a->k, a->v, a->att,
+                         a->atty, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->fc1, a->gelu,
+                         a->fc1_full, a->gelu_full};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            free(bufs[i]);
+    }
+    float *bufs[] = {s->x_out, s->lnf, s->lnf_mean, s->lnf_rstd, s->logits, s->probs, s->losses};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
+    free(s->acts);
+    free(s->idx);
+    free(s->targets);
+    free(s);
+}
+
+tt_slot *tt_slot_acquire(tt_model *m, int j, int B)
+{
+    tt_slot *s = NULL;
+    for (int i = 0; i < m->nslots && !s; i++)
+        if (!m->slots[i]->in_use && m->slots[i]->chunk == j)
+            s = m->slots[i];
+    if (!s) {
+        if (m->nslots == m->slots_cap) {
+            m->slots_cap = m->slots_cap ? 2 * m->slots_cap : 8;
+            tt_slot **n = tt_malloc((size_t)m->slots_cap * sizeof *n);
+            if (m->nslots)
+                memcpy(n, m->slots, (size_t)m->nslots * sizeof *n);
+            free(m->slots);
+            m->slots = n;
+        }
+        s = m->slots[m->nslots++] = slot_new(m, j);
+    }
+    s->in_use = 1;
+    s->B = B;
+    if (++m->slots_in_use > m->slots_peak)
+        m->slots_peak = m->slots_in_use;
+    return s;
+}
+
+void tt_slot_reserve(tt_model *m, int j, int n)
+{
+    /* Hold n slots of the chunk at once (allocating what is missing), then
+     * give them all back. */
+    tt_slot **tmp = tt_malloc((size_t)(n > 0 ? n : 1) * sizeof *tmp);
+    for (int i = 0; i < n; i++)
+        tmp[i] = tt_slot_acquire(m, j, m->Bmax);
+    for (int i = 0; i < n; i++)
+        tt_slot_release(m, tmp[i]);
+    free(tmp);
+}
+
+void tt_slot_release(tt_model *m, tt_slot *s)
+{
+    if (s && s->in_use) {
+        s->in_use = 0;
+        m->slots_in_use--;
+    }
+}
+
+
+void tt_slots_free(tt_model *m)
+{
+    for (int i = 0; i < m->nslots; i++)
+        slot_free(m, m->slots[i]);
+    free(m->slots);
+    m->slots = NULL;
+    m->nslots = m->slots_cap = 0;
+}
