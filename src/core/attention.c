@@ -1,0 +1,237 @@
+/* attention.c - causal self-attention, forward and backward: the two
+ * matrix products per head go to cblas_sgemm, the causal softmax and its
+ * backward are written with the vector helpers of vec.h (see kernels.c for
+ * the habits that make them fast and bit-exact across ISA clones). */
+#include "tt/core/kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/vec.h"
+
+/* ------------------------------------------------------------------------ */
+/* Causal self-attention                                                     */
+
+/* Query rows are processed in blocks of ATT_BT: block [i0, i1) only attends to
+ * keys [0, i1), so the GEMMs skip most of the masked upper triangle while
+ * each call stays large enough for the BLAS to be efficient. */
+#define ATT_BT 32
+
+/* The attention softmaxes work on whole VL-blocks of a row, covering the
+ * causal part [0, i] and masking the rest with bit masks, rather than on the
+ * exact i+1 entries: rows are short (T = 64 means 1 to 4 blocks), and a
+ * scalar remainder or a variable-length copy per row would cost more than
+ * the vector work itself. Entries past the diagonal may hold anything (stale
+ * memory, even NaN bits), which the masks keep out of every result. */
+
+/* Block j0 of a row of length T into b[VL]; past T (only when T is not a
+ * multiple of VL) it is padded with zeros. */
+TT_INLINE void load_block(float b[VL], const float *row, int j0, int T)
+{
+    if (j0 + VL <= T) {
+        memcpy(b, row + j0, VL * sizeof *b);
+    } else {
+        memset(b, 0, VL * sizeof *b);
+        memcpy(b, row + j0, (size_t)(T - j0) * sizeof *b);
+    }
+}
+
+TT_INLINE void store_block(float *row, const float b[VL], int j0, int T)
+{
+    memcpy(row + j0, b, (size_t)(j0 + VL <= T ? VL : T - j0) * sizeof *b);
+}
+
+/* all-ones in lane l when column j0 + l < n, i.e. is causally visible. */
+TT_INLINE void visible_mask(uint32_t m[VL], int j0, int n)
+{
+    for (int l = 0; l < VL; l++)
+        m[l] = -(uint32_t)(j0 + l < n);
+}
+
+/* b[l] where the mask is set, else the bits of other. */
+TT_INLINE void mask_select(float b[VL], const uint32_t m[VL], float other)
+{
+    uint32_t bo;
+    memcpy(&bo, &other, sizeof bo);
+    for (int l = 0; l < VL; l++) {
+        uint32_t bb;
+        memcpy(&bb, &b[l], sizeof bb);
+        bb = (bb & m[l]) | (bo & ~m[l]);
+        memcpy(&b[l], &bb, sizeof bb);
+    }
+}
+
+/* Rows i0..i1 (at most ATT_BT of them) of a head's [T,T] scores, in place:
+ * softmax over columns [0, i], zeros after (the causal mask). The work goes
+ * in passes over all the rows (maxima, then exponentials and sums, then the
+ * scaling) because one short row is a chain of dependent steps; rows of a
+ * pass are independent and the CPU overlaps them. */
+TT_SIMD
+static void causal_softmax_rows(float *P /* T,T */, int i0, int i1, int T)
+{
+    float rowmax[ATT_BT], rowinv[ATT_BT];
+    float b[VL];
+    uint32_t m[VL];
+
+    for (int i = i0; i < i1; i++) {
+        const float *s = P + (size_t)i * T;
+        const int n = i + 1;
+        float mx[VL];
+        for (int l = 0; l < VL; l++)
+            mx[l] = s[0];
+        for (int j0 = 0; j0 < n; j0 += VL) {
+            load_block(b, s, j0, T);
+            visible_mask(m, j0, n);
+            mask_select(b, m, s[0]);
+            for (int l = 0; l < VL; l++)
+                mx[l] = b[l] > mx[l] ? b[l] : mx[l];
+        }
+        rowmax[i - i0] = lanes_max(mx);
+    }
+
+    for (int i = i0; i < i1; i++) {
+        float *s = P + (size_t)i * T;
+        const int n = i + 1;
+        const float mx = rowmax[i - i0];
+        /* A row sum of at most T numbers in [0, 1] needs no double. */
+        float acc[VL] = {0};
+        for (int j0 = 0; j0 < n; j0 += VL) {
+            load_block(b, s, j0, T);
+            visible_mask(m, j0, n);
+            mask_select(b, m, mx);
+            for (int l = 0; l < VL; l++)
+                b[l] = exp_nan(b[l] - mx);
+            mask_select(b, m, 0.0f);
+            for (int l = 0; l < VL; l++)
+                acc[l] += b[l];
+            store_block(s, b, j0, T);
+        }
+        /* sum >= 1 (the max contributes e^0), so the reciprocal is safe. */
+        rowinv[i - i0] = 1.0f / lanes_total(acc);
+    }
+
+    for (int i = i0; i < i1; i++) {
+        float *s = P + (size_t)i * T;
+        const int n = i + 1;
+        const float inv = rowinv[i - i0];
+        int j0 = 0;
+        for (; j0 < n; j0 += VL) {
+            load_block(b, s, j0, T);
+            for (int l = 0; l < VL; l++)
+                b[l] *= inv;
+            store_block(s, b, j0, T);
+        }
+        if (j0 < T)
+            memset(s + j0, 0, (size_t)(T - j0) * sizeof *s);
+    }
+}
+
+/* Softmax backward on rows i0..i1, in place on dP (rows of ld T):
+ * dS = P (dP - rowsum(P dP)) times the scale of the scores, with zeros past
+ * the diagonal up to column i1, because the GEMMs that follow read the block
+ * [i0:i1, 0:i1]. */
+TT_SIMD
+static void causal_softmax_backward_rows(float *dP /* T,T */, const float *P /* T,T */,
+                                         float scale, int i0, int i1, int T)
+{
+    for (int i = i0; i < i1; i++) {
+        const float *p = P + (size_t)i * T;
+        float *d = dP + (size_t)i * T;
+        const int n = i + 1;
+        float pb[VL], db[VL];
+        uint32_t m[VL];
+
+        float acc[VL] = {0};
+        for (int j0 = 0; j0 < n; j0 += VL) {
+            load_block(pb, p, j0, T);
+            load_block(db, d, j0, T);
+            visible_mask(m, j0, n);
+            for (int l = 0; l < VL; l++)
+                db[l] = pb[l] * db[l];
+            mask_select(db, m, 0.0f);
+            for (int l = 0; l < VL; l++)
+                acc[l] += db[l];
+        }
+        const float dot = lanes_total(acc);
+
+        for (int j0 = 0; j0 < i1; j0 += VL) {
+            load_block(pb, p, j0, T);
+            load_block(db, d, j0, T);
+            visible_mask(m, j0, n);
+            for (int l = 0; l < VL; l++)
+                db[l] = pb[l] * (db[l] - dot) * scale;
+            mask_select(db, m, 0.0f);
+            store_block(d, db, j0, T);
+        }
+    }
+}
+
+void attention_forward(float *out /* B,T,NH*hs */, float *att /* B,NH,T,T */,
+                       const float *q /* B,T,NH*hs */, const float *k /* B,T,NH*hs */,
+                       const float *v /* B,T,NH*hs */, int B, int T, int NH, int hs)
+{
+    /* A head is a column slice of the [T, NH*hs] rows, so every GEMM reads it
+     * in place with leading dimension ld, no transposition copies. */
+    const int ld = NH * hs;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const size_t off = (size_t)b * T * ld + (size_t)h * hs;
+            const float *Q = q + off, *K = k + off, *V = v + off; /* T,hs (ld) */
+            float *O = out + off;                                 /* T,hs (ld) */
+            float *P = att + ((size_t)b * NH + h) * T * T;        /* T,T */
+            for (int i0 = 0; i0 < T; i0 += ATT_BT) {
+                const int i1 = i0 + ATT_BT < T ? i0 + ATT_BT : T;
+                /* P[i0:i1, 0:i1] = scale Q[i0:i1] K[0:i1]^T */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, hs,
+                            scale, Q + (size_t)i0 * ld, ld, K, ld,
+                            0.0f, P + (size_t)i0 * T, T);
+                causal_softmax_rows(P, i0, i1, T);
+                /* O[i0:i1] = P[i0:i1, 0:i1] V[0:i1] */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, hs, i1,
+                            1.0f, P + (size_t)i0 * T, T, V, ld,
+                            0.0f, O + (size_t)i0 * ld, ld);
+            }
+        }
+}
+
+void attention_backward(float *dq /* B,T,NH*hs */, float *dk /* B,T,NH*hs */,
+                        float *dv /* B,T,NH*hs */, float *scratch /* T,T */,
+                        const float *dout /* B,T,NH*hs */, const float *q,
+                        const float *k, const float *v, const float *att /* B,NH,T,T */,
+                        int B, int T, int NH, int hs)
+{
+    const int ld = NH * hs;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const size_t off = (size_t)b * T * ld + (size_t)h * hs;
+            const float *Q = q + off, *K = k + off, *V = v + off, *dO = dout + off;
+            float *dQ = dq + off, *dK = dk + off, *dV = dv + off; /* T,hs (ld) */
+            const float *P = att + ((size_t)b * NH + h) * T * T;  /* T,T */
+            float *dS = scratch;                                  /* T,T */
+            for (int i0 = 0; i0 < T; i0 += ATT_BT) {
+                const int i1 = i0 + ATT_BT < T ? i0 + ATT_BT : T;
+                const int m = i1 - i0;
+                const float *Pb = P + (size_t)i0 * T;
+                float *dSb = dS + (size_t)i0 * T;
+                /* dP[i0:i1, 0:i1] = dO[i0:i1] V[0:i1]^T (into dS, then in place) */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, i1, hs,
+                            1.0f, dO + (size_t)i0 * ld, ld, V, ld, 0.0f, dSb, T);
+                causal_softmax_backward_rows(dS, P, scale, i0, i1, T);
+                /* dQ[i0:i1] += dS[i0:i1, 0:i1] K[0:i1] */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, i1,
+                            1.0f, dSb, T, K, ld, 1.0f, dQ + (size_t)i0 * ld, ld);
+                /* dK[0:i1] += dS[i0:i1, 0:i1]^T Q[i0:i1] */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, hs, m,
+                            1.0f, dSb, T, Q + (size_t)i0 * ld, ld, 1.0f, dK, ld);
+                /* dV[0:i1] += P[i0:i1, 0:i1]^T dO[i0:i1] (P is zero above the
+                 * diagonal, as stored by the forward) */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, hs, m,
+                            1.0f, Pb, T, dO + (size_t)i0 * ld, ld, 1.0f, dV, ld);
+            }
+        }
+}
+
