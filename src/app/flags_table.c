@@ -151,6 +151,10 @@ const tt_flag tt_flags[] = {
              "exit 1 beyond tolerance. Without it, a run on more\n"
              "than one GPU checks its first and last steps that way"},
     {SWITCH("--no-spot-check", spot_check, 0), IN(LAYOUT), .help = "... unless this is given"},
+    /* The name is checked by the fault module, which also answers 'list'. */
+    {STRING("--inject-bug", inject_bug), .metavar = "NAME|list", IN(LAYOUT),
+     .help = "plant a classic parallelism bug that --validate must\n"
+             "catch (tests, labs); 'list' shows them"},
 
     {INT("--layers", model.L, 1, 1024), .given = TT_GIVEN_LAYERS, .metavar = "L", IN(MODEL),
      .help = "transformer blocks (default %D)"},
