@@ -1,0 +1,228 @@
+/* flags_table.c - what the flags are: the defaults of tt_run_config and the
+ * table of every flag (its value, range, field, help line), which both the
+ * parser and --help read (flags.c), so that the two cannot disagree. A flag
+ * is added by adding a row here (and a paragraph to doc/tiny_transformer.1;
+ * tests/test_flags.c checks the three against each other). */
+#include "tt/app/flags.h"
+
+#include <limits.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "config.h" /* PACKAGE_VERSION */
+#include "tt/model/model.h" /* TT_MAX_CHUNKS */
+#include "tt/parallel/pipeline.h"
+
+void tt_config_defaults(tt_run_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->tp = c->pp = c->dp = -1;
+    c->model.V = 256;
+    c->model.C = 96;
+    c->model.L = 6;
+    c->model.NH = 12;
+    c->model.T = 64;
+    c->batch = 24;
+    c->micro_batches = 4;
+    c->steps = 200;
+    c->optim.lr = 3e-3;
+    c->optim.lr_min = 3e-4;
+    c->optim.warmup = 20;
+    c->optim.weight_decay = 0.1;
+    c->optim.clip = 1.0;
+    c->optim.beta1 = 0.9;
+    c->optim.beta2 = 0.95;
+    c->optim.eps = 1e-8;
+    c->seed = 1337;
+    c->eval_every = 50;
+    c->eval_windows = 32;
+    c->prompt = "The cat ";
+    c->sample_len = 120;
+    c->dp_bucket = (size_t)1 << 20;
+    c->schedule = TT_SCHED_1F1B;
+    c->virtual_stages = 1;
+    c->spot_check = 1;
+}
+
+void tt_config_finish(tt_run_config *c)
+{
+    /* Interleaving needs at least two chunks per stage. */
+    if (c->schedule == TT_SCHED_INTERLEAVED && !(c->given & TT_GIVEN_VIRTUAL))
+        c->virtual_stages = 2;
+}
+
+/* ---- the rows that need more than a kind --------------------------------- */
+
+/* The schedules are named by the pipeline module, not listed here, so that a
+ * schedule added there is accepted without touching this file. */
+static int set_schedule(tt_run_config *c, const char *flag, const char *val, tt_err *e)
+{
+    int k = tt_schedule_parse(val);
+    if (k < 0)
+        return tt_fail(e, "%s expects naive, gpipe, 1f1b or interleaved, got '%s'", flag, val);
+    c->schedule = k;
+    return 0;
+}
+
+static void show_schedule(const tt_run_config *d, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s", tt_schedule_name((tt_schedule_kind)d->schedule));
+}
+
+/* --help gives the number of chunks interleaving gets when the flag is not
+ * given (with another schedule there is one); it asks tt_config_finish so the
+ * two never drift apart. */
+static void show_virtual_stages(const tt_run_config *d, char *buf, size_t n)
+{
+    tt_run_config t = *d;
+    t.schedule = TT_SCHED_INTERLEAVED;
+    tt_config_finish(&t);
+    snprintf(buf, n, "%d", t.virtual_stages);
+}
+
+static void print_version(FILE *out)
+{
+    fprintf(out, "tiny_transformer %s\n", PACKAGE_VERSION);
+}
+
+#define AT(f) offsetof(tt_run_config, f)
+
+static const tt_flag_word tp_mlp_words[] = {
+    {"megatron", AT(tp_mlp_gather), 0}, {"gather", AT(tp_mlp_gather), 1}, {NULL, 0, 0}};
+static const tt_flag_word report_words[] = {
+    {"comm", AT(report_comm), 1}, {"memory", AT(report_memory), 1}, {NULL, 0, 0}};
+
+/* ---- the table ------------------------------------------------------------ */
+
+/* One macro per kind, so that a row states only what matters for it. */
+#define SWITCH(n, f, v) .name = n, .kind = TT_FLAG_SWITCH, .field = AT(f), .lo = v
+#define INT(n, f, l, h) .name = n, .kind = TT_FLAG_INT, .field = AT(f), .lo = l, .hi = h
+#define LONG(n, f, l, h) .name = n, .kind = TT_FLAG_LONG, .field = AT(f), .lo = l, .hi = h
+#define U64(n, f, l, h) .name = n, .kind = TT_FLAG_U64, .field = AT(f), .lo = l, .hi = h
+#define DOUBLE(n, f, l, h) .name = n, .kind = TT_FLAG_DOUBLE, .field = AT(f), .dlo = l, .dhi = h
+#define SIZE(n, f) .name = n, .kind = TT_FLAG_SIZE, .field = AT(f)
+#define STRING(n, f) .name = n, .kind = TT_FLAG_STRING, .field = AT(f)
+#define IN(s) .section = TT_SEC_##s
+#define BIG 1000000000L /* a count of steps beyond any run on a CPU */
+
+const char *const tt_flag_sections[TT_SEC_COUNT] = {
+    "Layout", "Model (vocabulary: 256 bytes)", "Training", "Files", "Output"};
+
+const tt_flag tt_flags[] = {
+    /* A size of 0 passes here, to be refused with the layouts that work. */
+    {INT("--tp", tp, 0, 4096), .metavar = "N", IN(LAYOUT),
+     .help = "tensor / pipeline / data parallel sizes; tp x pp x dp\n"
+             "must equal N. Sizes not given are chosen from N.\n"
+             "tp must divide --heads; pp x virtual stages <= --layers."},
+    {INT("--pp", pp, 0, 4096), .metavar = "N", IN(LAYOUT)},
+    {INT("--dp", dp, 0, 4096), .metavar = "N", IN(LAYOUT)},
+    {SWITCH("--show-grid", show_grid, 1), IN(LAYOUT),
+     .help = "print every virtual GPU and its TP, PP and DP groups\n"
+             "for this layout, then exit (no training)"},
+    {SIZE("--dp-bucket", dp_bucket), .metavar = "SIZE", IN(LAYOUT),
+     .help = "bytes per gradient all-reduce bucket, e.g. 256K, 4M\n(default %D)"},
+    /* The default is spelt out: each word has its own description. */
+    {.name = "--tp-mlp", .kind = TT_FLAG_CHOICE, .words = tp_mlp_words,
+     .metavar = "megatron|gather", IN(LAYOUT),
+     .help = "MLP under tensor parallelism: megatron (default):\n"
+             "fc1 column-parallel, fc2 row-parallel, one all-reduce;\n"
+             "gather: fc1's output is also all-gathered, so every\n"
+             "GPU holds the whole activation (compare --report comm)"},
+    {.name = "--schedule", .kind = TT_FLAG_CUSTOM, .set = set_schedule, .show = show_schedule,
+     .metavar = "naive|gpipe|1f1b|interleaved", IN(LAYOUT),
+     .help = "pipeline schedule (default %D); naive: one micro-batch\n"
+             "at a time through the whole pipe"},
+    {INT("--virtual-stages", virtual_stages, 1, TT_MAX_CHUNKS), .given = TT_GIVEN_VIRTUAL,
+     .show = show_virtual_stages, .metavar = "V", IN(LAYOUT),
+     .help = "chunks of blocks per stage for interleaved (default %D)"},
+    {STRING("--stage-layers", stage_layers), .metavar = "a,b,...", IN(LAYOUT),
+     .help = "blocks per stage (per chunk, in model order, when\n"
+             "interleaved); default: balanced by compute"},
+    {SWITCH("--explain", explain, 1), IN(LAYOUT),
+     .help = "narrate one training step, time step by time step"},
+    {STRING("--trace", trace), .metavar = "FILE.json", IN(LAYOUT),
+     .help = "Chrome trace of the last two steps (open it in\n"
+             "ui.perfetto.dev): one track per virtual GPU"},
+    {STRING("--timeline", timeline), .metavar = "FILE.svg", IN(LAYOUT),
+     .help = "the last step as a picture: one row per virtual GPU"},
+    {SWITCH("--validate", validate, 1), IN(LAYOUT),
+     .help = "also train the unsharded reference on rank 0 and\n"
+             "compare loss, gradients, weights and Adam moments;\n"
+             "exit 1 beyond tolerance. Without it, a run on more\n"
+             "than one GPU checks its first and last steps that way"},
+    {SWITCH("--no-spot-check", spot_check, 0), IN(LAYOUT), .help = "... unless this is given"},
+    /* The name is checked by the fault module, which also answers 'list'. */
+    {STRING("--inject-bug", inject_bug), .metavar = "NAME|list", IN(LAYOUT),
+     .help = "plant a classic parallelism bug that --validate must\n"
+             "catch (tests, labs); 'list' shows them"},
+
+    {INT("--layers", model.L, 1, 1024), .given = TT_GIVEN_LAYERS, .metavar = "L", IN(MODEL),
+     .help = "transformer blocks (default %D)"},
+    {INT("--dim", model.C, 1, 65536), .given = TT_GIVEN_DIM, .metavar = "C", IN(MODEL),
+     .help = "width (default %D)"},
+    {INT("--heads", model.NH, 1, 4096), .given = TT_GIVEN_HEADS, .metavar = "NH", IN(MODEL),
+     .help = "attention heads, must divide C (default %D)"},
+    {INT("--seq", model.T, 1, 65536), .given = TT_GIVEN_SEQ, .metavar = "T", IN(MODEL),
+     .help = "context length in bytes (default %D)"},
+
+    {INT("--batch", batch, 1, 1 << 20), .given = TT_GIVEN_BATCH, .metavar = "B", IN(TRAINING),
+     .help = "global batch in sequences per step (default %D)"},
+    {INT("--micro-batches", micro_batches, 1, 1 << 20), .given = TT_GIVEN_MICRO, .metavar = "M",
+     IN(TRAINING), .help = "micro-batches per step, must divide B (default %D)"},
+    {LONG("--steps", steps, 0, BIG), .given = TT_GIVEN_STEPS, .metavar = "S", IN(TRAINING),
+     .help = "total optimizer steps of the run (default %D)"},
+    {LONG("--stop-at", stop_at, 1, BIG), .metavar = "K", IN(TRAINING),
+     .help = "stop this process after step K (saving if --save),\n"
+             "keeping the schedule of --steps; --resume continues"},
+    {DOUBLE("--lr", optim.lr, 0.0, 10.0), .given = TT_GIVEN_LR, .metavar = "X", IN(TRAINING),
+     .help = "peak learning rate (default %D)"},
+    {DOUBLE("--lr-min", optim.lr_min, 0.0, 10.0), .given = TT_GIVEN_LR_MIN, .metavar = "X",
+     IN(TRAINING), .help = "learning-rate floor of the cosine decay (default %D)"},
+    {INT("--warmup", optim.warmup, 0, BIG), .given = TT_GIVEN_WARMUP, .metavar = "W",
+     IN(TRAINING), .help = "linear warm-up steps (default %D)"},
+    {DOUBLE("--weight-decay", optim.weight_decay, 0.0, 10.0), .given = TT_GIVEN_WD,
+     .metavar = "X", IN(TRAINING),
+     .help = "AdamW decoupled weight decay on 2-D tensors (default %D)"},
+    {DOUBLE("--clip", optim.clip, 0.0, 1e9), .given = TT_GIVEN_CLIP, .metavar = "X",
+     IN(TRAINING), .help = "clip the global gradient L2 norm to X; 0 = off (default %D)"},
+    {DOUBLE("--beta1", optim.beta1, 0.0, 0.999999), .given = TT_GIVEN_BETA1, .metavar = "X",
+     IN(TRAINING), .help = "AdamW betas (default %D)"},
+    {DOUBLE("--beta2", optim.beta2, 0.0, 0.999999), .given = TT_GIVEN_BETA2, .metavar = "X",
+     IN(TRAINING)},
+    /* Read as a long: a seed is typed in decimal and 0..LONG_MAX is plenty. */
+    {U64("--seed", seed, 0, LONG_MAX), .given = TT_GIVEN_SEED, .metavar = "N", IN(TRAINING),
+     .help = "initialisation and generated-corpus seed (default %D)"},
+    {STRING("--data", data), .metavar = "FILE", IN(TRAINING),
+     .help = "train on the bytes of FILE (last 10% held out for eval)\n"
+             "instead of the generated corpus"},
+    {LONG("--eval-every", eval_every, 0, BIG), .metavar = "K", IN(TRAINING),
+     .help = "eval loss on the held-out split every K steps;\n0 = only at the end (default %D)"},
+    {INT("--eval-windows", eval_windows, 1, 1 << 20), .metavar = "N", IN(TRAINING),
+     .help = "at most N held-out sequences per eval (default %D)"},
+
+    {STRING("--save", save), .metavar = "FILE", IN(FILES),
+     .help = "write a safetensors checkpoint at the end"},
+    {LONG("--save-every", save_every, 1, BIG), .metavar = "K", IN(FILES),
+     .help = "... and every K steps"},
+    {STRING("--resume", resume), .metavar = "FILE", IN(FILES),
+     .help = "continue from a checkpoint up to --steps"},
+    {STRING("--log", log), .metavar = "FILE", IN(FILES),
+     .help = "CSV, one row per step: step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss"},
+
+    {STRING("--prompt", prompt), .metavar = "TEXT", IN(OUTPUT),
+     .help = "start of the sample generated at the end (default %D)"},
+    {INT("--sample-len", sample_len, 0, 1 << 20), .metavar = "N", IN(OUTPUT),
+     .help = "bytes to generate at the end; 0 = none (default %D)"},
+    {SWITCH("--quiet", quiet, 1), IN(OUTPUT), .help = "no per-step lines"},
+    {.name = "--report", .kind = TT_FLAG_LIST, .words = report_words, .metavar = "comm,memory",
+     IN(OUTPUT),
+     .help = "the communication table of every GPU (with more than\n"
+             "one GPU, rank 0's table is printed anyway) and the\n"
+             "memory of every GPU by category"},
+    {SIZE("--gpu-mem", gpu_mem), .metavar = "SIZE", IN(OUTPUT),
+     .help = "memory of each virtual GPU, e.g. 16M; more is an\n"
+             "out-of-memory error before training (default %D)"},
+    {.name = "--help", .kind = TT_FLAG_ANSWER, .answer = tt_config_usage, IN(OUTPUT), .help = ""},
+    {.name = "--version", .kind = TT_FLAG_ANSWER, .answer = print_version, IN(OUTPUT)},
+};
+const size_t tt_flag_count = sizeof tt_flags / sizeof tt_flags[0];
