@@ -6,6 +6,7 @@
 #include "tt/train/train.h"
 #include "tt/app/flags.h"
 #include "tt/train/checkpoint.h"
+#include "tt/train/inject.h"
 #include "tt/comm/comm.h"
 #include "tt/core/common.h"
 #include "tt/parallel/data_parallel.h"
@@ -66,6 +67,7 @@ tt_step_stats tt_train_step(tt_pipe *pp, const tt_corpus *c, long step, tt_valid
     st.loss = sum_from_last_stage(g, m, loss / rc->batch);
     if (g)
         tt_dp_sync_grads(g, &m->P, rc->dp_bucket);
+    tt_inject_after_backward(m, g); /* a planted fault (--inject-bug), or nothing */
     if (val)
         tt_validate_grads(val, m, c, step, st.loss);
     double t_opt = tt_now();
@@ -365,6 +367,21 @@ int tt_train_main(const tt_run_config *rc_in, const tt_grid *g)
     tt_err err;
     /* A resumed run's config was completed by tt_resume_prepare. */
     const long step0 = rc->resume ? rc->resume_step : 0;
+    /* --inject-bug: "list" prints the planted faults; a name turns one on. */
+    int fault = TT_FAULT_NONE;
+    if (rc->inject_bug && strcmp(rc->inject_bug, "list") == 0) {
+        if (rank == 0)
+            tt_inject_list(stdout);
+        return 0;
+    }
+    if (rc->inject_bug && (fault = tt_inject_parse(rc->inject_bug, &err)) < 0) {
+        say_error(g, &err);
+        return TT_EXIT_USAGE;
+    }
+    tt_inject_set(fault);
+    if (fault && rank == 0)
+        printf("planted fault: %s (--inject-bug; --inject-bug list describes it)\n",
+               tt_inject_name(fault));
     if (tt_config_check(rc, &err)) {
         say_error(g, &err);
         return TT_EXIT_USAGE;
