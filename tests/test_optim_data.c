@@ -99,9 +99,16 @@ START_TEST(lr_schedule)
     tt_optim_config nowarm = {.lr = 2.0, .lr_min = 0.0, .warmup = 0};
     ck_assert_double_eq_tol(tt_lr_at(&nowarm, 0, 4), 2.0, 1e-15);
     ck_assert_double_eq_tol(tt_lr_at(&nowarm, 2, 4), 1.0, 1e-15);
-    /* S <= W: max(1, S - W) keeps the cosine defined */
-    tt_optim_config w = {.lr = 1.0, .lr_min = 0.0, .warmup = 5};
-    ck_assert(isfinite(tt_lr_at(&w, 5, 5)));
+    /* S <= W: max(1, S - W) keeps the cosine defined. By hand, with span 1:
+     * step W is progress 0, the peak lr (cos 0 = 1); one step later progress
+     * is 1, lr_min (cos pi = -1); with S < W the same. Without the guard
+     * the span would be 0 (0/0 and 1/0: NaN) or negative (the cosine run
+     * backwards: 0.625 at step 6 of S = 3). */
+    tt_optim_config w = {.lr = 1.0, .lr_min = 0.25, .warmup = 5};
+    ck_assert_double_eq_tol(tt_lr_at(&w, 4, 5), 1.0, 1e-15);  /* end of warm-up: 5/5 */
+    ck_assert_double_eq_tol(tt_lr_at(&w, 5, 5), 1.0, 1e-15);  /* progress 0/1 */
+    ck_assert_double_eq_tol(tt_lr_at(&w, 6, 5), 0.25, 1e-15); /* progress 1/1 */
+    ck_assert_double_eq_tol(tt_lr_at(&w, 6, 3), 0.25, 1e-15); /* S < W: span 1 too */
 }
 END_TEST
 

@@ -18,6 +18,7 @@
 #include "tt/show/report.h"
 #include "tt/show/trace.h"
 #include "tt/train/checkpoint.h"
+#include "tt/train/inject.h"
 #include "tt/train/resume.h"
 #include "tt/train/train.h"
 
@@ -63,10 +64,27 @@ static int agreed(const tt_run *r, int failed, tt_err *e, int status)
 
 /* The values against each other and the layout: the same verdict on every
  * rank (no communication needed). */
+/* --inject-bug: a name turns one planted fault on (announced); "list" is
+ * answered before run_check (tt_run_main). */
+static int run_plant_fault(tt_run *r)
+{
+    tt_err e;
+    int fault = TT_FAULT_NONE;
+    if (r->rc.inject_bug && (fault = tt_inject_parse(r->rc.inject_bug, &e)) < 0)
+        return fail_with(r, &e, TT_EXIT_USAGE);
+    tt_inject_set(fault);
+    if (fault)
+        SAY("planted fault: %s (--inject-bug; --inject-bug list describes it)\n",
+            tt_inject_name(fault));
+    return 0;
+}
+
 static int run_check(tt_run *r)
 {
     const tt_run_config *rc = &r->rc;
     tt_err e;
+    if (run_plant_fault(r))
+        return TT_EXIT_USAGE;
     if (tt_config_check(rc, &e))
         return fail_with(r, &e, TT_EXIT_USAGE);
     if (rc->batch % r->g->dp || (rc->batch / r->g->dp) % rc->micro_batches) {
@@ -338,6 +356,11 @@ static int run_free(tt_run *r, int status)
 
 int tt_run_main(const tt_run_config *rc, const tt_grid *g)
 {
+    if (rc->inject_bug && strcmp(rc->inject_bug, "list") == 0) {
+        if (g->world_rank == 0)
+            tt_inject_list(stdout);
+        return 0;
+    }
     tt_run *r = tt_calloc(1, sizeof *r);
     r->rc = *rc;
     r->g = g;

@@ -4,6 +4,7 @@
  * vocabulary-parallel embedding and cross-entropy. */
 #include "tt/comm/tensor_parallel.h"
 #include "tt/comm/comm.h"
+#include "tt/core/faults.h"
 #include "tt/core/kernels.h"
 
 #include <float.h>
@@ -110,6 +111,8 @@ void vocab_embedding_forward(const tt_grid *g, float *out, const int *idx, const
 /* Real (non-padding) columns of this slice. */
 static int real_cols(int Vl, int v0, int V)
 {
+    if (tt_fault_active(TT_FAULT_NO_VOCAB_MASK)) /* a planted fault (--inject-bug) */
+        return Vl;
     int r = V - v0;
     return r < 0 ? 0 : (r < Vl ? r : Vl);
 }

@@ -5,6 +5,7 @@
 #include "tt/model/model.h"
 #include "model/model_internal.h"
 #include "tt/comm/tensor_parallel.h"
+#include "tt/core/faults.h"
 #include "tt/core/kernels.h"
 
 #include <string.h>
@@ -108,7 +109,8 @@ static void block_backward(tt_model *m, tt_slot *s, int i)
      * turns into steps of lr * noise / eps, different in every layout. */
     linear_backward(dtmp, G(b->k_w), NULL, m->dk, a->ln1, W(b->k_w), N, C, Cl);
     linear_backward(dtmp, G(b->v_w), G(b->v_b), m->dv, a->ln1, W(b->v_w), N, C, Cl);
-    tp_copy_backward(g, dtmp, N * C); /* the shared copy of q, k and v: one all-reduce */
+    if (!tt_fault_active(TT_FAULT_DROP_TP_ALLREDUCE)) /* a planted fault (--inject-bug) */
+        tp_copy_backward(g, dtmp, N * C); /* the shared copy of q, k and v: one all-reduce */
     layernorm_backward(dres, G(b->ln1_w), G(b->ln1_b), dtmp, a->x_in, W(b->ln1_w),
                        a->ln1_mean, a->ln1_rstd, N, C);
 }

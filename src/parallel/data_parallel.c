@@ -1,6 +1,7 @@
 /* data_parallel.c - bucketed gradient all-reduce and the replica check. */
 #include "tt/parallel/data_parallel.h"
 #include "tt/comm/comm.h"
+#include "tt/core/faults.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@ long tt_dp_buckets(size_t n_floats, size_t bucket_bytes)
 
 void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
 {
-    if (g->dp == 1)
+    if (g->dp == 1 || tt_fault_active(TT_FAULT_DP_NO_SYNC)) /* a planted fault (--inject-bug) */
         return;
     float *grads = tt_params_buffer(p, TT_G);
     size_t b = bucket_floats(bucket_bytes);

@@ -7,6 +7,7 @@
 #include "tt/comm/comm.h"
 #include "tt/core/events.h"
 #include "tt/parallel/data_parallel.h"
+#include "tt/train/inject.h"
 #include "tt/train/optim.h"
 
 #include <math.h>
@@ -53,6 +54,7 @@ tt_step_stats tt_train_step(tt_pipe *pp, const tt_corpus *c, long step, tt_valid
     st.loss = tt_sum_from_last_stage(g, m, loss / rc->batch);
     if (g)
         tt_dp_sync_grads(g, &m->P, rc->dp_bucket);
+    tt_inject_after_backward(m, g); /* a planted fault (--inject-bug), or nothing */
     if (val)
         tt_validate_grads(val, m, c, step, st.loss);
     double t_opt = tt_now();

@@ -120,32 +120,49 @@ void tt_validate_free(tt_validator *v)
 
 /* Compares, for every global tensor, the sharded buffer `which` (0 weights,
  * 1 grads, 2 m, 3 v) against the reference's (already broadcast into
- * v->ref.P), giving relative L2 errors and max abs errors over all slices. */
+ * v->ref.P), giving relative L2 errors and max abs errors over all slices.
+ * mine[i] is this rank's own copy of tensor i (every copy it holds, counted
+ * or not: a DP replica or a TP copy of a replicated tensor too) measured the
+ * same way, against the whole tensor's size: no communication, only read
+ * when a failure names the GPU furthest off. */
 static void compare(tt_validator *v, const tt_model *sh, tt_kind which, double *rel,
-                    double *absmax)
+                    double *absmax, double *mine)
 {
     const int n = v->n;
     double *acc = tt_calloc((size_t)3 * n, sizeof(double)); /* diff^2, ref^2, max|diff| */
+    double *own = tt_calloc((size_t)n, sizeof(double));     /* diff^2 of this rank's copy */
     for (int i = 0; i < n; i++) {
         int li = v->local_of[i];
         if (li < 0)
             continue;
         const tt_tensor *t = &sh->P.t[li], *r = &v->ref.P.t[i];
-        if (!counts(v->g, t))
-            continue;
+        const int counted = counts(v->g, t);
         const float *a = tt_tensor_data(t, which), *b = tt_tensor_data(r, which);
         const int rows = tt_tensor_real_rows(t), lc = t->lshape[1], gc = r->lshape[1];
         const int r0 = t->split == TT_SPLIT_ROWS ? t->offset : 0;
         const int c0 = t->split == TT_SPLIT_COLS ? t->offset : 0;
+        double d2 = 0.0, b2 = 0.0, dmax = 0.0;
         for (int y = 0; y < rows; y++)
             for (int x = 0; x < lc; x++) {
                 double va = a[(size_t)y * lc + x], vb = b[(size_t)(r0 + y) * gc + c0 + x];
                 double d = va - vb;
-                acc[3 * i] += d * d;
-                acc[3 * i + 1] += vb * vb;
-                if (fabs(d) > acc[3 * i + 2])
-                    acc[3 * i + 2] = fabs(d);
+                d2 += d * d;
+                b2 += vb * vb;
+                if (fabs(d) > dmax)
+                    dmax = fabs(d);
             }
+        /* The padding rows of a vocabulary slice must stay exactly zero: they
+         * count for this GPU's own error (not for the tensor's, whose
+         * reference has no padding). */
+        double pad2 = 0.0;
+        for (size_t e = (size_t)rows * lc; e < (size_t)t->lshape[0] * lc; e++)
+            pad2 += (double)a[e] * a[e];
+        own[i] = d2 + pad2;
+        if (counted) {
+            acc[3 * i] = d2;
+            acc[3 * i + 1] = b2;
+            acc[3 * i + 2] = dmax;
+        }
     }
     /* Sums of squares add over slices; the max is a max. One all-reduce of
      * the sums and the maxima packed as (sum, sum, max) would need two ops,
@@ -180,18 +197,29 @@ static void compare(tt_validator *v, const tt_model *sh, tt_kind which, double *
         rel[i] = ss[2 * i] == 0.0 ? 0.0 : sqrt(ss[2 * i]) / scale;
         if (absmax)
             absmax[i] = mx[i];
+        mine[i] = own[i] == 0.0 ? 0.0 : sqrt(own[i]) / scale;
     }
     free(acc);
+    free(own);
     free(mx);
     free(ss);
 }
 
-static void note_bad(tt_validator *v, long step, const char *what, double err, double tol)
+/* The first quantity beyond its tolerance: the first step, and within a step
+ * the loss, then the tensors nearest the loss first (the reverse of the
+ * table's order, which is the order backpropagation reaches them): a gradient
+ * computed wrong spoils every gradient computed after it, so the first one
+ * off is where to look. */
+static void note_bad(tt_validator *v, long step, const char *what, double err, double tol,
+                     double mine)
 {
     if (err <= tol || v->first_bad_step >= 0)
         return;
     v->first_bad_step = step;
     snprintf(v->first_bad, sizeof v->first_bad, "%s", what);
+    v->first_bad_err = err;
+    v->first_bad_tol = tol;
+    v->first_bad_mine = mine;
 }
 
 void tt_validate_grads(tt_validator *v, const tt_model *sharded, const tt_corpus *c, long step,
@@ -217,24 +245,32 @@ void tt_validate_grads(tt_validator *v, const tt_model *sharded, const tt_corpus
     double lrel = fabs(sharded_loss - ref_loss) / fabs(ref_loss);
     if (lrel > v->loss_rel)
         v->loss_rel = lrel;
-    note_bad(v, step, "loss", lrel, TT_TOL_LOSS);
 
     double *rel = tt_malloc((size_t)v->n * sizeof(double)), *ab = tt_malloc((size_t)v->n * sizeof(double));
-    compare(v, sharded, TT_G, rel, ab);
-    for (int i = 0; i < v->n; i++) {
+    double *mine = tt_malloc((size_t)v->n * sizeof(double));
+    compare(v, sharded, TT_G, rel, ab, mine);
+    /* The loss is one number for all GPUs: the GPU named with it is the one
+     * whose gradient slices are furthest off in the same step. */
+    double mine_worst = 0.0;
+    for (int i = 0; i < v->n; i++)
+        if (mine[i] > mine_worst)
+            mine_worst = mine[i];
+    note_bad(v, step, "loss", lrel, TT_TOL_LOSS, mine_worst);
+    for (int i = v->n - 1; i >= 0; i--) {
         if (rel[i] > v->grad_rel[i])
             v->grad_rel[i] = rel[i];
         if (ab[i] > v->grad_abs[i])
             v->grad_abs[i] = ab[i];
         char what[96];
         snprintf(what, sizeof what, "gradient of %s", v->ref.P.t[i].name);
-        note_bad(v, step, what, rel[i], TT_TOL_GRAD);
+        note_bad(v, step, what, rel[i], TT_TOL_GRAD, mine[i]);
     }
     if (v->steps++ == 0)
         v->first_checked = step;
     v->last_checked = step;
     free(rel);
     free(ab);
+    free(mine);
 }
 
 void tt_validate_update(tt_validator *v, long step)
@@ -255,16 +291,18 @@ void tt_validate_final(tt_validator *v, const tt_model *sharded)
     double *outs[3] = {v->w_rel, v->m_rel, v->v_rel};
     const char *label[3] = {"weights", "Adam m", "Adam v"};
     const double tol[3] = {TT_TOL_PARAM, TT_TOL_MOMENT, TT_TOL_MOMENT};
+    double *mine = tt_malloc((size_t)v->n * sizeof(double));
     for (int k = 0; k < 3; k++) {
         tt_bcast(v->g, TT_GROUP_OTHER, tt_params_buffer(&v->ref.P, kinds[k]), (int)total,
                  MPI_FLOAT, 0);
-        compare(v, sharded, kinds[k], outs[k], k == 0 ? v->w_abs : NULL);
-        for (int i = 0; i < v->n; i++) {
+        compare(v, sharded, kinds[k], outs[k], k == 0 ? v->w_abs : NULL, mine);
+        for (int i = v->n - 1; i >= 0; i--) {
             char what[96];
             snprintf(what, sizeof what, "%s of %s", label[k], v->ref.P.t[i].name);
-            note_bad(v, v->steps, what, outs[k][i], tol[k]);
+            note_bad(v, v->steps, what, outs[k][i], tol[k], mine[i]);
         }
     }
+    free(mine);
 }
 
 /* The table groups the blocks: "blocks.*.attn.q.weight" is the worst over
@@ -282,6 +320,15 @@ static void kind_of(const char *name, char *out, size_t n)
 int tt_validate_report(tt_validator *v, FILE *out)
 {
     int pass = v->first_bad_step < 0;
+    tt_bcast(v->g, TT_GROUP_OTHER, &pass, 1, MPI_INT, 0);
+    /* On a failure, the GPU whose copy of the named quantity is furthest off:
+     * each rank knows its own; the largest wins (the lowest rank on a tie). */
+    struct {
+        double err;
+        int rank;
+    } worst = {v->first_bad_mine, v->g->world_rank};
+    if (!pass)
+        tt_allreduce(v->g, TT_GROUP_OTHER, &worst, 1, MPI_DOUBLE_INT, MPI_MAXLOC);
     if (v->g->world_rank == 0 && out) {
         if (v->every_step)
             fprintf(out, "\nvalidation against the unsharded reference, every step (%ld); ",
@@ -323,10 +370,13 @@ int tt_validate_report(tt_validator *v, FILE *out)
                 TT_TOL_LOSS, TT_TOL_GRAD, TT_TOL_PARAM, TT_TOL_MOMENT);
         if (pass)
             fprintf(out, "validation PASSED: the sharded run matches the unsharded one\n");
-        else
-            fprintf(out, "validation FAILED: %s diverges first, at step %ld\n", v->first_bad,
-                    v->first_bad_step);
+        else {
+            char gpu[48];
+            fprintf(out, "validation FAILED: %s diverges first, at step %ld, worst on %s "
+                         "(relative error %.2e, tolerance %.0e)\n",
+                    v->first_bad, v->first_bad_step, tt_gpu_name(v->g, worst.rank, gpu, sizeof gpu),
+                    v->first_bad_err, v->first_bad_tol);
+        }
     }
-    tt_bcast(v->g, TT_GROUP_OTHER, &pass, 1, MPI_INT, 0);
     return pass;
 }

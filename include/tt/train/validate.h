@@ -54,6 +54,10 @@ typedef struct {
     long first_checked, last_checked;
     long first_bad_step;
     char first_bad[96];  /* first tensor (or "loss") beyond tolerance */
+    double first_bad_err, first_bad_tol; /* its relative error and tolerance */
+    double first_bad_mine; /* this rank's own copy of it: its error relative to
+                              the whole tensor's size (for the loss: the worst
+                              of this rank's gradient slices at that step) */
 } tt_validator;
 
 /* Collective. Builds the reference with the run's seed (rank 0). specs holds
@@ -73,8 +77,10 @@ void tt_validate_grads(tt_validator *v, const tt_model *sharded, const tt_corpus
 void tt_validate_update(tt_validator *v, long step);
 /* Collective, after the last step: weights and moments. */
 void tt_validate_final(tt_validator *v, const tt_model *sharded);
-/* Rank 0: prints the table and verdict; returns 1 if everything is inside
- * its tolerance. The verdict is broadcast so every rank returns the same. */
+/* Collective. Rank 0 prints the table and verdict; returns 1 if everything
+ * is inside its tolerance. The verdict is broadcast so every rank returns the
+ * same; a failure names the first quantity beyond tolerance and the GPU
+ * whose copy of it is furthest off. */
 int tt_validate_report(tt_validator *v, FILE *out);
 
 #endif

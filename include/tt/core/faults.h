@@ -1,0 +1,25 @@
+/* tt/core/faults.h - the planted-fault switch (--inject-bug): which classic
+ * parallelism bug, if any, this process plays. Only the state lives here, in
+ * the lowest layer, so that a hook in any layer (comm, model, parallel, train)
+ * can ask whether its fault is on; the names, descriptions and the parsing
+ * are the table of tt/train/inject.h. With no fault set (the default) every
+ * hook is a no-op and the run is unchanged. No MPI here: every rank sets the
+ * same fault, so a skipped collective is skipped by the whole group. */
+#ifndef TT_CORE_FAULTS_H
+#define TT_CORE_FAULTS_H
+
+typedef enum {
+    TT_FAULT_NONE = 0,
+    TT_FAULT_GRAD_SHARD,        /* train: one GPU's gradient slice scaled */
+    TT_FAULT_DROP_TP_ALLREDUCE, /* model: the copy operator of q, k, v skips its backward */
+    TT_FAULT_NO_VOCAB_MASK,     /* comm: the vocabulary-parallel loss keeps the padding */
+    TT_FAULT_DP_NO_SYNC,        /* parallel: the DP gradient all-reduce is skipped */
+    TT_NFAULTS
+} tt_fault;
+
+/* Makes f the one active fault (TT_FAULT_NONE: none). */
+void tt_fault_set(tt_fault f);
+/* Is f the active fault? (TT_FAULT_NONE is never "active".) */
+int tt_fault_active(tt_fault f);
+
+#endif

@@ -1,0 +1,42 @@
+/* tt/train/inject.h - planted faults for --inject-bug NAME: a table of classic
+ * parallelism bugs that the --validate oracle must catch. Each row is a name,
+ * what a student sees when it is on, and the hook where it acts; the switch
+ * itself (which fault is on) is tt/core/faults.h, so that the hooks in lower
+ * layers can ask it. `--inject-bug list` prints the table.
+ *
+ *   grad-shard         train: tt_inject_after_backward, called by
+ *                      tt_train_step after the DP sync, before the oracle
+ *   drop-tp-allreduce  model: block_backward, the copy operator of q, k, v
+ *   no-vocab-mask      comm: vocab_crossentropy_forward and _backward
+ *   dp-no-sync         parallel: tt_dp_sync_grads
+ *
+ * tests/test_oracle_faults.sh runs each one where it bites and checks that
+ * the oracle fails, naming the tensor and a GPU, and that the same run
+ * without the fault passes. */
+#ifndef TT_TRAIN_INJECT_H
+#define TT_TRAIN_INJECT_H
+
+#include <stdio.h>
+#include "tt/comm/grid.h"
+#include "tt/core/common.h"
+#include "tt/core/faults.h"
+#include "tt/model/model.h"
+
+/* The fault id (a tt_fault > TT_FAULT_NONE) of a name; an unknown name is -1
+ * with an error naming the valid ones. "list" is not a fault: the caller
+ * handles it (tt_inject_list). */
+int tt_inject_parse(const char *name, tt_err *e);
+/* The table: one entry per fault, its name, description and hook. */
+void tt_inject_list(FILE *out);
+/* The name of fault id ("none" for TT_FAULT_NONE). */
+const char *tt_inject_name(int id);
+/* Turns fault id on (TT_FAULT_NONE: off); every rank must set the same. */
+void tt_inject_set(int id);
+int tt_inject_active(int id);
+
+/* The hook of grad-shard, after the DP sync of a step: on the GPU of DP
+ * replica 0 and the last TP rank that holds blocks.0.attn.q.weight, its
+ * gradient slice is scaled by 1.01. No communication; no-op otherwise. */
+void tt_inject_after_backward(tt_model *m, const tt_grid *g);
+
+#endif

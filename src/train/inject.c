@@ -1,0 +1,83 @@
+/* inject.c - the table of planted faults behind --inject-bug (see
+ * tt/train/inject.h) and the one hook that lives in this layer. */
+#include "tt/train/inject.h"
+
+#include <string.h>
+
+typedef struct {
+    tt_fault id;
+    const char *name;
+    const char *hook; /* where it acts */
+    const char *what; /* what a student sees */
+} fault_row;
+
+static const fault_row rows[] = {
+    {TT_FAULT_GRAD_SHARD, "grad-shard",
+     "train/inject.c, after the DP sync of each step (tt_train_step)",
+     "the gradient slice of blocks.0.attn.q.weight on one GPU (DP replica 0, the last TP "
+     "rank) is scaled by 1.01; the oracle names that gradient and that GPU; any layout"},
+    {TT_FAULT_DROP_TP_ALLREDUCE, "drop-tp-allreduce",
+     "model/model.c, block_backward: the copy operator in front of q, k, v",
+     "the backward all-reduce of the copy operator of q, k and v is skipped: the loss still "
+     "matches, but the gradient of the last block's ln1 and of everything before it is one TP "
+     "rank's partial sum; no effect with tp 1"},
+    {TT_FAULT_NO_VOCAB_MASK, "no-vocab-mask",
+     "comm/tensor_parallel.c, vocab_crossentropy_forward and _backward",
+     "the vocabulary-parallel cross-entropy keeps the padding columns (V = 256 padded to a "
+     "multiple of tp) in its softmax: the loss is too high; only when tp does not divide 256 "
+     "(e.g. --tp 3), no effect otherwise"},
+    {TT_FAULT_DP_NO_SYNC, "dp-no-sync",
+     "parallel/data_parallel.c, tt_dp_sync_grads",
+     "the DP gradient all-reduce is skipped: each replica steps on the gradient of its own "
+     "share of the batch, every gradient diverges and the replicas drift apart; no effect "
+     "with dp 1"},
+};
+enum { NROWS = sizeof rows / sizeof rows[0] };
+
+int tt_inject_parse(const char *name, tt_err *e)
+{
+    for (int i = 0; i < NROWS; i++)
+        if (name && strcmp(name, rows[i].name) == 0)
+            return (int)rows[i].id;
+    char valid[256] = "";
+    for (int i = 0; i < NROWS; i++) {
+        strncat(valid, rows[i].name, sizeof valid - strlen(valid) - 1);
+        strncat(valid, ", ", sizeof valid - strlen(valid) - 1);
+    }
+    return tt_fail(e, "unknown --inject-bug '%s' (one of: %slist)", name ? name : "", valid);
+}
+
+void tt_inject_list(FILE *out)
+{
+    fprintf(out, "planted faults (--inject-bug NAME; with --validate the oracle must then "
+                 "FAIL):\n");
+    for (int i = 0; i < NROWS; i++)
+        fprintf(out, "  %-18s %s\n  %-18s acts in %s\n", rows[i].name, rows[i].what, "",
+                rows[i].hook);
+}
+
+const char *tt_inject_name(int id)
+{
+    for (int i = 0; i < NROWS; i++)
+        if ((int)rows[i].id == id)
+            return rows[i].name;
+    return "none";
+}
+
+void tt_inject_set(int id) { tt_fault_set((tt_fault)id); }
+
+int tt_inject_active(int id) { return tt_fault_active((tt_fault)id); }
+
+void tt_inject_after_backward(tt_model *m, const tt_grid *g)
+{
+    if (!tt_fault_active(TT_FAULT_GRAD_SHARD))
+        return;
+    const int dp_rank = g ? g->dp_rank : 0, tp_rank = g ? g->tp_rank : 0, tp = g ? g->tp : 1;
+    int i = tt_params_find(&m->P, "blocks.0.attn.q.weight");
+    if (i < 0 || dp_rank != 0 || tp_rank != tp - 1)
+        return;
+    const tt_tensor *t = &m->P.t[i];
+    float *grad = tt_tensor_data(t, TT_G);
+    for (size_t e = 0, n = tt_tensor_real_numel(t); e < n; e++)
+        grad[e] *= 1.01f;
+}
