@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-double tt_eval_loss(tt_pipe *pp, const tt_corpus *c)
+double tt_eval_loss(tt_pipe *pipe, const tt_corpus *c)
 {
-    const tt_run_config *rc = pp->rc;
-    const tt_grid *g = pp->g;
-    const int T = rc->model.T, mb = pp->m->Bmax;
+    const tt_run_config *rc = pipe->rc;
+    const tt_grid *g = pipe->g;
+    const int T = rc->model.T, mb = pipe->m->Bmax;
     const int dp = g ? g->dp : 1, dp_rank = g ? g->dp_rank : 0;
     int nw = tt_eval_windows(c, T, rc->eval_windows);
     if (nw == 0)
@@ -25,17 +25,17 @@ double tt_eval_loss(tt_pipe *pp, const tt_corpus *c)
     for (int k = k0; k < k1; k += mb) {
         int n = k1 - k < mb ? k1 - k : mb;
         tt_eval_batch(c, k, n, T, in, tg);
-        sum += tt_pipe_forward(pp, in, tg, n) * n;
+        sum += tt_pipe_forward(pipe, in, tg, n) * n;
     }
     free(in);
     free(tg);
-    return tt_sum_from_last_stage(g, pp->m, sum) / nw;
+    return tt_sum_from_last_stage(g, pipe->m, sum) / nw;
 }
 
-void tt_generate(tt_pipe *pp, const char *prompt, int len, char *out)
+void tt_generate(tt_pipe *pipe, const char *prompt, int len, char *out)
 {
-    tt_model *m = pp->m;
-    const tt_grid *g = pp->g;
+    tt_model *m = pipe->m;
+    const tt_grid *g = pipe->g;
     const int T = m->cfg.T, V = m->cfg.V;
     int plen = (int)strlen(prompt);
     int total = plen + len;
@@ -51,7 +51,7 @@ void tt_generate(tt_pipe *pp, const char *prompt, int len, char *out)
         int start = pos > T ? pos - T : 0, n = pos - start;
         memset(window, 0, (size_t)T * sizeof(int));
         memcpy(window, ctx + start, (size_t)n * sizeof(int));
-        tt_pipe_forward(pp, window, NULL, 1);
+        tt_pipe_forward(pipe, window, NULL, 1);
         int next = 0;
         if (m->sh.last_stage) {
             /* Greedy: the largest logit of this rank's vocabulary slice, then

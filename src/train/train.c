@@ -38,11 +38,11 @@ double tt_sum_from_last_stage(const tt_grid *g, const tt_model *m, double v)
     return v;
 }
 
-tt_step_stats tt_train_step(tt_pipe *pp, const tt_corpus *c, long step, tt_validator *val)
+tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_validator *val)
 {
-    tt_model *m = pp->m;
-    const tt_run_config *rc = pp->rc;
-    const tt_grid *g = pp->g;
+    tt_model *m = pipe->m;
+    const tt_run_config *rc = pipe->rc;
+    const tt_grid *g = pipe->g;
     tt_step_stats st = {0};
     double t0 = tt_now();
     const float dloss = 1.0f / (float)((double)rc->batch * rc->model.T); /* global mean */
@@ -50,7 +50,7 @@ tt_step_stats tt_train_step(tt_pipe *pp, const tt_corpus *c, long step, tt_valid
     tt_params_zero_grads(&m->P);
     tt_events_set_step((int)step);
     /* This replica's micro-batches, in the order the schedule says. */
-    double loss = tt_pipe_train(pp, c, step, dloss);
+    double loss = tt_pipe_train(pipe, c, step, dloss);
     st.loss = tt_sum_from_last_stage(g, m, loss / rc->batch);
     if (g)
         tt_dp_sync_grads(g, &m->P, rc->dp_bucket);

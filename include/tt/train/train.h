@@ -20,17 +20,17 @@ typedef struct {
 } tt_step_stats;
 
 /* One optimizer step `step` (from 0) on the global batch of the sampler,
- * through the pipeline pp (pp->g may be NULL for a single virtual GPU outside
+ * through the pipeline pp (pipe->g may be NULL for a single virtual GPU outside
  * MPI: benchmarks, examples); val is the --validate oracle or NULL.
- * Collective when pp->g is given. */
-tt_step_stats tt_train_step(tt_pipe *pp, const tt_corpus *c, long step, tt_validator *val);
+ * Collective when pipe->g is given. */
+tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_validator *val);
 /* Mean loss on up to rc->eval_windows windows of the eval split, shared out
  * over the DP replicas. Collective. */
-double tt_eval_loss(tt_pipe *pp, const tt_corpus *c);
+double tt_eval_loss(tt_pipe *pipe, const tt_corpus *c);
 /* Greedy continuation of prompt, len bytes, into out (NUL-terminated, at least
  * strlen(prompt)+len+2 bytes); the context is the last T bytes. Collective
  * over the replica's pipeline and TP groups; every rank gets the text. */
-void tt_generate(tt_pipe *pp, const char *prompt, int len, char *out);
+void tt_generate(tt_pipe *pipe, const char *prompt, int len, char *out);
 
 /* A value computed on the ranks of the last stage (identical on its TP
  * ranks), summed over the DP replicas: each replica's share counted once.
