@@ -20,7 +20,7 @@ typedef struct {
 } tt_step_stats;
 
 /* One optimizer step `step` (from 0) on the global batch of the sampler,
- * through the pipeline pp (pipe->g may be NULL for a single virtual GPU outside
+ * through the pipeline `pipe` (pipe->g may be NULL for a single virtual GPU outside
  * MPI: benchmarks, examples); val is the --validate oracle or NULL.
  * Collective when pipe->g is given. */
 tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_validator *val);
