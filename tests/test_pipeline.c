@@ -1,9 +1,12 @@
 /* test_pipeline.c - the pipeline schedules as data: every schedule for every
  * small (p, m, v) passes the simulation check, computes each (micro-batch,
  * chunk) forward and backward exactly once, and reaches the bubble and the
- * activation memory the theory predicts; broken lists are rejected with a
- * message that names the problem; the narration reads like the textbook's.
- * Single process, no MPI. */
+ * activation memory the theory predicts; the schedule registry's rows agree
+ * with each other and with the simulation; broken lists (a missing receive, a
+ * wrong order, a deadlock, ...) are rejected with a message that names the
+ * problem; the narration reads like the textbook's. Single process, no MPI.
+ *
+ * K = p*v is the number of chunks, chunk k lives on stage k % p. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -69,26 +72,46 @@ static double theory_span(tt_schedule_kind kind, int p, int m, int v, double fc,
  * backwarded once, on the stage that owns the chunk (chunk % p). */
 static void count_compute(const tt_action_list *L, int p, int m, int v, const char *what)
 {
-    int C = p * v;
-    int *nf = calloc((size_t)(m * C), sizeof *nf), *nb = calloc((size_t)(m * C), sizeof *nb);
+    int K = p * v;
+    int *nf = calloc((size_t)(m * K), sizeof *nf), *nb = calloc((size_t)(m * K), sizeof *nb);
     for (int s = 0; s < p; s++)
         for (int i = 0; i < L[s].n; i++) {
             const tt_action *a = &L[s].a[i];
             ck_assert_msg(a->chunk % p == s, "%s: stage %d holds action on chunk %d", what, s,
                           a->chunk);
             if (a->kind == TT_ACT_FWD)
-                nf[a->mb * C + a->chunk]++;
+                nf[a->mb * K + a->chunk]++;
             else if (a->kind == TT_ACT_BWD)
-                nb[a->mb * C + a->chunk]++;
+                nb[a->mb * K + a->chunk]++;
         }
-    for (int i = 0; i < m * C; i++) {
-        ck_assert_msg(nf[i] == 1, "%s: mb%d chunk %d forwarded %d times", what, i / C, i % C,
+    for (int i = 0; i < m * K; i++) {
+        ck_assert_msg(nf[i] == 1, "%s: mb%d chunk %d forwarded %d times", what, i / K, i % K,
                       nf[i]);
-        ck_assert_msg(nb[i] == 1, "%s: mb%d chunk %d backwarded %d times", what, i / C, i % C,
+        ck_assert_msg(nb[i] == 1, "%s: mb%d chunk %d backwarded %d times", what, i / K, i % K,
                       nb[i]);
     }
     free(nf);
     free(nb);
+}
+
+/* The most (mb, chunk) pairs stage s holds under interleaved 1F1B, worked
+ * out from the list build_interleaved makes. The simulation's count goes up
+ * at each forward and down at each backward, in list order, so only the
+ * order matters, not the timing. Stage s first does the warm-up,
+ *     W = min((p-s-1)*2 + (v-1)*p, m*v)
+ * forwards with no backward (Megatron's count), holding W pairs. Then come
+ * the m*v - W steady pairs, each one forward (W+1 held) followed by one
+ * backward (W again); then the cool-down only backwards. So the peak is W+1
+ * when there is a steady phase (W < m*v) and W = m*v when the warm-up takes
+ * every forward: min((p-s-1)*2 + (v-1)*p + 1, m*v).
+ * Example, p = 4, m = 8, v = 2 (m*v = 16): the warm-ups are 10, 8, 6, 4 for
+ * stages 0..3, so the peaks are 11, 9, 7, 5; with m = 4 (m*v = 8) stages 0
+ * and 1 forward all 8 pairs in their warm-up (8, 8) and stages 2, 3 reach
+ * 6+1 = 7 and 4+1 = 5. */
+static int interleaved_peak(int p, int m, int v, int s)
+{
+    int w = (p - s - 1) * 2 + (v - 1) * p + 1;
+    return w < m * v ? w : m * v;
 }
 
 static void sweep(tt_schedule_kind kind)
@@ -125,13 +148,9 @@ static void sweep(tt_schedule_kind kind)
                     int want = kind == TT_SCHED_NAIVE  ? 1
                                : kind == TT_SCHED_GPIPE ? m
                                : kind == TT_SCHED_1F1B  ? (p - s < m ? p - s : m)
-                                                        : -1;
-                    if (want >= 0)
-                        ck_assert_msg(r.peak_held[s] == want, "%s: stage %d peak held %d, want %d",
-                                      what, s, r.peak_held[s], want);
-                    else /* interleaved: more than 1F1B's p - s, far fewer than GPipe's m v */
-                        ck_assert_msg(r.peak_held[s] >= 1 && r.peak_held[s] <= m * v,
-                                      "%s: stage %d peak held %d", what, s, r.peak_held[s]);
+                                                        : interleaved_peak(p, m, v, s);
+                    ck_assert_msg(r.peak_held[s] == want, "%s: stage %d peak held %d, want %d",
+                                  what, s, r.peak_held[s], want);
                 }
                 tt_sim_result_free(&r);
                 /* A backward twice as long as a forward: the same formulas hold. */
@@ -153,6 +172,25 @@ END_TEST
 START_TEST(one_f_one_b_all) { sweep(TT_SCHED_1F1B); }
 END_TEST
 START_TEST(interleaved_all) { sweep(TT_SCHED_INTERLEAVED); }
+END_TEST
+
+/* The worked example above, as literal numbers (no formula in between). */
+START_TEST(interleaved_peak_by_hand)
+{
+    static const struct {
+        int m, peak[4];
+    } cases[] = {{8, {11, 9, 7, 5}}, {4, {8, 8, 7, 5}}};
+    for (int c = 0; c < 2; c++) {
+        tt_sim_result r;
+        tt_err e;
+        ck_assert_msg(run(TT_SCHED_INTERLEAVED, 4, cases[c].m, 2, 1, 1, &r, &e) == 0, "%s",
+                      e.msg);
+        for (int s = 0; s < 4; s++)
+            ck_assert_msg(r.peak_held[s] == cases[c].peak[s], "m=%d stage %d: peak %d, want %d",
+                          cases[c].m, s, r.peak_held[s], cases[c].peak[s]);
+        tt_sim_result_free(&r);
+    }
+}
 END_TEST
 
 /* Interleaving shrinks the bubble: with chunk costs 1/v of a stage (here the
@@ -242,6 +280,28 @@ START_TEST(reject_duplicated_forward)
 }
 END_TEST
 
+/* Missing receive: the send (or the backward that needs the gradient) is
+ * left without its partner. */
+START_TEST(reject_missing_receive)
+{
+    tt_action_list L[2];
+    build_all(L, TT_SCHED_1F1B, 2, 3, 1);
+    erase(&L[1], find(&L[1], TT_ACT_RECV_ACT, 1));
+    char at[32];
+    snprintf(at, sizeof at, "stage 0 action %d", find(&L[0], TT_ACT_SEND_ACT, 1));
+    expect_reject(L, 2, 3,
+                  (const char *[]){at, "send activations of mb1 chunk 0 to stage 1",
+                                   "has no matching receive on stage 1", NULL});
+
+    build_all(L, TT_SCHED_1F1B, 2, 3, 1);
+    erase(&L[0], find(&L[0], TT_ACT_RECV_GRAD, 0));
+    snprintf(at, sizeof at, "stage 0 action %d", find(&L[0], TT_ACT_BWD, 0));
+    expect_reject(L, 2, 3,
+                  (const char *[]){at, "backward mb0 chunk 0",
+                                   "its output gradient is never received", NULL});
+}
+END_TEST
+
 START_TEST(reject_receive_without_send)
 {
     tt_action_list L[2];
@@ -273,6 +333,25 @@ START_TEST(reject_backward_before_forward)
 }
 END_TEST
 
+/* Wrong order, the other way round: a forward before the receive of its
+ * input. */
+START_TEST(reject_forward_before_its_input)
+{
+    tt_action_list L[2];
+    build_all(L, TT_SCHED_1F1B, 2, 3, 1);
+    int r = find(&L[1], TT_ACT_RECV_ACT, 1), f = find(&L[1], TT_ACT_FWD, 1);
+    ck_assert_int_eq(f, r + 1);
+    tt_action t = L[1].a[r];
+    L[1].a[r] = L[1].a[f];
+    L[1].a[f] = t;
+    char at[64], before[80];
+    snprintf(at, sizeof at, "stage 1 action %d (forward mb1 chunk 1)", r);
+    snprintf(before, sizeof before, "comes before the receive of its input activations "
+                                    "(action %d)", f);
+    expect_reject(L, 2, 3, (const char *[]){at, before, NULL});
+}
+END_TEST
+
 START_TEST(reject_deadlock)
 {
     /* Naive, 2 stages, 1 micro-batch; stage 0 first waits for the gradient
@@ -290,6 +369,27 @@ START_TEST(reject_deadlock)
                                    "receive gradients of mb0 chunk 0 from stage 1",
                                    "stage 1 waits at action 0",
                                    "receive activations of mb0 chunk 1 from stage 0", NULL});
+}
+END_TEST
+
+/* A deadlock that no single list shows: each stage's order is fine on its
+ * own (every receive before the compute that needs it), but stage 0 does
+ * mb0 first and stage 1 mb1 first. Stage 0 waits for mb0's gradient, which
+ * stage 1 sends only after mb1, whose activations stage 0 sends only after
+ * mb0's backward: only the simulation can catch it. */
+START_TEST(reject_cross_stage_deadlock)
+{
+    tt_action_list L[2];
+    build_all(L, TT_SCHED_NAIVE, 2, 2, 1);
+    for (int i = 0; i < L[1].n; i++)
+        L[1].a[i].mb ^= 1; /* stage 1: mb1 then mb0 */
+    char s0[160], s1[160];
+    snprintf(s0, sizeof s0, "stage 0 waits at action %d (receive gradients of mb0 chunk 0 "
+             "from stage 1) for stage 1's action %d", find(&L[0], TT_ACT_RECV_GRAD, 0),
+             find(&L[1], TT_ACT_SEND_GRAD, 0));
+    snprintf(s1, sizeof s1, "stage 1 waits at action 0 (receive activations of mb1 chunk 1 "
+             "from stage 0) for stage 0's action %d", find(&L[0], TT_ACT_SEND_ACT, 1));
+    expect_reject(L, 2, 2, (const char *[]){"deadlock:", s0, s1, NULL});
 }
 END_TEST
 
@@ -333,14 +433,71 @@ START_TEST(arguments_and_names)
     ck_assert(strstr(e.msg, "pp = 0"));
     ck_assert_int_eq(tt_schedule_validate_args(TT_SCHED_GPIPE, 2, 0, 1, &e), -1);
     ck_assert(strstr(e.msg, "(got 0)"));
-    for (int k = 0; k < 4; k++)
-        ck_assert_int_eq(tt_schedule_parse(tt_schedule_name(k)), k);
+    ck_assert_int_eq(tt_schedule_validate_args(99, 2, 4, 1, &e), -1);
+    ck_assert_str_eq(e.msg, "unknown pipeline schedule 99 (use naive, gpipe, 1f1b or interleaved)");
+    ck_assert_str_eq(tt_schedule_name(99), "unknown");
     ck_assert_int_eq(tt_schedule_parse("1F1B-ish"), -1);
     ck_assert_int_eq(tt_schedule_parse(NULL), -1);
     /* The textbook's figure: p = 4, m = 4 -> 3/7 idle. */
     ck_assert(tt_bubble_theory(TT_SCHED_GPIPE, 4, 4, 1) == 3.0 / 7.0);
     ck_assert(tt_bubble_theory(TT_SCHED_NAIVE, 4, 4, 1) == 0.75);
     ck_assert(tt_bubble_theory(TT_SCHED_INTERLEAVED, 4, 4, 2) == 3.0 / 11.0);
+}
+END_TEST
+
+/* The registry: one row per schedule, and the rows must agree with each other
+ * and with the simulation. For every row: its name parses back to its kind
+ * and is in the list of names; for a few (p, m, v) its argument rules accept,
+ * the chunks-per-stage rule gives that v, the builder's lists pass the check,
+ * and the row's bubble formula equals the simulated idle fraction of every
+ * stage with forward = backward = 1. The formulas are exact for every row
+ * today (interleaved accepts only m a multiple of p, where Megatron's formula
+ * is exact); a row whose formula is only an approximation would need its own
+ * tolerance here. */
+START_TEST(registry_rows_consistent)
+{
+    char names[256];
+    tt_schedule_names(names, sizeof names);
+    const int n = tt_schedule_count();
+    ck_assert_int_eq(n, 4);
+    for (int k = 0; k < n; k++) {
+        const char *name = tt_schedule_name(k);
+        ck_assert_int_eq(tt_schedule_parse(name), k);
+        ck_assert_msg(strstr(names, name), "%s not in \"%s\"", name, names);
+        ck_assert(tt_schedule_about(k)[0] != 0);
+        int accepted = 0;
+        for (int p = 1; p <= 4; p++)
+            for (int m = 1; m <= 8; m++)
+                for (int v = 1; v <= 3; v++) {
+                    tt_err e;
+                    if (tt_schedule_validate_args(k, p, m, v, &e) != 0)
+                        continue;
+                    accepted++;
+                    ck_assert_int_eq(tt_schedule_chunks_per_stage(k, v), v);
+                    tt_sim_result r;
+                    ck_assert_msg(run(k, p, m, v, 1, 1, &r, &e) == 0, "%s p=%d m=%d v=%d: %s",
+                                  name, p, m, v, e.msg);
+                    double theory = tt_bubble_theory(k, p, m, v);
+                    for (int s = 0; s < p; s++) {
+                        double idle = (r.span - r.busy[s]) / r.span;
+                        ck_assert_msg(fabs(idle - theory) < 1e-12,
+                                      "%s p=%d m=%d v=%d stage %d: idle %g, %s = %g", name, p, m,
+                                      v, s, idle, tt_schedule_formula(k), theory);
+                    }
+                    tt_sim_result_free(&r);
+                }
+        ck_assert_msg(accepted > 0, "%s: no (p, m, v) accepted", name);
+    }
+    /* The names as the flag parser and the help will list them, and the
+     * formulas as the bubble report prints them. */
+    ck_assert_str_eq(names, "naive, gpipe, 1f1b or interleaved");
+    ck_assert_str_eq(tt_schedule_names(names, 10), "naive, gp");
+    ck_assert_str_eq(tt_schedule_formula(TT_SCHED_NAIVE), "(p-1)/p");
+    ck_assert_str_eq(tt_schedule_formula(TT_SCHED_GPIPE), "(p-1)/(m + p-1)");
+    ck_assert_str_eq(tt_schedule_formula(TT_SCHED_1F1B), "(p-1)/(m + p-1)");
+    ck_assert_str_eq(tt_schedule_formula(TT_SCHED_INTERLEAVED), "(p-1)/(v m + p-1)");
+    ck_assert_int_eq(tt_schedule_chunks_per_stage(TT_SCHED_1F1B, 3), 1);
+    ck_assert_int_eq(tt_schedule_chunks_per_stage(TT_SCHED_INTERLEAVED, 3), 3);
 }
 END_TEST
 
@@ -386,9 +543,9 @@ static int print_summary(void)
 {
     int rc = 0;
     static const int ms[] = {4, 8};
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < tt_schedule_count(); k++)
         for (int i = 0; i < 2; i++) {
-            int p = 4, m = ms[i], v = k == TT_SCHED_INTERLEAVED ? 2 : 1;
+            int p = 4, m = ms[i], v = tt_schedule_chunks_per_stage(k, 2);
             tt_sim_result r;
             tt_err e;
             if (run(k, p, m, v, 1, 1, &r, &e)) {
@@ -417,14 +574,19 @@ int main(void)
     tcase_add_test(tc, gpipe_all);
     tcase_add_test(tc, one_f_one_b_all);
     tcase_add_test(tc, interleaved_all);
+    tcase_add_test(tc, interleaved_peak_by_hand);
     tcase_add_test(tc, interleaved_beats_1f1b);
     tcase_add_test(tc, reject_missing_backward);
     tcase_add_test(tc, reject_duplicated_forward);
+    tcase_add_test(tc, reject_missing_receive);
     tcase_add_test(tc, reject_receive_without_send);
     tcase_add_test(tc, reject_backward_before_forward);
+    tcase_add_test(tc, reject_forward_before_its_input);
     tcase_add_test(tc, reject_deadlock);
+    tcase_add_test(tc, reject_cross_stage_deadlock);
     tcase_add_test(tc, reject_wrong_peer_and_stage);
     tcase_add_test(tc, arguments_and_names);
+    tcase_add_test(tc, registry_rows_consistent);
     tcase_add_test(tc, explain_gpipe_4x4);
     suite_add_tcase(s, tc);
     int status = tt_check_run(s);

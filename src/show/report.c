@@ -297,8 +297,7 @@ void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pp, const tt_grid *g)
         }
         printf("  theory: %s; simulated: this schedule with a backward costing two forwards; "
                "measured: wall clock, 1 - compute / step\n",
-               pp->kind == TT_SCHED_NAIVE ? "(p-1)/p"
-               : pp->kind == TT_SCHED_INTERLEAVED ? "(p-1)/(v m + p-1)" : "(p-1)/(m + p-1)");
+               tt_schedule_formula(pp->kind));
         free(all);
         free(cnt);
         free(disp);

@@ -1,10 +1,13 @@
 /* tt/parallel/pipeline.h - pipeline schedules as data.
  *
  * Before a step, every stage's list of actions (forward micro-batch i of
- * chunk c, backward, send, receive) is generated; all stages' lists are then
+ * chunk k, backward, send, receive) is generated; all stages' lists are then
  * run through a small simulation that proves every send meets its receive,
  * every dependency is satisfied and nothing can deadlock. The executor runs
  * the list and nothing else decides the order.
+ *
+ * Where: the schedule registry and the builders in src/parallel/schedule.c,
+ * the check in schedule_check.c, the narration in schedule_explain.c.
  *
  * Chunks: with v virtual stages (interleaved 1F1B) the model's blocks are cut
  * into p*v chunks; global chunk k lives on stage k % p as its local chunk
@@ -52,9 +55,25 @@ typedef struct {
     tt_action *a;
 } tt_action_list;
 
-/* Parses "naive", "gpipe", "1f1b", "interleaved"; -1 if unknown. */
+/* ---- the schedule registry: one row per schedule ----
+ * A schedule's kind is its row's index, 0..tt_schedule_count()-1 (the enum
+ * above names the rows code refers to). */
+int tt_schedule_count(void);
+
+/* Parses a row's name ("naive", "gpipe", "1f1b", "interleaved"); -1 if unknown. */
 int tt_schedule_parse(const char *name);
+/* The name of row `kind` ("unknown" outside the table); also the name by index. */
 const char *tt_schedule_name(tt_schedule_kind kind);
+/* One line on what the schedule does, for help texts. */
+const char *tt_schedule_about(tt_schedule_kind kind);
+/* The bubble tt_bubble_theory computes, as text: "(p-1)/(m + p-1)", ... */
+const char *tt_schedule_formula(tt_schedule_kind kind);
+/* Chunks per stage the schedule runs when v are asked for: v for a schedule
+ * that interleaves chunks, else 1 (so K = p x this). */
+int tt_schedule_chunks_per_stage(tt_schedule_kind kind, int v);
+/* Writes every name into buf as "naive, gpipe, 1f1b or interleaved" (cut to
+ * n bytes, terminated when n > 0) and returns buf. */
+const char *tt_schedule_names(char *buf, size_t n);
 
 /* Fails (message in e) if the schedule cannot run p stages, m micro-batches,
  * v chunks per stage (v must be 1 except for interleaved, where v >= 2 and m

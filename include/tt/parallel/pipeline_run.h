@@ -1,7 +1,8 @@
-/* tt/parallel/pipeline_run.h - running a pipeline: the split of the blocks into
- * stages, each rank's shard, and the executor that runs a stage's action
- * list (tt/pipeline.h) with the model's chunk forward/backward and MPI
- * point-to-point transfers between the stages' ranks of equal (dp, tp). */
+/* tt/parallel/pipeline_run.h - running a pipeline: the split of the blocks
+ * into stages and each rank's shard (src/parallel/stage_split.c), and the
+ * executor that runs a stage's action list (tt/parallel/pipeline.h) with the
+ * model's chunk forward/backward and MPI point-to-point transfers between the
+ * stages' ranks of equal (dp, tp) (src/parallel/pipeline_run.c). */
 #ifndef TT_PIPELINE_RUN_H
 #define TT_PIPELINE_RUN_H
 
@@ -54,17 +55,18 @@ typedef struct {
 
 /* Builds and checks the schedule (every stage's list through the
  * simulation; a wrong schedule is an error before anything runs). */
-int tt_pipe_init(tt_pipe *pp, tt_model *m, const tt_run_config *rc, const tt_grid *g, tt_err *e);
-void tt_pipe_free(tt_pipe *pp);
+int tt_pipe_init(tt_pipe *pipe, tt_model *m, const tt_run_config *rc, const tt_grid *g,
+                 tt_err *e);
+void tt_pipe_free(tt_pipe *pipe);
 
 /* Runs this stage's list for one training step: the micro-batches of this DP
  * replica's share of the global batch of `step`. Returns the sum over the
  * micro-batches of (mean loss x sequences) on the stage with the loss, else 0. */
-double tt_pipe_train(tt_pipe *pp, const tt_corpus *c, long step, float dloss);
+double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss);
 
 /* Forward only, B sequences through every chunk in order (eval, generation).
  * Returns the mean loss on the ranks of the last stage (targets given), else
  * 0; with targets NULL the last stage's logits are in m->logits. */
-double tt_pipe_forward(tt_pipe *pp, const int *idx, const int *targets, int B);
+double tt_pipe_forward(tt_pipe *pipe, const int *idx, const int *targets, int B);
 
 #endif

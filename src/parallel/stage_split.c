@@ -1,0 +1,114 @@
+/* stage_split.c - which blocks each pipeline chunk holds, and from that the
+ * shard of every rank: its chunks' blocks, its TP slice of them, whether it
+ * holds the embeddings (chunk 0) or the head and the loss (chunk K-1).
+ *
+ * K = pp x v chunks; chunk k lives on stage k % pp (Megatron's interleaving,
+ * v = 1 without it). */
+#include "tt/parallel/pipeline_run.h"
+
+#include <stdlib.h>
+
+/* --stage-layers "a,b,...": K positive block counts summing to L. */
+static int parse_override(int *chunk_layers, int L, int K, const char *override, tt_err *e)
+{
+    const char *s = override;
+    int n = 0, sum = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || (*end && *end != ','))
+            return tt_fail(e, "--stage-layers expects numbers separated by commas, got '%s'",
+                           override);
+        if (n == K)
+            return tt_fail(e, "--stage-layers '%s' lists more than the %d chunks of this "
+                              "layout (pp x virtual stages)", override, K);
+        if (v < 1)
+            return tt_fail(e, "--stage-layers '%s': chunk %d would have %ld blocks; every "
+                              "stage needs at least one", override, n, v);
+        chunk_layers[n++] = (int)v;
+        sum += (int)v;
+        s = *end ? end + 1 : end;
+    }
+    if (n != K)
+        return tt_fail(e, "--stage-layers '%s' lists %d chunk(s), the layout has %d "
+                          "(pp x virtual stages)", override, n, K);
+    if (sum != L)
+        return tt_fail(e, "--stage-layers '%s' adds up to %d blocks, --layers is %d",
+                       override, sum, L);
+    return 0;
+}
+
+/* Balanced: minimise the costliest chunk by dynamic programming.
+ * best[i][k] = the best max cost of the first i blocks in k chunks; the last
+ * chunk also carries the head (lm_head and the loss, `head` blocks' worth). */
+static void balanced_split(int *chunk_layers, int L, int K, double head)
+{
+    double *best = tt_malloc((size_t)(L + 1) * (K + 1) * sizeof(double));
+    int *cut = tt_malloc((size_t)(L + 1) * (K + 1) * sizeof(int));
+#define AT(a, i, k) a[(size_t)(i) * (K + 1) + (k)]
+    for (int i = 0; i <= L; i++)
+        for (int k = 0; k <= K; k++)
+            AT(best, i, k) = 1e300;
+    AT(best, 0, 0) = 0;
+    for (int k = 1; k <= K; k++)
+        for (int i = k; i <= L; i++)
+            for (int j = k - 1; j < i; j++) { /* chunk k holds blocks [j, i) */
+                double c = (double)(i - j) + (k == K ? head : 0.0);
+                double v = AT(best, j, k - 1) > c ? AT(best, j, k - 1) : c;
+                /* Ties go to the split that puts more blocks early, so the
+                 * last stage (with lm_head) is the one that stays lighter. */
+                if (v < AT(best, i, k) - 1e-12) {
+                    AT(best, i, k) = v;
+                    AT(cut, i, k) = j;
+                }
+            }
+    for (int k = K, i = L; k >= 1; k--) {
+        int j = AT(cut, i, k);
+        chunk_layers[k - 1] = i - j;
+        i = j;
+    }
+#undef AT
+    free(best);
+    free(cut);
+}
+
+int tt_stage_split(int *chunk_layers, const tt_config *cfg, int K, const char *override,
+                   tt_err *e)
+{
+    const int L = cfg->L;
+    if (K > L)
+        return tt_fail(e, "%d pipeline chunks need at least %d blocks, but --layers is %d "
+                          "(every stage needs a block)", K, K, L);
+    if (override)
+        return parse_override(chunk_layers, L, K, override, e);
+    /* A block costs about 24C^2 + 4TC flops per token, lm_head 2CV. */
+    const double C = cfg->C, T = cfg->T, V = cfg->V;
+    balanced_split(chunk_layers, L, K, 2.0 * C * V / (24.0 * C * C + 4.0 * T * C));
+    return 0;
+}
+
+tt_shard_spec tt_stage_spec(const tt_grid *g, const tt_run_config *rc, const int *chunk_layers,
+                            int r)
+{
+    const int p = g ? g->pp : 1, v = rc->virtual_stages, K = p * v;
+    const int stage = g ? tt_grid_pp_of(g, r) : 0;
+    tt_shard_spec sh = tt_shard_whole(&rc->model);
+    sh.tp_rank = g ? tt_grid_tp_of(g, r) : 0;
+    sh.tp_size = g ? g->tp : 1;
+    sh.mlp_gather = rc->tp_mlp_gather;
+    /* Stage s holds global chunks s, s+p, ...; chunk k starts after the
+     * blocks of chunks 0..k-1. */
+    sh.nchunks = v;
+    for (int j = 0; j < v; j++) {
+        int k = j * p + stage, first = 0;
+        for (int i = 0; i < k; i++)
+            first += chunk_layers[i];
+        sh.chunk_begin[j] = first;
+        sh.chunk_end[j] = first + chunk_layers[k];
+    }
+    sh.layer_begin = sh.chunk_begin[0];
+    sh.layer_end = sh.chunk_end[v - 1];
+    sh.first_stage = stage == 0;             /* global chunk 0 */
+    sh.last_stage = (K - 1) % p == stage;    /* global chunk K-1 */
+    return sh;
+}
