@@ -58,8 +58,11 @@ void tt_config_finish(tt_run_config *c)
 static int set_schedule(tt_run_config *c, const char *flag, const char *val, tt_err *e)
 {
     int k = tt_schedule_parse(val);
-    if (k < 0)
-        return tt_fail(e, "%s expects naive, gpipe, 1f1b or interleaved, got '%s'", flag, val);
+    if (k < 0) {
+        char names[128];
+        return tt_fail(e, "%s expects %s, got '%s'", flag, tt_schedule_names(names, sizeof names),
+                       val);
+    }
     c->schedule = k;
     return 0;
 }
