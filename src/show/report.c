@@ -1,5 +1,6 @@
 /* report.c - per-GPU communication: measured next to expected. */
 #include "tt/show/report.h"
+#include "tt/comm/tensor_parallel.h"
 #include "tt/parallel/data_parallel.h"
 #include "tt/core/memory.h"
 #include "tt/parallel/pipeline.h"
@@ -21,56 +22,17 @@ void tt_comm_expected(tt_comm_stats *exp, const tt_run_config *rc, const tt_grid
                       const tt_model *m, long steps)
 {
     memset(exp, 0, sizeof *exp);
-    const long long M = rc->micro_batches;
-    const long long n = (long long)(rc->batch / g->dp) * rc->model.T; /* tokens per step */
-    const long long C = rc->model.C, L = m->nl;
+    /* A group of one GPU communicates nothing, so only the parallelisms
+     * actually in use are asked. */
     if (g->tp > 1) {
-        /* Per micro-batch: each block all-reduces its row-parallel outputs
-         * (proj, fc2) forward and its column-parallel input gradients (q/k/v,
-         * fc1) backward: 4 x tokens x C floats. The vocabulary-parallel
-         * embedding sums its rows forward (tokens x C); lm_head's copy sums
-         * the gradient of its input backward (tokens x C); the parallel
-         * cross-entropy all-reduces the max, the target logit and the sum of
-         * exponentials (3 x tokens). */
-        long long calls = 4 * L, floats = 4 * L * n * C;
-        if (m->sh.first_stage)
-            calls += 1, floats += n * C;
-        if (m->sh.last_stage)
-            calls += 1 + 3, floats += n * C + 3 * n;
-        exp->c[TT_GROUP_TP][TT_OP_ALLREDUCE].calls = steps * M * calls;
-        exp->c[TT_GROUP_TP][TT_OP_ALLREDUCE].bytes = steps * 4 * floats;
-        if (rc->tp_mlp_gather) {
-            /* fc1's output gathered forward (tokens x 4C floats out) and its
-             * gradient reduce-scattered backward (tokens x 4C floats in). */
-            exp->c[TT_GROUP_TP][TT_OP_ALLGATHER].calls = steps * M * L;
-            exp->c[TT_GROUP_TP][TT_OP_ALLGATHER].bytes = steps * 4 * L * n * 4 * C;
-            exp->c[TT_GROUP_TP][TT_OP_REDUCE_SCATTER].calls = steps * M * L;
-            exp->c[TT_GROUP_TP][TT_OP_REDUCE_SCATTER].bytes = steps * 4 * L * n * 4 * C;
-        }
+        const long long tokens = (long long)(rc->batch / g->dp) * rc->model.T;
+        tp_expected_traffic(exp, tokens, rc->model.C, m->nl, m->sh.first_stage,
+                            m->sh.last_stage, rc->tp_mlp_gather, rc->micro_batches, steps);
     }
-    if (g->pp > 1) {
-        /* Per micro-batch and chunk: the activation (mbs x T x C floats)
-         * goes forward to the next chunk and its gradient comes back; a
-         * chunk receives its input unless it is the first and its output
-         * gradient unless it is the last. */
-        const int p = g->pp, v = rc->virtual_stages, K = p * v;
-        const long long msg = 4LL * (rc->batch / g->dp / rc->micro_batches) * rc->model.T * C;
-        long long sends = 0, recvs = 0;
-        for (int j = 0; j < v; j++) {
-            int k = j * p + g->pp_rank;
-            sends += (k < K - 1) + (k > 0);
-            recvs += (k > 0) + (k < K - 1);
-        }
-        exp->c[TT_GROUP_PP][TT_OP_SEND].calls = steps * M * sends;
-        exp->c[TT_GROUP_PP][TT_OP_SEND].bytes = steps * M * sends * msg;
-        exp->c[TT_GROUP_PP][TT_OP_RECV].calls = steps * M * recvs;
-        exp->c[TT_GROUP_PP][TT_OP_RECV].bytes = steps * M * recvs * msg;
-    }
-    if (g->dp > 1) {
-        /* The whole gradient buffer once per step, in buckets. */
-        exp->c[TT_GROUP_DP][TT_OP_ALLREDUCE].calls = steps * tt_dp_buckets(m->P.total, rc->dp_bucket);
-        exp->c[TT_GROUP_DP][TT_OP_ALLREDUCE].bytes = steps * 4 * (long long)m->P.total;
-    }
+    if (g->pp > 1)
+        tt_pipe_expected_traffic(exp, rc, g, steps);
+    if (g->dp > 1)
+        tt_dp_expected_traffic(exp, &m->P, rc->dp_bucket, steps);
 }
 
 static int matches(const tt_comm_stats *a, const tt_comm_stats *b)
