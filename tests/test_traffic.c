@@ -11,7 +11,7 @@
 #include "tt/comm/tensor_parallel.h"
 #include "tt/parallel/data_parallel.h"
 #include "tt/parallel/pipeline_run.h"
-#include "tt/show/report.h"
+#include "tt/show/report_comm.h"
 
 #include "check_run.h"
 
