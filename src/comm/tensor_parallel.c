@@ -1,7 +1,8 @@
 /* tensor_parallel.c - the communication of Megatron-style tensor
  * parallelism around the kernels: the copy/reduce/gather/scatter operator
  * pairs, column- and row-parallel linear layers built from them, the
- * vocabulary-parallel embedding and cross-entropy. */
+ * vocabulary-parallel embedding and cross-entropy, and the traffic they
+ * imply (the TP rows of the communication report). */
 #include "tt/comm/tensor_parallel.h"
 #include "tt/comm/comm.h"
 #include "tt/core/faults.h"
@@ -173,5 +174,36 @@ void vocab_crossentropy_backward(float *dlogits, const float *probs, const int *
         int t = targets[n] - v0;
         if (t >= 0 && t < Vr)
             d[t] -= dloss;
+    }
+}
+
+/* ---- the traffic all of the above implies (doc/communication.md) -------- */
+
+void tp_expected_traffic(tt_comm_stats *add, long long tokens_per_step, long long C,
+                         long long local_blocks, int first_stage, int last_stage, int mlp_gather,
+                         long long micro_batches, long steps)
+{
+    const long long n = tokens_per_step, L = local_blocks, M = micro_batches;
+    /* Per micro-batch: each block all-reduces its row-parallel outputs (proj,
+     * fc2) forward and its column-parallel input gradients (q/k/v, fc1)
+     * backward: 4 x tokens x C floats. The vocabulary-parallel embedding sums
+     * its rows forward (tokens x C); lm_head's copy sums the gradient of its
+     * input backward (tokens x C); the parallel cross-entropy all-reduces the
+     * max, the target logit and the sum of exponentials (3 x tokens). Summed
+     * over the micro-batches, the tokens are those of the whole step. */
+    long long calls = 4 * L, floats = 4 * L * n * C;
+    if (first_stage)
+        calls += 1, floats += n * C;
+    if (last_stage)
+        calls += 1 + 3, floats += n * C + 3 * n;
+    add->c[TT_GROUP_TP][TT_OP_ALLREDUCE].calls += steps * M * calls;
+    add->c[TT_GROUP_TP][TT_OP_ALLREDUCE].bytes += steps * 4 * floats;
+    if (mlp_gather) {
+        /* fc1's output gathered forward (tokens x 4C floats out) and its
+         * gradient reduce-scattered backward (tokens x 4C floats in). */
+        add->c[TT_GROUP_TP][TT_OP_ALLGATHER].calls += steps * M * L;
+        add->c[TT_GROUP_TP][TT_OP_ALLGATHER].bytes += steps * 4 * L * n * 4 * C;
+        add->c[TT_GROUP_TP][TT_OP_REDUCE_SCATTER].calls += steps * M * L;
+        add->c[TT_GROUP_TP][TT_OP_REDUCE_SCATTER].bytes += steps * 4 * L * n * 4 * C;
     }
 }

@@ -1,4 +1,5 @@
-/* data_parallel.c - bucketed gradient all-reduce and the replica check. */
+/* data_parallel.c - bucketed gradient all-reduce, the traffic it implies,
+ * and the replica checks. */
 #include "tt/parallel/data_parallel.h"
 #include "tt/comm/comm.h"
 #include "tt/core/faults.h"
@@ -32,6 +33,14 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
         size_t n = p->total - off < b ? p->total - off : b;
         tt_allreduce(g, TT_GROUP_DP, grads + off, (int)n, MPI_FLOAT, MPI_SUM);
     }
+}
+
+void tt_dp_expected_traffic(tt_comm_stats *add, const tt_params *p, size_t bucket_bytes,
+                            long steps)
+{
+    /* The whole gradient buffer once per step, in buckets (tt_dp_sync_grads). */
+    add->c[TT_GROUP_DP][TT_OP_ALLREDUCE].calls += steps * tt_dp_buckets(p->total, bucket_bytes);
+    add->c[TT_GROUP_DP][TT_OP_ALLREDUCE].bytes += steps * 4 * (long long)p->total;
 }
 
 int tt_dp_replicas_identical(const tt_grid *g, const tt_params *p)

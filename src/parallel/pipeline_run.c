@@ -260,3 +260,28 @@ double tt_pipe_forward(tt_pipe *pipe, const int *idx, const int *targets, int B)
         tt_slot_release(m, slots[j]);
     return loss;
 }
+
+/* ---- the traffic the executor implies (doc/communication.md) ------------ */
+
+void tt_pipe_expected_traffic(tt_comm_stats *add, const tt_run_config *rc, const tt_grid *g,
+                              long steps)
+{
+    /* Per micro-batch and chunk: the activation (mbs x T x C floats) goes
+     * forward to the next chunk and its gradient comes back; a chunk receives
+     * its input unless it is the first and its output gradient unless it is
+     * the last. Chunk k sits on stage k mod p, the shape tt_pipe_init gives. */
+    const int p = g->pp, v = rc->virtual_stages, K = p * v;
+    const long long M = rc->micro_batches;
+    const long long mbs = rc->batch / g->dp / rc->micro_batches;
+    const long long msg = 4 * mbs * rc->model.T * rc->model.C;
+    long long sends = 0, recvs = 0;
+    for (int j = 0; j < v; j++) {
+        int k = j * p + g->pp_rank;
+        sends += (k < K - 1) + (k > 0);
+        recvs += (k > 0) + (k < K - 1);
+    }
+    add->c[TT_GROUP_PP][TT_OP_SEND].calls += steps * M * sends;
+    add->c[TT_GROUP_PP][TT_OP_SEND].bytes += steps * M * sends * msg;
+    add->c[TT_GROUP_PP][TT_OP_RECV].calls += steps * M * recvs;
+    add->c[TT_GROUP_PP][TT_OP_RECV].bytes += steps * M * recvs * msg;
+}

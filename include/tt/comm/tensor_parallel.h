@@ -23,6 +23,7 @@
 #ifndef TT_COMM_TENSOR_PARALLEL_H
 #define TT_COMM_TENSOR_PARALLEL_H
 
+#include "tt/comm/comm.h"
 #include "tt/comm/grid.h"
 
 /* copy: x goes unchanged into a column-parallel layer (every rank holds all
@@ -92,5 +93,16 @@ void vocab_crossentropy_backward(float *dlogits /* N,Vl */, const float *probs /
 void bias_backward(float *db /* OC */, const float *dout /* N,OC */, int N, int OC);
 /* out[n, :] += b. */
 void bias_forward(float *out /* N,OC */, const float *b /* OC */, int N, int OC);
+
+/* The TP traffic the functions above cause on one GPU of a TP group of more
+ * than one, for `steps` training steps, added to *add (doc/communication.md):
+ * tokens_per_step are the tokens of this DP replica's share of the batch,
+ * local_blocks the transformer blocks this GPU holds, first_stage/last_stage
+ * whether it holds the embeddings / lm_head and the loss, mlp_gather whether
+ * fc1's output is gathered (--tp-mlp gather). Plain numbers: this layer does
+ * not see the model. */
+void tp_expected_traffic(tt_comm_stats *add, long long tokens_per_step, long long C,
+                         long long local_blocks, int first_stage, int last_stage, int mlp_gather,
+                         long long micro_batches, long steps);
 
 #endif

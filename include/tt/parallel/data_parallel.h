@@ -6,6 +6,7 @@
 #define TT_DATA_PARALLEL_H
 
 #include <stddef.h>
+#include "tt/comm/comm.h"
 #include "tt/comm/grid.h"
 #include "tt/core/params.h"
 
@@ -17,6 +18,11 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes);
 
 /* Number of all-reduce calls tt_dp_sync_grads makes for n floats. */
 long tt_dp_buckets(size_t n_floats, size_t bucket_bytes);
+
+/* The DP traffic of tt_dp_sync_grads on one GPU of a DP group of more than
+ * one, for `steps` training steps, added to *add (doc/communication.md). */
+void tt_dp_expected_traffic(tt_comm_stats *add, const tt_params *p, size_t bucket_bytes,
+                            long steps);
 
 /* 1 when every DP replica holds the same bytes of weights and Adam moments
  * (a CRC of the buffers compared across the group; booked as other). The

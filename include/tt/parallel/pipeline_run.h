@@ -9,6 +9,7 @@
 #include <mpi.h>
 #include "tt/core/config.h"
 #include "tt/core/data.h"
+#include "tt/comm/comm.h"
 #include "tt/comm/grid.h"
 #include "tt/model/model.h"
 #include "tt/parallel/pipeline.h"
@@ -68,5 +69,12 @@ double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss);
  * Returns the mean loss on the ranks of the last stage (targets given), else
  * 0; with targets NULL the last stage's logits are in m->logits. */
 double tt_pipe_forward(tt_pipe *pipe, const int *idx, const int *targets, int B);
+
+/* The PP traffic the executor causes on this GPU (stage g->pp_rank of a
+ * pipeline of g->pp > 1 stages) for `steps` training steps, added to *add
+ * (doc/communication.md). Reads only the shape: sizes and rank of g, and the
+ * batch, micro-batches, virtual stages, T and C of rc. */
+void tt_pipe_expected_traffic(tt_comm_stats *add, const tt_run_config *rc, const tt_grid *g,
+                              long steps);
 
 #endif

@@ -1,0 +1,127 @@
+/* pipeline_report.c - the pipeline, told to people: the stage split printed
+ * at start-up, the bubble measured per step and reported after training next
+ * to the schedule's simulation and the textbook formula, and the narrated
+ * step of --explain. */
+#include "tt/show/pipeline_report.h"
+#include "tt/comm/comm.h"
+#include "tt/parallel/pipeline.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tt_print_pipeline(const tt_run_config *rc, const tt_grid *g, const int *chunk_layers)
+{
+    const int p = g->pp, v = rc->virtual_stages, K = p * v;
+    printf("pipeline: %d stage%s x %d chunk%s, schedule %s, %d micro-batch%s per replica; "
+           "blocks %s\n", p, p > 1 ? "s" : "", v, v > 1 ? "s" : "",
+           tt_schedule_name(rc->schedule), rc->micro_batches, rc->micro_batches > 1 ? "es" : "",
+           rc->stage_layers ? "as --stage-layers says" : "balanced by compute");
+    /* Chunk k = j p + s is stage s's j-th chunk (interleaved round robin). */
+    for (int s = 0; s < p; s++) {
+        printf("  stage %d:", s);
+        for (int j = 0; j < v; j++) {
+            int k = j * p + s, first = 0;
+            for (int i = 0; i < k; i++)
+                first += chunk_layers[i];
+            if (chunk_layers[k] == 1)
+                printf("%s block %d", j ? "," : "", first);
+            else
+                printf("%s blocks %d-%d", j ? "," : "", first, first + chunk_layers[k] - 1);
+            if (k == 0)
+                printf(" + embeddings");
+            if (k == K - 1)
+                printf(" + ln_f, lm_head, loss");
+        }
+        printf("\n");
+    }
+}
+
+/* ---- the bubble ---------------------------------------------------------- */
+
+void tt_bubble_init(tt_bubble_stats *b, long steps)
+{
+    memset(b, 0, sizeof *b);
+    b->cap = steps > 0 ? (int)steps : 1;
+    b->idle = tt_calloc((size_t)b->cap, sizeof(double));
+}
+
+void tt_bubble_free(tt_bubble_stats *b) { free(b->idle); }
+
+void tt_bubble_add(tt_bubble_stats *b, const tt_pipe *pp)
+{
+    if (b->n < b->cap && pp->step_seconds > 0)
+        b->idle[b->n++] = 1.0 - pp->busy_seconds / pp->step_seconds;
+    if (pp->peak_held > b->peak)
+        b->peak = pp->peak_held;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Every GPU's median idle fraction (the median, so one step disturbed by the
+ * machine does not move it) next to the schedule's simulation and the
+ * textbook formula, and the most micro-batches it held at once. */
+void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pp, const tt_grid *g)
+{
+    double mine[2] = {0.0, (double)b->peak};
+    if (b->n) {
+        qsort(b->idle, (size_t)b->n, sizeof(double), cmp_double);
+        mine[0] = b->idle[b->n / 2];
+    }
+    double *all = tt_gather_to_root(g, mine, (int)sizeof mine); /* rank 0 only */
+    if (all) {
+        const tt_sim_result *sim = &pp->sim;
+        double theory = tt_bubble_theory(pp->kind, pp->p, pp->M, pp->v);
+        printf("\npipeline bubble (%s, p %d, m %d", tt_schedule_name(pp->kind), pp->p, pp->M);
+        if (pp->v > 1)
+            printf(", v %d", pp->v);
+        printf("): idle fraction per GPU, median over %d step%s\n", b->n, b->n == 1 ? "" : "s");
+        printf("  %-20s %9s %11s %9s %13s\n", "GPU", "measured", "simulated", "theory",
+               "peak held");
+        for (int r = 0; r < g->world_size; r++) {
+            char name[48];
+            int s = tt_grid_pp_of(g, r);
+            double simulated = 1.0 - sim->busy[s] / sim->span;
+            printf("  %-20s %8.1f%% %10.1f%% %8.1f%% %6d of %d\n", tt_gpu_name(g, r, name, sizeof name),
+                   100 * all[2 * r], 100 * simulated, 100 * theory, (int)all[2 * r + 1],
+                   pp->M * pp->v);
+        }
+        printf("  theory: %s; simulated: this schedule with a backward costing two forwards; "
+               "measured: wall clock, 1 - compute / step\n",
+               tt_schedule_formula(pp->kind));
+        free(all);
+    }
+}
+
+/* ---- --explain ------------------------------------------------------------ */
+
+/* The step narrated from the schedule the executor ran, with unit-time
+ * forwards and backwards as the textbook draws them (not the 1:2 costs of
+ * the bubble's simulation), so the picture matches the usual figures. */
+void tt_explain_step(const tt_pipe *pp, const tt_grid *g)
+{
+    if (g->world_rank != 0)
+        return;
+    tt_sim_result unit;
+    tt_err e;
+    if (tt_schedule_check(pp->all, pp->p, pp->M, pp->v, 1.0, 1.0, &unit, &e))
+        return;
+    char **names = tt_malloc((size_t)pp->p * sizeof(char *));
+    for (int s = 0; s < pp->p; s++) {
+        names[s] = tt_malloc(48);
+        tt_gpu_name(g, tt_grid_rank_of(g, 0, s, 0), names[s], 48);
+    }
+    printf("\none training step of DP replica 0, narrated (%s, %d stage%s, %d micro-batch%s%s; "
+           "TP peers of each GPU do the same)\n", tt_schedule_name(pp->kind), pp->p,
+           pp->p > 1 ? "s" : "", pp->M, pp->M > 1 ? "es" : "",
+           pp->v > 1 ? ", interleaved chunks" : "");
+    tt_schedule_explain(stdout, pp->all, &unit, (const char *const *)names);
+    for (int s = 0; s < pp->p; s++)
+        free(names[s]);
+    free(names);
+    tt_sim_result_free(&unit);
+}

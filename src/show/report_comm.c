@@ -1,0 +1,102 @@
+/* report_comm.c - the communication report: every GPU's TP, PP and DP
+ * traffic as the comm counters measured it, next to the closed-form
+ * expectation (doc/communication.md). Each parallelism's formula lives with
+ * its communication (tensor_parallel.c, pipeline_run.c, data_parallel.c);
+ * this file only adds them up, compares and prints. */
+#include "tt/show/report_comm.h"
+#include "tt/comm/tensor_parallel.h"
+#include "tt/parallel/data_parallel.h"
+#include "tt/parallel/pipeline_run.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void tt_comm_accumulate(tt_comm_stats *acc, const tt_comm_stats *a, const tt_comm_stats *b)
+{
+    for (int gr = 0; gr < TT_NGROUPS; gr++)
+        for (int op = 0; op < TT_NOPS; op++) {
+            acc->c[gr][op].calls += b->c[gr][op].calls - a->c[gr][op].calls;
+            acc->c[gr][op].bytes += b->c[gr][op].bytes - a->c[gr][op].bytes;
+            acc->c[gr][op].seconds += b->c[gr][op].seconds - a->c[gr][op].seconds;
+        }
+}
+
+void tt_comm_expected(tt_comm_stats *exp, const tt_run_config *rc, const tt_grid *g,
+                      const tt_model *m, long steps)
+{
+    memset(exp, 0, sizeof *exp);
+    /* A group of one GPU communicates nothing, so only the parallelisms
+     * actually in use are asked. */
+    if (g->tp > 1) {
+        const long long tokens = (long long)(rc->batch / g->dp) * rc->model.T;
+        tp_expected_traffic(exp, tokens, rc->model.C, m->nl, m->sh.first_stage,
+                            m->sh.last_stage, rc->tp_mlp_gather, rc->micro_batches, steps);
+    }
+    if (g->pp > 1)
+        tt_pipe_expected_traffic(exp, rc, g, steps);
+    if (g->dp > 1)
+        tt_dp_expected_traffic(exp, &m->P, rc->dp_bucket, steps);
+}
+
+/* Calls and bytes of TP, PP and DP; time and the OTHER group are not predicted. */
+static int matches(const tt_comm_stats *a, const tt_comm_stats *b)
+{
+    for (int gr = 0; gr < TT_GROUP_OTHER; gr++)
+        for (int op = 0; op < TT_NOPS; op++)
+            if (a->c[gr][op].calls != b->c[gr][op].calls ||
+                a->c[gr][op].bytes != b->c[gr][op].bytes)
+                return 0;
+    return 1;
+}
+
+static void print_one(FILE *out, const tt_grid *g, int rank, const tt_comm_stats *ms,
+                      const tt_comm_stats *ex)
+{
+    char name[48];
+    fprintf(out, "  %s\n", tt_gpu_name(g, rank, name, sizeof name));
+    fprintf(out, "    %-5s %-15s %9s %9s %14s %14s %9s\n", "group", "operation", "calls",
+            "expected", "bytes", "expected", "seconds");
+    for (int gr = 0; gr < TT_GROUP_OTHER; gr++)
+        for (int op = 0; op < TT_NOPS; op++) {
+            const tt_comm_count *c = &ms->c[gr][op], *e = &ex->c[gr][op];
+            if (!c->calls && !e->calls)
+                continue;
+            fprintf(out, "    %-5s %-15s %9ld %9ld %14lld %14lld %9.3f%s\n", tt_group_names[gr],
+                    tt_op_names[op], c->calls, e->calls, c->bytes, e->bytes, c->seconds,
+                    c->calls == e->calls && c->bytes == e->bytes ? "" : "  <- differs");
+        }
+    /* Bookkeeping has no formula: one line of totals, for scale. */
+    long calls = 0;
+    long long bytes = 0;
+    for (int op = 0; op < TT_NOPS; op++) {
+        calls += ms->c[TT_GROUP_OTHER][op].calls;
+        bytes += ms->c[TT_GROUP_OTHER][op].bytes;
+    }
+    fprintf(out, "    other (loss, clipping norm, oracle): %ld calls, %lld bytes\n", calls, bytes);
+}
+
+/* What one GPU sends to rank 0 for the table. */
+typedef struct {
+    tt_comm_stats measured, expected;
+} comm_record;
+
+int tt_report_comm(FILE *out, const tt_run_config *rc, const tt_grid *g, const tt_model *m,
+                   const tt_comm_stats *measured, long steps, int all_gpus)
+{
+    comm_record mine = {.measured = *measured};
+    tt_comm_expected(&mine.expected, rc, g, m, steps);
+    /* Every GPU's record goes to rank 0, which prints the tables; the
+     * gathering is booked as other, so it cannot change what it reports. */
+    comm_record *all = tt_gather_to_root(g, &mine, (int)sizeof mine);
+    const int ok = !tt_agree_status(g, !matches(&mine.measured, &mine.expected));
+    if (g->world_rank == 0 && out) {
+        fprintf(out, "\ncommunication over %ld training step%s, measured and expected "
+                     "(doc/communication.md)%s\n", steps, steps == 1 ? "" : "s",
+                all_gpus ? "" : "; --report comm shows every GPU");
+        for (int r = 0; r < (all_gpus ? g->world_size : 1); r++)
+            print_one(out, g, r, &all[r].measured, &all[r].expected);
+        fprintf(out, "every GPU's TP/PP/DP traffic equals its formula: %s\n", ok ? "yes" : "NO");
+    }
+    free(all);
+    return ok;
+}
