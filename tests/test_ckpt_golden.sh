@@ -1,0 +1,71 @@
+#!/bin/sh
+# tests/test_ckpt_golden.sh - checkpoints did not change: two fixed tiny runs
+# on 1 rank must save files whose sha256 equals the one recorded here.
+#
+#   --steps 2   two training steps: weights, Adam moments, metadata
+#   --steps 0   the initial weights only (no BLAS call on the way)
+#
+# The hashes were recorded with the build of commit 32b301d, before the
+# checkpoint code was split into src/train/ckpt_*.c; the split had to keep
+# every byte. A failure here means a checkpoint's bytes changed: if that is
+# intended, re-record the hashes with the new build and say why in the commit.
+#
+# Trained floats depend on the BLAS kernel, which OpenBLAS picks from the CPU
+# (or from OPENBLAS_CORETYPE), and on its version. So each row of hashes comes
+# with the facts of the machine it was recorded on: the CPU's model name in
+# /proc/cpuinfo, OPENBLAS_CORETYPE, and what OpenBLAS itself reports
+# (openblas_get_config: version and the kernel it chose). On a machine where
+# they differ the test cannot know the right bits and skips (exit 77).
+#
+# Exit status: 0 pass, 1 mismatch, 77 skipped (other machine facts, no sha256).
+. "$TT_SRCDIR/testlib.sh"
+
+cfg="--layers 2 --dim 16 --heads 2 --seq 8 --batch 4 --micro-batches 2 --quiet --sample-len 0"
+# One BLAS thread, as the hashes were recorded (run-test's default too).
+OPENBLAS_NUM_THREADS=1
+export OPENBLAS_NUM_THREADS
+
+# cpu model name | OPENBLAS_CORETYPE | openblas_get_config() | sha256 of --steps 2 | of --steps 0
+golden='AMD EPYC|Haswell|OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64|e1ff868c9cd3a8fba068f5eafcc0e19ef03ac915b7ddc7babfb96ee9cffdd805|c37366a6e7ba432a35e5b14cc809faa7e13b9030a0d6c9901b06a13211bba2bf
+AMD EPYC|unset|OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Cooperlake MAX_THREADS=64|4738b4be947159c206e0fe5e8469e4c88d92ef523ba80aab9233a4025a3b40e6|c37366a6e7ba432a35e5b14cc809faa7e13b9030a0d6c9901b06a13211bba2bf'
+
+cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -n 1)
+coretype=${OPENBLAS_CORETYPE:-unset}
+# The library the program loads (it links -lopenblas), asked in this
+# environment, so the answer is the kernel the program will use.
+blas=$(python3 -c 'import ctypes
+lib = ctypes.CDLL("libopenblas.so.0")
+lib.openblas_get_config.restype = ctypes.c_char_p
+print(lib.openblas_get_config().decode())' 2>/dev/null) || blas=unknown
+row=$(printf '%s\n' "$golden" |
+      awk -F'|' -v c="$cpu" -v t="$coretype" -v b="$blas" '$1 == c && $2 == t && $3 == b')
+if [ -z "$row" ]; then
+    echo "SKIP: no golden hashes for this machine (cpu '$cpu', OPENBLAS_CORETYPE $coretype," \
+         "'$blas'); they were recorded for:"
+    printf '%s\n' "$golden" | cut -d'|' -f1-3 | sed 's/^/    /'
+    exit 77
+fi
+if command -v sha256sum >/dev/null 2>&1; then
+    sha() { sha256sum "$1" | cut -d' ' -f1; }
+elif command -v shasum >/dev/null 2>&1; then
+    sha() { shasum -a 256 "$1" | cut -d' ' -f1; }
+else
+    echo "SKIP: neither sha256sum nor shasum found"
+    exit 77
+fi
+
+golden_case() { # STEPS FIELD
+    steps=$1 want=$(printf '%s\n' "$row" | cut -d'|' -f"$2")
+    tt 1 $cfg --steps "$steps" --save "$work/golden.$steps.safetensors"
+    got=$(sha "$work/golden.$steps.safetensors" 2>/dev/null)
+    if [ "$status" -ne 0 ]; then
+        not_ok "--steps $steps: exit $status"
+    elif [ "$got" = "$want" ]; then
+        ok "--steps $steps: sha256 $got as recorded"
+    else
+        not_ok "--steps $steps: sha256 $got, recorded $want"
+    fi
+}
+golden_case 2 4
+golden_case 0 5
+finish
