@@ -9,6 +9,8 @@
      the modules whose headers it includes; that graph must have no cycle.
   3. MPI: outside src/comm/, only the MPI-IO checkpoint writer calls MPI's
      transfers and collectives directly (the rest goes through tt/comm/comm.h).
+  4. the map: every file of src/LAYER/ has its row in doc/design.md's module map
+     ("| src/LAYER/FILE |"), and the map names no file that is gone.
 
 Prints every violation and exits 1, or prints a summary and exits 0.
 """
@@ -78,6 +80,15 @@ def main(root):
                 line = text.count("\n", 0, m.start()) + 1
                 errors.append("%s:%d calls %s directly (use tt/comm/comm.h)"
                               % (rel, line, m.group(0).rstrip("( ")))
+    design = os.path.join(root, "doc", "design.md")
+    if os.path.exists(design):
+        doc = open(design, encoding="utf-8").read()
+        listed = set(re.findall(r"^\| src/(\w+/[\w.]+) \|", doc, re.M))
+        present = {rel[len("src/"):] for rel, _, _ in sources(root) if rel.startswith("src/")}
+        for f in sorted(present - listed):
+            errors.append("src/%s has no row in the module map of doc/design.md" % f)
+        for f in sorted(listed - present):
+            errors.append("doc/design.md's module map lists src/%s, which does not exist" % f)
     # Cycles: depth-first search, reporting one cycle path per back edge.
     state, stack = {}, []
 
@@ -100,7 +111,8 @@ def main(root):
         print("VIOLATION: " + e)
     if errors:
         return 1
-    print("layers ok: %d files, %d modules, %d dependencies, no cycle, MPI only through comm"
+    print("layers ok: %d files, %d modules, %d dependencies, no cycle, MPI only through comm, "
+          "module map complete"
           % (nfiles, len(set(edges) | {v for s in edges.values() for v in s}),
              sum(len(s) for s in edges.values())))
     return 0

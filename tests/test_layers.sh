@@ -24,7 +24,7 @@ fi
 # must be refused with a message containing EXPECT.
 plant() {
     rm -rf "$work/tree"; mkdir -p "$work/tree"
-    cp -R "$root/src" "$root/include" "$work/tree/"
+    cp -R "$root/src" "$root/include" "$root/doc" "$work/tree/"
     printf '%s\n' "$3" >>"$work/tree/$2"
     if python3 "$checker" "$work/tree" >"$work/out" 2>&1; then
         not_ok "$1: the checker accepted it"
@@ -39,7 +39,7 @@ plant "core calling app" src/core/common.c '#include "tt/app/run.h"' \
 plant "model calling show" include/tt/model/model.h '#include "tt/show/trace.h"' \
     "of the later layer show"
 # A cycle needs two files changed: data includes events, events includes data.
-rm -rf "$work/tree"; mkdir -p "$work/tree"; cp -R "$root/src" "$root/include" "$work/tree/"
+rm -rf "$work/tree"; mkdir -p "$work/tree"; cp -R "$root/src" "$root/include" "$root/doc" "$work/tree/"
 printf '#include "tt/core/events.h"\n' >>"$work/tree/include/tt/core/data.h"
 printf '#include "tt/core/data.h"\n' >>"$work/tree/include/tt/core/events.h"
 if python3 "$checker" "$work/tree" >"$work/out" 2>&1; then
@@ -52,4 +52,6 @@ fi
 plant "an all-reduce outside comm" src/train/validate.c \
     'static void bad(void) { int x = 0; MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); }' \
     "src/train/validate.c:[0-9]* calls MPI_Allreduce directly"
+plant "a file missing from the module map" src/core/zero_stub.c '/* a new module */' \
+    "src/core/zero_stub.c has no row in the module map"
 [ "$failures" -eq 0 ] || exit 1
