@@ -231,6 +231,13 @@ for np in 1 4; do
     expect_error "flipped byte, $np GPU(s)" 1 "checksum .*'blocks\.1\.mlp\.fc1\.weight'" \
         "$np" --resume "$work/flipped.safetensors" --steps $((step + 1)) $quiet $layout
 done
+# The same fault seen by one pipeline stage only: with pp 2, block 1 lives on
+# stage 1, so only its GPU finds the bad checksum. Every rank must still stop
+# with exit 1 and rank 0 print that GPU's message (not hang in the next
+# collective, as a load error not agreed by all ranks would).
+expect_error "flipped byte seen by pipeline stage 1 only" 1 \
+    "checksum .*'blocks\.1\.mlp\.fc1\.weight'" \
+    2 --resume "$work/flipped.safetensors" --steps $((step + 1)) $quiet --pp 2
 python3 "$work/st.py" reshape "$f" "$work/reshaped.safetensors" blocks.0.attn.proj.weight 8 32
 for np in 1 4; do
     layout=; [ "$np" = 4 ] && layout="--tp 2 --dp 2"
