@@ -192,7 +192,7 @@ int main(int argc, char **argv)
          * so "time step" is what really happened, not just a plan. */
         MPI_Barrier(MPI_COMM_WORLD);
     }
-    MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+    tt_wait_all(nreq, req);
 
     /* Rank 0 collects every GPU's records and gradients (bookkeeping, booked as
      * other). It knows how many each sends: one record per non-receive action. */
