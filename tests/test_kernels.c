@@ -1,4 +1,4 @@
-/* test_kernels.c - unit tests of the forward/backward kernels (src/kernels.c).
+/* test_kernels.c - unit tests of the forward/backward kernels (src/core/kernels.c).
  *
  * Every float forward is compared with a double-precision reference written
  * here, independently of kernels.c. Every gradient produced by a float

@@ -75,7 +75,7 @@ START_TEST(whole_model_gradient)
             gnorm += (double)t->g[e] * t->g[e];
         gnorm = sqrt(gnorm);
         if (strstr(t->name, "attn.k.bias")) {
-            /* The model leaves this gradient at exactly zero (see model.c);
+            /* The model leaves this gradient at exactly zero (see model/forward.c);
              * finite differences confirm the loss does not depend on it. */
             ck_assert_msg(gnorm == 0, "%s: gradient %g, expected exactly 0", t->name, gnorm);
             for (size_t e = 0; e < n; e++)

@@ -154,7 +154,8 @@ const tt_flag tt_flags[] = {
              "exit 1 beyond tolerance. Without it, a run on more\n"
              "than one GPU checks its first and last steps that way"},
     {SWITCH("--no-spot-check", spot_check, 0), IN(LAYOUT), .help = "... unless this is given"},
-    /* The name is checked by the fault module, which also answers 'list'. */
+    /* The name is checked by the inject module (train/inject.c); 'list' is
+     * answered in app/run.c. */
     {STRING("--inject-bug", inject_bug), .metavar = "NAME|list", IN(LAYOUT),
      .help = "plant a classic parallelism bug that --validate must\n"
              "catch (tests, labs); 'list' shows them"},

@@ -62,8 +62,6 @@ static int agreed(const tt_run *r, int failed, tt_err *e, int status)
     return tt_agree_error(r->g, failed, e) ? fail_with(r, e, status) : 0;
 }
 
-/* The values against each other and the layout: the same verdict on every
- * rank (no communication needed). */
 /* --inject-bug: a name turns one planted fault on (announced); "list" is
  * answered before run_check (tt_run_main). */
 static int run_plant_fault(tt_run *r)
@@ -79,6 +77,8 @@ static int run_plant_fault(tt_run *r)
     return 0;
 }
 
+/* The values against each other and the layout: the same verdict on every
+ * rank (no communication needed). */
 static int run_check(tt_run *r)
 {
     const tt_run_config *rc = &r->rc;

@@ -1,6 +1,6 @@
 /* comm.c - the counted communication layer: the only file of the library's
  * logic that calls MPI's transfers (checkpoint files use MPI-IO in
- * src/train/checkpoint_mpiio.c). */
+ * src/train/ckpt_mpiio.c). */
 #include "tt/comm/comm.h"
 #include "tt/core/common.h"
 

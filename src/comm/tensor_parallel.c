@@ -54,14 +54,16 @@ void tp_scatter_backward(const tt_grid *g, float *dfull, const float *dpart, int
     tp_gather_forward(g, dfull, dpart, n);
 }
 
-void bias_forward(float *out, const float *b, int N, int OC)
+/* out[n, :] += b: a row-parallel layer's replicated bias, once after the sum. */
+static void bias_forward(float *out, const float *b, int N, int OC)
 {
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OC; o++)
             out[(size_t)n * OC + o] += b[o];
 }
 
-void bias_backward(float *db, const float *dout, int N, int OC)
+/* db += column sums of dout: that bias's gradient. */
+static void bias_backward(float *db, const float *dout, int N, int OC)
 {
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OC; o++)

@@ -20,8 +20,6 @@ void tt_events_start(double origin)
     log_.step = -1;
 }
 
-void tt_events_stop(void) { log_.active = 0; }
-int tt_events_active(void) { return log_.active; }
 void tt_events_set_step(int step) { log_.step = step; }
 
 void tt_events_add(int kind, const char *name, const char *group, double t0_abs, double t1_abs,

@@ -89,8 +89,6 @@ void tt_mem_free(tt_mem_cat cat, void *p, size_t bytes)
     free(p);
 }
 
-void tt_mem_current(size_t *by_cat) { memcpy(by_cat, mem.cur, sizeof mem.cur); }
-
 size_t tt_mem_peak(size_t *by_cat)
 {
     if (by_cat)
@@ -103,11 +101,4 @@ int tt_mem_oom(char *msg, size_t n)
     if (mem.oom && msg)
         snprintf(msg, n, "%s", mem.oom_msg);
     return mem.oom;
-}
-
-void tt_mem_reset(void)
-{
-    size_t budget = mem.budget;
-    memset(&mem, 0, sizeof mem);
-    mem.budget = budget;
 }

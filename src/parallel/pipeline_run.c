@@ -1,5 +1,5 @@
 /* pipeline_run.c - the executor: runs this stage's checked action list
- * (tt/pipeline.h) for a training step with the model's chunk forward and
+ * (tt/parallel/pipeline.h) for a training step with the model's chunk forward and
  * backward and MPI point-to-point transfers, and pushes a batch forward
  * through every chunk for eval and generation. The split of the blocks into
  * chunks and each rank's shard are in stage_split.c.

@@ -48,12 +48,12 @@ void tt_bubble_init(tt_bubble_stats *b, long steps)
 
 void tt_bubble_free(tt_bubble_stats *b) { free(b->idle); }
 
-void tt_bubble_add(tt_bubble_stats *b, const tt_pipe *pp)
+void tt_bubble_add(tt_bubble_stats *b, const tt_pipe *pipe)
 {
-    if (b->n < b->cap && pp->step_seconds > 0)
-        b->idle[b->n++] = 1.0 - pp->busy_seconds / pp->step_seconds;
-    if (pp->peak_held > b->peak)
-        b->peak = pp->peak_held;
+    if (b->n < b->cap && pipe->step_seconds > 0)
+        b->idle[b->n++] = 1.0 - pipe->busy_seconds / pipe->step_seconds;
+    if (pipe->peak_held > b->peak)
+        b->peak = pipe->peak_held;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -65,7 +65,7 @@ static int cmp_double(const void *a, const void *b)
 /* Every GPU's median idle fraction (the median, so one step disturbed by the
  * machine does not move it) next to the schedule's simulation and the
  * textbook formula, and the most micro-batches it held at once. */
-void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pp, const tt_grid *g)
+void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pipe, const tt_grid *g)
 {
     double mine[2] = {0.0, (double)b->peak};
     if (b->n) {
@@ -74,11 +74,11 @@ void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pp, const tt_grid *g)
     }
     double *all = tt_gather_to_root(g, mine, (int)sizeof mine); /* rank 0 only */
     if (all) {
-        const tt_sim_result *sim = &pp->sim;
-        double theory = tt_bubble_theory(pp->kind, pp->p, pp->M, pp->v);
-        printf("\npipeline bubble (%s, p %d, m %d", tt_schedule_name(pp->kind), pp->p, pp->M);
-        if (pp->v > 1)
-            printf(", v %d", pp->v);
+        const tt_sim_result *sim = &pipe->sim;
+        double theory = tt_bubble_theory(pipe->kind, pipe->p, pipe->M, pipe->v);
+        printf("\npipeline bubble (%s, p %d, m %d", tt_schedule_name(pipe->kind), pipe->p, pipe->M);
+        if (pipe->v > 1)
+            printf(", v %d", pipe->v);
         printf("): idle fraction per GPU, median over %d step%s\n", b->n, b->n == 1 ? "" : "s");
         printf("  %-20s %9s %11s %9s %13s\n", "GPU", "measured", "simulated", "theory",
                "peak held");
@@ -88,11 +88,11 @@ void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pp, const tt_grid *g)
             double simulated = 1.0 - sim->busy[s] / sim->span;
             printf("  %-20s %8.1f%% %10.1f%% %8.1f%% %6d of %d\n", tt_gpu_name(g, r, name, sizeof name),
                    100 * all[2 * r], 100 * simulated, 100 * theory, (int)all[2 * r + 1],
-                   pp->M * pp->v);
+                   pipe->M * pipe->v);
         }
         printf("  theory: %s; simulated: this schedule with a backward costing two forwards; "
                "measured: wall clock, 1 - compute / step\n",
-               tt_schedule_formula(pp->kind));
+               tt_schedule_formula(pipe->kind));
         free(all);
     }
 }
@@ -102,25 +102,25 @@ void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pp, const tt_grid *g)
 /* The step narrated from the schedule the executor ran, with unit-time
  * forwards and backwards as the textbook draws them (not the 1:2 costs of
  * the bubble's simulation), so the picture matches the usual figures. */
-void tt_explain_step(const tt_pipe *pp, const tt_grid *g)
+void tt_explain_step(const tt_pipe *pipe, const tt_grid *g)
 {
     if (g->world_rank != 0)
         return;
     tt_sim_result unit;
     tt_err e;
-    if (tt_schedule_check(pp->all, pp->p, pp->M, pp->v, 1.0, 1.0, &unit, &e))
+    if (tt_schedule_check(pipe->all, pipe->p, pipe->M, pipe->v, 1.0, 1.0, &unit, &e))
         return;
-    char **names = tt_malloc((size_t)pp->p * sizeof(char *));
-    for (int s = 0; s < pp->p; s++) {
+    char **names = tt_malloc((size_t)pipe->p * sizeof(char *));
+    for (int s = 0; s < pipe->p; s++) {
         names[s] = tt_malloc(48);
         tt_gpu_name(g, tt_grid_rank_of(g, 0, s, 0), names[s], 48);
     }
     printf("\none training step of DP replica 0, narrated (%s, %d stage%s, %d micro-batch%s%s; "
-           "TP peers of each GPU do the same)\n", tt_schedule_name(pp->kind), pp->p,
-           pp->p > 1 ? "s" : "", pp->M, pp->M > 1 ? "es" : "",
-           pp->v > 1 ? ", interleaved chunks" : "");
-    tt_schedule_explain(stdout, pp->all, &unit, (const char *const *)names);
-    for (int s = 0; s < pp->p; s++)
+           "TP peers of each GPU do the same)\n", tt_schedule_name(pipe->kind), pipe->p,
+           pipe->p > 1 ? "s" : "", pipe->M, pipe->M > 1 ? "es" : "",
+           pipe->v > 1 ? ", interleaved chunks" : "");
+    tt_schedule_explain(stdout, pipe->all, &unit, (const char *const *)names);
+    for (int s = 0; s < pipe->p; s++)
         free(names[s]);
     free(names);
     tt_sim_result_free(&unit);

@@ -66,8 +66,6 @@ const char *tt_inject_name(int id)
 
 void tt_inject_set(int id) { tt_fault_set((tt_fault)id); }
 
-int tt_inject_active(int id) { return tt_fault_active((tt_fault)id); }
-
 void tt_inject_after_backward(tt_model *m, const tt_grid *g)
 {
     if (!tt_fault_active(TT_FAULT_GRAD_SHARD))

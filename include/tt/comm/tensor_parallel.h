@@ -89,11 +89,6 @@ void vocab_crossentropy_backward(float *dlogits /* N,Vl */, const float *probs /
                                  const int *targets /* N */, float dloss, int N, int Vl, int v0,
                                  int V);
 
-/* Bias gradient of a row-parallel layer: db += column sums of dout. */
-void bias_backward(float *db /* OC */, const float *dout /* N,OC */, int N, int OC);
-/* out[n, :] += b. */
-void bias_forward(float *out /* N,OC */, const float *b /* OC */, int N, int OC);
-
 /* The TP traffic the functions above cause on one GPU of a TP group of more
  * than one, for `steps` training steps, added to *add (doc/communication.md):
  * tokens_per_step are the tokens of this DP replica's share of the batch,

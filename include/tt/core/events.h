@@ -25,8 +25,6 @@ typedef struct {
 
 /* Starts recording; origin is tt_now() at a moment common to all ranks. */
 void tt_events_start(double origin);
-void tt_events_stop(void);
-int tt_events_active(void);
 /* The step the following events belong to. */
 void tt_events_set_step(int step);
 /* Records an event with absolute tt_now() times (kept relative to the origin);

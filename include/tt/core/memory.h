@@ -45,14 +45,11 @@ void tt_mem_release(tt_mem_cat cat, size_t bytes);
 int tt_mem_tracking(int on);
 int tt_mem_is_tracking(void);
 
-/* Bytes held now per category, and the largest total so far with the
- * categories at that moment. */
-void tt_mem_current(size_t *by_cat /* TT_MEM_NCAT */);
+/* The largest total held so far, with the categories at that moment. */
 size_t tt_mem_peak(size_t *by_cat_at_peak /* TT_MEM_NCAT, or NULL */);
 /* 1 when an allocation went over the budget; msg then says what, how much,
  * and the breakdown at that moment. */
 int tt_mem_oom(char *msg, size_t n);
-void tt_mem_reset(void);
 
 /* "12.30 MiB", "3.5 KiB", "12 B" (powers of 1024, as --gpu-mem reads them) */
 const char *tt_mem_human(size_t bytes, char *buf, size_t n);

@@ -21,12 +21,12 @@ typedef struct {
 
 void tt_bubble_init(tt_bubble_stats *b, long steps);
 void tt_bubble_free(tt_bubble_stats *b);
-void tt_bubble_add(tt_bubble_stats *b, const tt_pipe *pp);
+void tt_bubble_add(tt_bubble_stats *b, const tt_pipe *pipe);
 /* Rank 0 prints every GPU's median idle fraction next to the simulation of
  * the schedule and the textbook formula, and the peak held. Collective. */
-void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pp, const tt_grid *g);
+void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pipe, const tt_grid *g);
 /* --explain: rank 0 narrates one step of DP replica 0 from the schedule the
  * executor runs, with unit-time forwards and backwards. */
-void tt_explain_step(const tt_pipe *pp, const tt_grid *g);
+void tt_explain_step(const tt_pipe *pipe, const tt_grid *g);
 
 #endif

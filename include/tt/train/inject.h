@@ -32,7 +32,6 @@ void tt_inject_list(FILE *out);
 const char *tt_inject_name(int id);
 /* Turns fault id on (TT_FAULT_NONE: off); every rank must set the same. */
 void tt_inject_set(int id);
-int tt_inject_active(int id);
 
 /* The hook of grad-shard, after the DP sync of a step: on the GPU of DP
  * replica 0 and the last TP rank that holds blocks.0.attn.q.weight, its
