@@ -28,11 +28,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Pipeline stages a run may have (the chunks are stages x virtual stages). */
+#define RUN_MAX_STAGES 64
+
 typedef struct {
     tt_run_config rc;          /* completed by tt_resume_prepare when resuming */
     const tt_grid *g;
     long step0, end;           /* this process trains steps [step0, end) */
-    int chunk_layers[TT_MAX_CHUNKS * 64]; /* blocks per global chunk */
+    int chunk_layers[TT_MAX_CHUNKS * RUN_MAX_STAGES]; /* blocks per global chunk */
     tt_corpus corpus;
     tt_model model;
     tt_pipe pipe;

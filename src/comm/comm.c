@@ -20,13 +20,23 @@ void tt_comm_set_observer(tt_comm_observer f) { observer = f; }
 const tt_comm_stats *tt_comm_stats_get(void) { return &stats; }
 void tt_comm_stats_reset(void) { memset(&stats, 0, sizeof stats); }
 
+void tt_comm_accumulate(tt_comm_stats *acc, const tt_comm_stats *a, const tt_comm_stats *b)
+{
+    for (int gr = 0; gr < TT_NGROUPS; gr++)
+        for (int op = 0; op < TT_NOPS; op++) {
+            acc->c[gr][op].calls += b->c[gr][op].calls - a->c[gr][op].calls;
+            acc->c[gr][op].bytes += b->c[gr][op].bytes - a->c[gr][op].bytes;
+            acc->c[gr][op].seconds += b->c[gr][op].seconds - a->c[gr][op].seconds;
+        }
+}
+
 MPI_Comm tt_group_comm(const tt_grid *g, int where)
 {
     switch (where & ~TT_BOOKKEEPING) {
     case TT_GROUP_TP: return g->tp_comm;
     case TT_GROUP_PP: return g->pp_comm;
     case TT_GROUP_DP: return g->dp_comm;
-    default: return MPI_COMM_WORLD;
+    default: return g->world;
     }
 }
 

@@ -125,6 +125,7 @@ void tt_grid_init(tt_grid *g, int tp, int pp, int dp, MPI_Comm world)
     g->tp = tp;
     g->pp = pp;
     g->dp = dp;
+    g->world = world;
     MPI_Comm_rank(world, &g->world_rank);
     MPI_Comm_size(world, &g->world_size);
     g->tp_rank = tt_grid_tp_of(g, g->world_rank);

@@ -33,7 +33,6 @@ int tt_params_add(tt_params *p, const char *name, int ndim, int rows, int cols,
         t->lshape[0] = local;
     else if (split == TT_SPLIT_COLS)
         t->lshape[1] = local;
-    t->replicated = split == TT_SPLIT_NONE;
     t->decay = ndim == 2;
     t->numel = (size_t)t->lshape[0] * (size_t)t->lshape[1];
     return p->n++;
@@ -85,6 +84,14 @@ float *tt_params_buffer(const tt_params *p, tt_kind k) { return p->buf[k]; }
 float *tt_tensor_data(const tt_tensor *t, tt_kind k)
 {
     return k == TT_W ? t->w : k == TT_G ? t->g : k == TT_M ? t->m : t->v;
+}
+
+int tt_tensor_replicated(const tt_tensor *t) { return t->split == TT_SPLIT_NONE; }
+
+void tt_tensor_origin(const tt_tensor *t, int *r0, int *c0)
+{
+    *r0 = t->split == TT_SPLIT_ROWS ? t->offset : 0;
+    *c0 = t->split == TT_SPLIT_COLS ? t->offset : 0;
 }
 
 int tt_tensor_canonical(const tt_tensor *t, int dp_rank, int tp_rank)
@@ -171,8 +178,8 @@ void tt_params_init(tt_params *p, uint64_t seed, int n_layers)
         }
         double sd = (strstr(t->name, "attn.proj") || strstr(t->name, "mlp.fc2")) ? std_resid : std;
         int rows = tt_tensor_real_rows(t), lcols = t->lshape[1], gcols = t->gshape[1];
-        int r0 = t->split == TT_SPLIT_ROWS ? t->offset : 0;
-        int c0 = t->split == TT_SPLIT_COLS ? t->offset : 0;
+        int r0, c0;
+        tt_tensor_origin(t, &r0, &c0);
         for (int r = 0; r < rows; r++)
             for (int c = 0; c < lcols; c++) {
                 uint64_t gi = (uint64_t)(r0 + r) * (uint64_t)gcols + (uint64_t)(c0 + c);
@@ -196,10 +203,10 @@ void tt_slice_copy(const tt_tensor *t, float *shard, float *whole, int to_whole)
 {
     const size_t rows = (size_t)tt_tensor_real_rows(t), lc = (size_t)t->lshape[1];
     const size_t gc = (size_t)t->gshape[1];
-    const size_t r0 = t->split == TT_SPLIT_ROWS ? (size_t)t->offset : 0;
-    const size_t c0 = t->split == TT_SPLIT_COLS ? (size_t)t->offset : 0;
+    int r0, c0;
+    tt_tensor_origin(t, &r0, &c0);
     for (size_t r = 0; r < rows; r++) {
-        float *w = whole + (r0 + r) * gc + c0, *s = shard + r * lc;
+        float *w = whole + ((size_t)r0 + r) * gc + (size_t)c0, *s = shard + r * lc;
         memcpy(to_whole ? w : s, to_whole ? s : w, lc * sizeof(float));
     }
 }

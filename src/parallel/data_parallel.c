@@ -58,7 +58,7 @@ int tt_tp_replicated_identical(const tt_grid *g, const tt_params *p)
     uint32_t crc = 0;
     for (int i = 0; i < p->n; i++) {
         const tt_tensor *t = &p->t[i];
-        if (!t->replicated)
+        if (!tt_tensor_replicated(t))
             continue;
         crc = tt_crc32(crc, t->w, t->numel * sizeof(float));
         crc = tt_crc32(crc, t->m, t->numel * sizeof(float));

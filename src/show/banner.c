@@ -27,7 +27,7 @@ static void print_param_memory(const tt_model *m, const tt_grid *g)
     long split_global = 0, split_local = 0, repl = 0;
     for (int i = 0; i < m->P.n; i++) {
         const tt_tensor *t = &m->P.t[i];
-        if (t->replicated) {
+        if (tt_tensor_replicated(t)) {
             repl += (long)t->numel;
         } else {
             split_global += (long)t->gshape[0] * t->gshape[1];

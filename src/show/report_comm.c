@@ -11,15 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void tt_comm_accumulate(tt_comm_stats *acc, const tt_comm_stats *a, const tt_comm_stats *b)
-{
-    for (int gr = 0; gr < TT_NGROUPS; gr++)
-        for (int op = 0; op < TT_NOPS; op++) {
-            acc->c[gr][op].calls += b->c[gr][op].calls - a->c[gr][op].calls;
-            acc->c[gr][op].bytes += b->c[gr][op].bytes - a->c[gr][op].bytes;
-            acc->c[gr][op].seconds += b->c[gr][op].seconds - a->c[gr][op].seconds;
-        }
-}
 
 void tt_comm_expected(tt_comm_stats *exp, const tt_run_config *rc, const tt_grid *g,
                       const tt_model *m, long steps)

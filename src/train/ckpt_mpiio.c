@@ -131,8 +131,9 @@ static int write_slice(MPI_File fh, MPI_Offset base, const tt_tensor *t, int kin
     const size_t gcols = (size_t)t->gshape[1], lcols = (size_t)t->lshape[1];
     const size_t rows = (size_t)tt_tensor_real_rows(t);
     if (t->split != TT_SPLIT_COLS) {
-        size_t r0 = t->split == TT_SPLIT_ROWS ? (size_t)t->offset : 0;
-        return write_floats(fh, base + (MPI_Offset)(4 * r0 * gcols), src, rows * lcols,
+        int r0, c0;
+        tt_tensor_origin(t, &r0, &c0);
+        return write_floats(fh, base + (MPI_Offset)(4 * (size_t)r0 * gcols), src, rows * lcols,
                             scratch);
     }
     for (size_t r = 0; r < rows; r++) {

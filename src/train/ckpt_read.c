@@ -286,10 +286,11 @@ static int load_one(const ckpt_file *cf, const tt_tensor *t, const char *name,
      * [offset, offset+lcols) of every row for COLS, everything for NONE. */
     size_t gcols = (size_t)t->gshape[1], lcols = (size_t)t->lshape[1];
     size_t rows = (size_t)tt_tensor_real_rows(t);
-    size_t r0 = t->split == TT_SPLIT_ROWS ? (size_t)t->offset : 0;
-    size_t c0 = t->split == TT_SPLIT_COLS ? (size_t)t->offset : 0;
+    int r0, c0;
+    tt_tensor_origin(t, &r0, &c0);
     for (size_t r = 0; r < rows; r++)
-        ckpt_floats_from_le(dst + r * lcols, buf + 4 * ((r0 + r) * gcols + c0), lcols);
+        ckpt_floats_from_le(dst + r * lcols, buf + 4 * (((size_t)r0 + r) * gcols + (size_t)c0),
+                            lcols);
     /* Vocabulary padding rows must stay zero whatever the table held before. */
     memset(dst + rows * lcols, 0, ((size_t)t->lshape[0] - rows) * lcols * sizeof(float));
     free(buf);

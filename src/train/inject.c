@@ -17,7 +17,7 @@ static const fault_row rows[] = {
      "the gradient slice of blocks.0.attn.q.weight on one GPU (DP replica 0, the last TP "
      "rank) is scaled by 1.01; the oracle names that gradient and that GPU; any layout"},
     {TT_FAULT_DROP_TP_ALLREDUCE, "drop-tp-allreduce",
-     "model/model.c, block_backward: the copy operator in front of q, k, v",
+     "model/forward.c, block_backward: the copy operator in front of q, k, v",
      "the backward all-reduce of the copy operator of q, k and v is skipped: the loss still "
      "matches, but the gradient of the last block's ln1 and of everything before it is one TP "
      "rank's partial sum; no effect with tp 1"},

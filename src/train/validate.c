@@ -139,8 +139,8 @@ static void compare(tt_validator *v, const tt_model *sh, tt_kind which, double *
         const int counted = counts(v->g, t);
         const float *a = tt_tensor_data(t, which), *b = tt_tensor_data(r, which);
         const int rows = tt_tensor_real_rows(t), lc = t->lshape[1], gc = r->lshape[1];
-        const int r0 = t->split == TT_SPLIT_ROWS ? t->offset : 0;
-        const int c0 = t->split == TT_SPLIT_COLS ? t->offset : 0;
+        int r0, c0;
+        tt_tensor_origin(t, &r0, &c0);
         double d2 = 0.0, b2 = 0.0, dmax = 0.0;
         for (int y = 0; y < rows; y++)
             for (int x = 0; x < lc; x++) {

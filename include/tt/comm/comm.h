@@ -51,7 +51,10 @@ extern const char *const tt_op_names[TT_NOPS];
 const tt_comm_stats *tt_comm_stats_get(void);
 void tt_comm_stats_reset(void);
 
-/* The communicator of a group (OTHER is the world; TT_BOOKKEEPING ignored). */
+/* Adds b - a to acc: the traffic of one interval (e.g. one training step). */
+void tt_comm_accumulate(tt_comm_stats *acc, const tt_comm_stats *a, const tt_comm_stats *b);
+
+/* The communicator of a group (OTHER is the grid's world; TT_BOOKKEEPING ignored). */
 MPI_Comm tt_group_comm(const tt_grid *g, int where);
 
 /* In-place all-reduce of count elements. */

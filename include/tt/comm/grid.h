@@ -32,6 +32,7 @@ typedef struct {
     int tp, pp, dp;                /* sizes */
     int world_rank, world_size;
     int tp_rank, pp_rank, dp_rank; /* coordinates */
+    MPI_Comm world;                /* the communicator the grid was built on */
     MPI_Comm tp_comm, pp_comm, dp_comm;
     int prev_stage, next_stage;    /* stages (= pp_comm ranks), MPI_PROC_NULL at the ends */
 } tt_grid;

@@ -28,7 +28,6 @@ typedef struct {
     int lshape[2];          /* local shape (may include vocabulary padding rows) */
     tt_split split;         /* which dimension is sliced */
     int offset;             /* first global row (ROWS) or column (COLS) held */
-    int replicated;         /* identical on every TP rank: count once in norms */
     int decay;              /* AdamW weight decay applies (2-D tensors) */
     size_t numel;           /* local elements = lshape[0] * lshape[1] */
     size_t off;             /* offset of this shard in each of the kind buffers */
@@ -69,6 +68,12 @@ float *tt_tensor_data(const tt_tensor *t, tt_kind k);
  * rank 0's copy of it counts. Norms, checkpoints and the oracle all ask this,
  * so each element is counted, written and compared exactly once. */
 int tt_tensor_canonical(const tt_tensor *t, int dp_rank, int tp_rank);
+/* Whether t is whole on every TP rank (not split), so identical on all of them. */
+int tt_tensor_replicated(const tt_tensor *t);
+/* Where the shard's element (0, 0) sits in its global tensor: row r0 of a
+ * row slice, column c0 of a column slice, (0, 0) for a whole tensor. Every
+ * copy between a shard and the global layout starts from here. */
+void tt_tensor_origin(const tt_tensor *t, int *r0, int *c0);
 
 /* Number of the shard's local rows that are real (not vocabulary padding). */
 int tt_tensor_real_rows(const tt_tensor *t);

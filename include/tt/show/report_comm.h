@@ -11,9 +11,6 @@
 #include "tt/core/config.h"
 #include "tt/model/model.h"
 
-/* Adds b - a to acc: the traffic of one interval (e.g. one training step). */
-void tt_comm_accumulate(tt_comm_stats *acc, const tt_comm_stats *a, const tt_comm_stats *b);
-
 /* Expected TP, PP and DP traffic of this GPU for `steps` training steps: the
  * sum of tp_expected_traffic, tt_pipe_expected_traffic and
  * tt_dp_expected_traffic over the groups of more than one GPU. */

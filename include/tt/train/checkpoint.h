@@ -28,13 +28,12 @@ typedef struct {
 int tt_checkpoint_save(const char *path, const tt_params *p, const tt_ckpt_info *info,
                        tt_err *e);
 
-/* Collective over MPI_COMM_WORLD: writes the same file, byte for byte, as
+/* Collective over the grid's world: writes the same file, byte for byte, as
  * tt_checkpoint_save would for the whole model (info->run.model) holding the
  * values of the shards, each rank writing its own slices with MPI-IO. local
  * is this rank's table (any subset of the model's tensors, any slices); the
- * shards of DP rank 0 (TP rank 0 alone for replicated tensors) must hold every
- * element of the model exactly once, which is checked before anything is
- * written. The file is written under NAME.tmp.<pid of rank 0> and renamed
+ * canonical shards (tt_tensor_canonical) must hold every element of the model
+ * exactly once, which is checked before anything is written. The file is written under NAME.tmp.<pid of rank 0> and renamed
  * onto `path` only when complete; on any failure on any rank, every rank
  * returns -1 with the same message, the temporary is removed and `path` is
  * left as it was. */
