@@ -123,7 +123,7 @@ static int run_build(tt_run *r)
     tt_mem_set_budget(rc->gpu_mem);
     tt_shard_spec spec = tt_stage_spec(g, rc, r->chunk_layers, g->world_rank);
     /* Activations for one micro-batch; eval runs in chunks of the same size. */
-    tt_model_init(&r->model, &rc->model, &spec, rc->batch / g->dp / rc->micro_batches, rc->seed);
+    tt_model_init(&r->model, &rc->model, &spec, tt_micro_batch_size(rc, g->dp), rc->seed);
     r->model.grid = g;
     r->have_model = 1;
     r->have_pipe = 1; /* tt_pipe_free releases what a failed init leaves */

@@ -65,7 +65,7 @@ int tt_pipe_init(tt_pipe *pipe, tt_model *m, const tt_run_config *rc, const tt_g
     pipe->K = pipe->p * pipe->v;
     pipe->M = rc->micro_batches;
     pipe->stage = g ? g->pp_rank : 0;
-    pipe->mbs = rc->batch / (g ? g->dp : 1) / rc->micro_batches;
+    pipe->mbs = tt_micro_batch_size(rc, g ? g->dp : 1);
     /* One stage: each micro-batch forward then backward (1F1B with no
      * warm-up), holding one micro-batch's activations at a time. */
     pipe->kind = pipe->p == 1 && pipe->v == 1 ? TT_SCHED_1F1B : (tt_schedule_kind)rc->schedule;
@@ -272,7 +272,7 @@ void tt_pipe_expected_traffic(tt_comm_stats *add, const tt_run_config *rc, const
      * the last. Chunk k sits on stage k mod p, the shape tt_pipe_init gives. */
     const int p = g->pp, v = rc->virtual_stages, K = p * v;
     const long long M = rc->micro_batches;
-    const long long mbs = rc->batch / g->dp / rc->micro_batches;
+    const long long mbs = tt_micro_batch_size(rc, g->dp);
     const long long msg = 4 * mbs * rc->model.T * rc->model.C;
     long long sends = 0, recvs = 0;
     for (int j = 0; j < v; j++) {

@@ -61,7 +61,7 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
         print_param_memory(m, g);
     SAY("data: %s; train %zu bytes, eval %zu bytes\n", corpus->source, corpus->ntrain,
         corpus->n - corpus->ntrain);
-    const int local = rc->batch / g->dp, mb = local / rc->micro_batches;
+    const int local = rc->batch / g->dp, mb = tt_micro_batch_size(rc, g->dp);
     SAY("global batch %d sequences x %d tokens; each DP replica takes %d in %d micro-batch%s "
         "of %d\n", rc->batch, rc->model.T, local, rc->micro_batches,
         rc->micro_batches > 1 ? "es" : "", mb);

@@ -69,4 +69,11 @@ typedef struct {
     unsigned given;           /* TT_GIVEN_* bits */
 } tt_run_config;
 
+/* Sequences in one micro-batch of one DP replica: the global batch split over
+ * dp replicas, then into the micro-batches (DESIGN section 5). */
+static inline int tt_micro_batch_size(const tt_run_config *rc, int dp)
+{
+    return rc->batch / dp / rc->micro_batches;
+}
+
 #endif
