@@ -322,3 +322,54 @@ int tt_config_check(const tt_run_config *c, tt_err *e)
         return tt_fail(e, "--save-every needs --save FILE");
     return 0;
 }
+
+/* ---- values that did not come from the command line ------------------------ */
+
+/* A checkpoint's metadata key for row f: "--micro-batches" is
+ * "micro_batches" (doc/design.md, "Checkpoint metadata keys"). */
+static void meta_key(const tt_flag *f, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s", f->name + 2);
+    for (char *p = buf; *p; p++)
+        if (*p == '-')
+            *p = '_';
+}
+
+int tt_config_check_ranges(const tt_run_config *c, const char *source, tt_err *e)
+{
+    char key[64];
+    for (size_t i = 0; i < tt_flag_count; i++) {
+        const tt_flag *f = &tt_flags[i];
+        /* The rows a resumed run may take from its checkpoint carry a given
+         * bit; every other value is the flag's own or its default. */
+        if (!f->given)
+            continue;
+        meta_key(f, key, sizeof key);
+        long v;
+        switch (f->kind) {
+        case TT_FLAG_INT: v = *CFIELD(c, f, int); break;
+        case TT_FLAG_LONG: v = *CFIELD(c, f, long); break;
+        case TT_FLAG_U64:
+            if (*CFIELD(c, f, uint64_t) > (uint64_t)f->hi)
+                return tt_fail(e, "%s: '%s' = %llu is above %ld, the most %s takes", source, key,
+                               (unsigned long long)*CFIELD(c, f, uint64_t), f->hi, f->name);
+            continue;
+        case TT_FLAG_DOUBLE: {
+            double d = *CFIELD(c, f, double);
+            if (!(d >= f->dlo && d <= f->dhi))
+                return tt_fail(e, "%s: '%s' = %g is outside [%g, %g], the range of %s", source,
+                               key, d, f->dlo, f->dhi, f->name);
+            continue;
+        }
+        default: continue;
+        }
+        if (v < f->lo || v > f->hi)
+            return tt_fail(e, "%s: '%s' = %ld is outside [%ld, %ld], the range of %s", source,
+                           key, v, f->lo, f->hi, f->name);
+    }
+    /* eps has no flag: AdamW divides by sqrt(v) + eps, so it must be positive
+     * (and a value above 1 is no epsilon). */
+    if (!(c->optim.eps > 0 && c->optim.eps <= 1))
+        return tt_fail(e, "%s: 'eps' = %g is outside (0, 1]", source, c->optim.eps);
+    return 0;
+}

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "config.h" /* PACKAGE_VERSION */
-#include "tt/model/model.h" /* TT_MAX_CHUNKS */
+#include "tt/model/model.h" /* TT_MAX_CHUNKS, TT_MAX_LAYERS */
 #include "tt/parallel/pipeline.h"
 
 void tt_config_defaults(tt_run_config *c)
@@ -160,7 +160,7 @@ const tt_flag tt_flags[] = {
      .help = "plant a classic parallelism bug that --validate must\n"
              "catch (tests, labs); 'list' shows them"},
 
-    {INT("--layers", model.L, 1, 1024), .given = TT_GIVEN_LAYERS, .metavar = "L", IN(MODEL),
+    {INT("--layers", model.L, 1, TT_MAX_LAYERS), .given = TT_GIVEN_LAYERS, .metavar = "L", IN(MODEL),
      .help = "transformer blocks (default %D)"},
     {INT("--dim", model.C, 1, 65536), .given = TT_GIVEN_DIM, .metavar = "C", IN(MODEL),
      .help = "width (default %D)"},
@@ -215,7 +215,9 @@ const tt_flag tt_flags[] = {
 
     {STRING("--prompt", prompt), .metavar = "TEXT", IN(OUTPUT),
      .help = "start of the sample generated at the end (default %D)"},
-    {INT("--sample-len", sample_len, 0, 1 << 20), .metavar = "N", IN(OUTPUT),
+    /* Each byte is one forward of the whole model: 65536 (the longest --seq)
+     * already takes long on a CPU, more would look like a hang. */
+    {INT("--sample-len", sample_len, 0, 65536), .metavar = "N", IN(OUTPUT),
      .help = "bytes to generate at the end; 0 = none (default %D)"},
     {SWITCH("--quiet", quiet, 1), IN(OUTPUT), .help = "no per-step lines"},
     {.name = "--report", .kind = TT_FLAG_LIST, .words = report_words, .metavar = "comm,memory",

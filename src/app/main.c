@@ -14,6 +14,17 @@
 #include "tt/app/run.h"
 #include "tt/train/resume.h"
 
+/* --resume: the checkpoint completes the config, and what it brought must
+ * pass the flags' own ranges (a file is hostile until proven otherwise). */
+static int resume_config(tt_run_config *rc, tt_err *e)
+{
+    if (tt_resume_prepare(rc, e))
+        return -1;
+    char source[300];
+    snprintf(source, sizeof source, "checkpoint '%s'", rc->resume);
+    return tt_config_check_ranges(rc, source, e);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -33,7 +44,7 @@ int main(int argc, char **argv)
         if (rank == 0)
             fprintf(stderr, "tiny_transformer: %s\n", err.msg);
         status = TT_EXIT_USAGE;
-    } else if (parsed == 0 && rc.resume && tt_resume_prepare(&rc, &err)) {
+    } else if (parsed == 0 && rc.resume && resume_config(&rc, &err)) {
         /* A checkpoint that cannot be read, or does not fit the flags. */
         if (rank == 0)
             fprintf(stderr, "tiny_transformer: %s\n", err.msg);

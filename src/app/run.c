@@ -11,6 +11,7 @@
  * ranks before anyone acts on it, and every rank returns the same status. */
 #include "tt/app/run.h"
 #include "tt/app/flags.h"
+#include "tt/app/preflight.h"
 #include "tt/comm/comm.h"
 #include "tt/core/memory.h"
 #include "tt/parallel/data_parallel.h"
@@ -120,8 +121,13 @@ static int run_build(tt_run *r)
     r->have_corpus = !failed;
     if (agreed(r, failed, &e, TT_EXIT_RUNTIME))
         return TT_EXIT_RUNTIME;
+    if (rc->data && tt_preflight_corpus(g, &r->corpus, rc->data, &e)) /* agreed */
+        return fail_with(r, &e, TT_EXIT_RUNTIME);
     tt_mem_set_budget(rc->gpu_mem);
     tt_shard_spec spec = tt_stage_spec(g, rc, r->chunk_layers, g->world_rank);
+    /* Sizes in 64 bits before anything is allocated (src/app/preflight.c). */
+    if (agreed(r, tt_preflight_memory(rc, g, &spec, &e) != 0, &e, TT_EXIT_RUNTIME))
+        return TT_EXIT_RUNTIME;
     /* Activations for one micro-batch; eval runs in chunks of the same size. */
     tt_model_init(&r->model, &rc->model, &spec, tt_micro_batch_size(rc, g->dp), rc->seed);
     r->model.grid = g;

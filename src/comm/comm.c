@@ -201,6 +201,20 @@ int tt_group_all_equal(const tt_grid *g, int group, uint32_t value)
     return same;
 }
 
+int tt_ranks_on_host(const tt_grid *g)
+{
+    /* The ranks that share this rank's memory (MPI-3's shared-memory split);
+     * no data moves, so nothing is booked. */
+    MPI_Comm host;
+    int n = 1;
+    if (MPI_Comm_split_type(tt_group_comm(g, TT_GROUP_OTHER), MPI_COMM_TYPE_SHARED,
+                            g->world_rank, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
+        MPI_Comm_size(host, &n);
+        MPI_Comm_free(&host);
+    }
+    return n;
+}
+
 /* ---- gathering to rank 0 ---- */
 
 void *tt_gather_var_to_root(const tt_grid *g, const void *mine, int bytes, int **sizes)

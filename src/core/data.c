@@ -1,4 +1,5 @@
 /* data.c - the corpus (a file's bytes or a generated text) and the sampler. */
+#define _POSIX_C_SOURCE 200809L /* stat */
 #include "tt/core/data.h"
 #include "tt/core/params.h"
 
@@ -6,10 +7,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int tt_corpus_load(tt_corpus *c, const char *path, int T, tt_err *e)
 {
     memset(c, 0, sizeof *c);
+    /* A FIFO, a device or a directory is refused before it is opened: a FIFO
+     * would give its bytes to one rank only (opening it may even block), a
+     * device may never end. Checked on the path, so nothing is opened. */
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return tt_fail(e, "cannot read data file '%s': %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return tt_fail(e, "data file '%s' is not a regular file (every rank reads it whole, "
+                          "so a pipe or a device cannot be used)", path);
     FILE *f = fopen(path, "rb");
     if (!f)
         return tt_fail(e, "cannot read data file '%s': %s", path, strerror(errno));
@@ -37,18 +48,18 @@ int tt_corpus_load(tt_corpus *c, const char *path, int T, tt_err *e)
         free(buf);
         return tt_fail(e, "cannot read data file '%s': read error", path);
     }
-    /* The sampler needs one window of T+1 bytes inside the train split, which
-     * is the first N - N/10 bytes. */
-    size_t ntrain = n - n / 10;
-    if (ntrain < (size_t)T + 1) {
-        size_t need = (size_t)T + 1;
-        while (need - need / 10 < (size_t)T + 1)
-            need++;
+    /* The sampler needs one window of T+1 bytes inside the train split (the
+     * first N - N/10 bytes) and eval one inside the eval split (the last
+     * N/10): without it the eval would have nothing to measure. */
+    size_t ntrain = n - n / 10, w = (size_t)T + 1;
+    if (ntrain < w || n / 10 < w) {
+        size_t need = 10 * w; /* the smallest N with N/10 >= w; then N - N/10 >= w too */
         free(buf);
         return tt_fail(e,
                        "data file '%s' has %zu bytes; with --seq %d it needs at least %zu "
-                       "(the train split, its first 90%%, must hold a window of %d bytes)",
-                       path, n, T, need, T + 1);
+                       "(its train split, the first 90%%, and its eval split, the last 10%%, "
+                       "must each hold a window of %zu bytes)",
+                       path, n, T, need, w);
     }
     c->bytes = buf;
     c->n = n;

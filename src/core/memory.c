@@ -1,10 +1,13 @@
-/* memory.c - the budget and the account of one virtual GPU (one process). */
+/* memory.c - the budget and the account of one virtual GPU (one process),
+ * and the host's physical memory that bounds them all. */
+#define _DEFAULT_SOURCE /* _SC_PHYS_PAGES */
 #include "tt/core/memory.h"
 #include "tt/core/common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *const tt_mem_names[TT_MEM_NCAT] = {"weights", "activations", "errors",
                                                "gradients", "comm buffers", "optimizer"};
@@ -14,6 +17,16 @@ static struct {
     int paused, oom;
     char oom_msg[400];
 } mem;
+
+uint64_t tt_mem_host_bytes(void)
+{
+    /* Physical pages, not what is free now: a bound to refuse the
+     * impossible, not a promise that what is below it will fit. */
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || size <= 0)
+        return 0;
+    return (uint64_t)pages * (uint64_t)size;
+}
 
 void tt_mem_set_budget(size_t bytes) { mem.budget = bytes; }
 size_t tt_mem_budget(void) { return mem.budget; }

@@ -6,6 +6,7 @@
  * v = 1 without it). */
 #include "tt/parallel/pipeline_run.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 /* --stage-layers "a,b,...": K positive block counts summing to L. */
@@ -15,10 +16,16 @@ static int parse_override(int *chunk_layers, int L, int K, const char *override,
     int n = 0, sum = 0;
     while (*s) {
         char *end;
+        errno = 0;
         long v = strtol(s, &end, 10);
         if (end == s || (*end && *end != ','))
             return tt_fail(e, "--stage-layers expects numbers separated by commas, got '%s'",
                            override);
+        /* Checked as a long, before the narrowing to int could wrap it
+         * (4294967296 would become 0). */
+        if ((errno == ERANGE && v > 0) || v > L)
+            return tt_fail(e, "--stage-layers '%s': chunk %d would have more blocks than "
+                              "--layers %d", override, n, L);
         if (n == K)
             return tt_fail(e, "--stage-layers '%s' lists more than the %d chunks of this "
                               "layout (pp x virtual stages)", override, K);
@@ -76,6 +83,12 @@ int tt_stage_split(int *chunk_layers, const tt_config *cfg, int K, const char *o
                    tt_err *e)
 {
     const int L = cfg->L;
+    /* The balanced search is O(K L^2) in time and O(K L) in memory, so it
+     * is bounded here, whoever built the config (flags, a checkpoint's
+     * metadata, a test): 1024 blocks take milliseconds, 10^6 would spin. */
+    if (L < 1 || L > TT_MAX_LAYERS || K < 1 || K > TT_MAX_LAYERS)
+        return tt_fail(e, "a pipeline of %d chunks over %d blocks: both must be between 1 and "
+                          "%d", K, L, TT_MAX_LAYERS);
     if (K > L)
         return tt_fail(e, "%d pipeline chunks need at least %d blocks, but --layers is %d "
                           "(every stage needs a block)", K, K, L);

@@ -42,7 +42,11 @@ void tt_print_pipeline(const tt_run_config *rc, const tt_grid *g, const int *chu
 void tt_bubble_init(tt_bubble_stats *b, long steps)
 {
     memset(b, 0, sizeof *b);
-    b->cap = steps > 0 ? (int)steps : 1;
+    /* One figure per step, up to 2^20 of them: --steps (or a checkpoint's
+     * steps) may be far more than fits in an int, and the statistics of the
+     * first million steps describe the schedule as well as all of them. */
+    const long most = 1L << 20;
+    b->cap = steps > most ? (int)most : steps > 0 ? (int)steps : 1;
     b->idle = tt_calloc((size_t)b->cap, sizeof(double));
 }
 

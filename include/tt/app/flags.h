@@ -75,6 +75,10 @@ void tt_config_finish(tt_run_config *c);
 int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *e);
 /* Checks the values against each other (sizes, divisibility); -1 with e. */
 int tt_config_check(const tt_run_config *c, tt_err *e);
+/* The values a resumed run took from its checkpoint (every row with a given
+ * bit) against the same ranges as the flags, and eps in (0, 1]; -1 with a
+ * message that starts with `source` ("checkpoint 'F'") and names the key. */
+int tt_config_check_ranges(const tt_run_config *c, const char *source, tt_err *e);
 /* --help, printed from tt_flags. */
 void tt_config_usage(FILE *out);
 

@@ -98,6 +98,9 @@ int tt_agree_status(const tt_grid *g, int status);
 int tt_agree_error(const tt_grid *g, int failed, tt_err *msg);
 /* 1 on every rank when every member of `group` passed the same value. */
 int tt_group_all_equal(const tt_grid *g, int group, uint32_t value);
+/* How many ranks of the world run on this rank's host (share its memory).
+ * Collective over the world. */
+int tt_ranks_on_host(const tt_grid *g);
 
 /* ---- gathering to rank 0 (booked as other) ---- */
 

@@ -18,8 +18,9 @@ typedef struct {
     char source[256]; /* file name, or a description of the generated corpus */
 } tt_corpus;
 
-/* Reads a whole file. Fails (with a message naming the file) if it cannot be
- * read or is too short for a train window and an eval window of T+1 bytes. */
+/* Reads a whole file. Fails (with a message naming the file) if it is not a
+ * regular file (a FIFO or a device: not opened at all), cannot be read, or
+ * is too short for a train window and an eval window of T+1 bytes. */
 int tt_corpus_load(tt_corpus *c, const char *path, int T, tt_err *e);
 /* Generates a deterministic English-like corpus of about n bytes from seed:
  * short sentences from a small grammar, on which a tiny model visibly learns. */

@@ -12,6 +12,7 @@
 #define TT_MEMORY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum {
     TT_MEM_WEIGHTS,
@@ -24,6 +25,9 @@ typedef enum {
 } tt_mem_cat;
 
 extern const char *const tt_mem_names[TT_MEM_NCAT];
+
+/* This host's physical memory in bytes (0 when the system does not say). */
+uint64_t tt_mem_host_bytes(void);
 
 /* Capacity of this virtual GPU in bytes; 0 = unlimited. */
 void tt_mem_set_budget(size_t bytes);

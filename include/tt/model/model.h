@@ -20,6 +20,9 @@
 #include "tt/core/params.h"
 
 #define TT_MAX_CHUNKS 16
+/* The most blocks a model may have (--layers, a checkpoint's layers): the
+ * stage split's search is O(K L^2), so this bound is also its time bound. */
+#define TT_MAX_LAYERS 1024
 
 /* Which part of the global model this virtual GPU holds. The blocks come in
  * chunks of consecutive layers: one chunk [layer_begin, layer_end) unless
@@ -150,6 +153,14 @@ void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss);
  * (targets may be NULL: logits only, in m->logits); backward of that forward. */
 double tt_model_forward(tt_model *m, const int *idx, const int *targets, int B);
 void tt_model_backward(tt_model *m, float dloss);
+
+/* An upper bound, in bytes, of what tt_model_init and the schedule's slots
+ * allocate for shard sh: the four parameter buffers, the gradient scratch
+ * for Bmax sequences and `slots` activation slots of every local chunk
+ * (src/model/estimate.c). Computed in 64 bits with every product checked;
+ * UINT64_MAX when it does not fit, so nothing is allocated to find out. */
+uint64_t tt_model_bytes_bound(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
+                              int slots);
 
 /* Model FLOPs of one forward+backward of B*T tokens (matrix products and
  * attention, as 2 per multiply-add; the backward counted as twice the forward). */

@@ -1,0 +1,83 @@
+/* preflight.c - checks a run makes before it allocates the model, each one a
+ * way a bad size or a bad file used to end in an abort or a hang:
+ *
+ *   memory   this GPU's share, bounded in 64 bits before anything is
+ *            allocated (src/model/estimate.c), against the host's physical
+ *            memory per rank and, for the parameter buffers, --gpu-mem
+ *   corpus   every rank read the same bytes (size and CRC-32 agreed)
+ *
+ * The exact --gpu-mem account stays where it was, after the allocation
+ * (tt_check_oom): what it reports is the figure of record; these checks
+ * only stop what could not even be allocated. */
+#include "tt/app/preflight.h"
+#include "tt/comm/comm.h"
+#include "tt/core/memory.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define MIB(b) ((double)(b) / 1048576.0)
+
+/* The pipeline's transfer buffers (pipeline_run.c, allocate_for_list): per
+ * micro-batch and local chunk at most an activation sent, a gradient sent
+ * and one received, each one micro-batch wide. */
+static double comm_bytes(const tt_run_config *rc, const tt_grid *g, int mbs)
+{
+    if (g->pp == 1)
+        return 0;
+    return 3.0 * rc->micro_batches * rc->virtual_stages * 4.0 * mbs * rc->model.T *
+           rc->model.C;
+}
+
+int tt_preflight_memory(const tt_run_config *rc, const tt_grid *g, const tt_shard_spec *spec,
+                        tt_err *e)
+{
+    const int mbs = rc->batch / g->dp / rc->micro_batches;
+    char name[64];
+    tt_gpu_name(g, g->world_rank, name, sizeof name);
+    const int ranks = tt_ranks_on_host(g); /* collective: before any return */
+    /* The parameter buffers are exact (four kinds: weights, gradients, Adam
+     * m and v); over --gpu-mem on their own, nothing else needs building. */
+    const uint64_t params = tt_model_bytes_bound(&rc->model, spec, 0, 0);
+    if (rc->gpu_mem && params > rc->gpu_mem)
+        return tt_fail(e, "%s needs %.0f MiB for its weights, gradients and Adam state alone "
+                          "(before activations), --gpu-mem is %.0f MiB", name, MIB(params),
+                       MIB(rc->gpu_mem));
+    /* An upper bound of the rest: every local chunk holding all M
+     * micro-batches of a step (a schedule holds at most that many), and on
+     * rank 0 the unsharded reference of the oracle (--validate or the spot
+     * check), which trains on the whole global batch. Doubles: the sum of
+     * saturated 64-bit figures must not wrap. */
+    double need = (double)tt_model_bytes_bound(&rc->model, spec, mbs, rc->micro_batches) +
+                  comm_bytes(rc, g, mbs);
+    if (g->world_rank == 0 && (rc->validate || (rc->spot_check && g->world_size > 1))) {
+        tt_shard_spec whole = tt_shard_whole(&rc->model);
+        need += (double)tt_model_bytes_bound(&rc->model, &whole, rc->batch, 1);
+    }
+    const uint64_t host = tt_mem_host_bytes();
+    const double per_rank = (double)host / ranks;
+    if (host == 0 || need <= per_rank)
+        return 0;
+    char also[64] = "";
+    if (rc->gpu_mem && need > (double)rc->gpu_mem)
+        snprintf(also, sizeof also, "; --gpu-mem is %.0f MiB", MIB(rc->gpu_mem));
+    return tt_fail(e, "%s needs up to %.0f MiB for this model (an upper bound, computed before "
+                      "allocating), but this host has %.0f MiB of memory per rank (%.0f MiB "
+                      "physical / %d rank%s on this host)%s", name, MIB(need), MIB(per_rank),
+                   MIB(host), ranks, ranks > 1 ? "s" : "", also);
+}
+
+int tt_preflight_corpus(const tt_grid *g, const tt_corpus *c, const char *path, tt_err *e)
+{
+    /* Each rank read the file itself: a file being rewritten, or one whose
+     * bytes depend on the reader (/proc/self/...), would train every
+     * replica on different data without a word. Both values are compared on
+     * every rank (no short cut: both are collectives). */
+    const uint64_t n = c->n;
+    int same = tt_group_all_equal(g, TT_GROUP_OTHER, tt_crc32(0, c->bytes, c->n));
+    same &= tt_group_all_equal(g, TT_GROUP_OTHER, (uint32_t)(n ^ (n >> 32)));
+    if (same)
+        return 0;
+    return tt_fail(e, "data file '%s' is not the same on every rank (its size or CRC-32 "
+                      "differs): the ranks must read the same bytes", path);
+}

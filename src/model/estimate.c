@@ -1,0 +1,101 @@
+/* estimate.c - what a shard of the model will allocate, computed before
+ * anything is allocated, so a model that cannot fit on the host is refused
+ * with the figure it needs instead of dying in malloc (src/app/run.c).
+ *
+ * The sizes follow model.c (parameter table, gradient scratch) and slots.c
+ * (one activation slot) line by line; doc/memory.md gives the same formulas.
+ * Every product and sum saturates at UINT64_MAX: the flags allow shapes
+ * whose byte counts do not fit 64 bits (batch x heads x seq^2). */
+#include "tt/model/model.h"
+
+#include <stdint.h>
+
+static uint64_t mul(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static uint64_t add(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+/* Local widths of a TP rank, as build_table computes them. */
+typedef struct {
+    uint64_t C, T, Vl, NHl, Cl, Hl, tp;
+} widths;
+
+static widths local_widths(const tt_config *cfg, const tt_shard_spec *sh)
+{
+    widths w;
+    w.tp = sh->tp_size > 0 ? (uint64_t)sh->tp_size : 1;
+    w.C = (uint64_t)cfg->C;
+    w.T = (uint64_t)cfg->T;
+    w.Vl = ((uint64_t)cfg->V + w.tp - 1) / w.tp;
+    w.NHl = (uint64_t)cfg->NH / w.tp;
+    w.Cl = w.NHl * (w.C / (uint64_t)(cfg->NH > 0 ? cfg->NH : 1));
+    w.Hl = 4 * w.C / w.tp;
+    return w;
+}
+
+/* Floats of one shard's parameter table (one kind). */
+static uint64_t param_floats(const widths *w, const tt_shard_spec *sh, uint64_t blocks)
+{
+    const uint64_t C = w->C;
+    /* ln1, ln2 (4C); q, k, v with biases; proj and its bias; fc1, fc2. */
+    uint64_t block = add(add(4 * C, mul(3, add(mul(w->Cl, C), w->Cl))),
+                         add(add(mul(C, w->Cl), C), add(mul(2 * C, w->Hl), add(w->Hl, C))));
+    uint64_t n = mul(blocks, block);
+    if (sh->first_stage)
+        n = add(n, mul(add(w->Vl, w->T), C));
+    if (sh->last_stage)
+        n = add(n, add(2 * C, mul(w->Vl, C)));
+    return n;
+}
+
+/* Floats of one activation slot of a chunk of nb blocks (slots.c). */
+static uint64_t slot_floats(const widths *w, const tt_shard_spec *sh, uint64_t B, uint64_t nb,
+                            int head)
+{
+    const uint64_t N = mul(B, w->T), C = w->C;
+    uint64_t per = add(mul(N, add(4 * C, 4)), mul(N, add(mul(4, w->Cl), mul(2, w->Hl))));
+    per = add(per, mul(mul(B, w->NHl), mul(w->T, w->T)));
+    if (sh->mlp_gather && w->tp > 1)
+        per = add(per, mul(2, mul(w->tp, mul(N, w->Hl))));
+    uint64_t n = add(mul(nb, per), mul(N, C));
+    if (head)
+        n = add(n, add(mul(N, add(C, 3)), mul(2, mul(N, w->Vl))));
+    /* The bytes and targets (ints, same size as a float). */
+    return add(n, mul(2, N));
+}
+
+uint64_t tt_model_bytes_bound(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
+                              int slots)
+{
+    const widths w = local_widths(cfg, sh);
+    const int nchunks = sh->nchunks > 1 ? sh->nchunks : 1;
+    uint64_t blocks = 0, acts = 0;
+    const uint64_t B = Bmax > 0 ? (uint64_t)Bmax : 0, N = mul(B, w.T);
+    for (int j = 0; j < nchunks; j++) {
+        int b = sh->nchunks > 1 ? sh->chunk_begin[j] : sh->layer_begin;
+        int e = sh->nchunks > 1 ? sh->chunk_end[j] : sh->layer_end;
+        uint64_t nb = e > b ? (uint64_t)(e - b) : 0;
+        blocks += nb;
+        if (B > 0)
+            acts = add(acts, slot_floats(&w, sh, B, nb, sh->last_stage && j == nchunks - 1));
+    }
+    uint64_t floats = mul(4, param_floats(&w, sh, blocks)); /* W, G, Adam m and v */
+    floats = add(floats, mul(acts, slots > 0 ? (uint64_t)slots : 1));
+    if (B > 0) {
+        /* The gradient scratch of tt_model_init. */
+        uint64_t wide = w.C > w.Hl ? w.C : w.Hl;
+        wide = wide > w.Vl ? wide : w.Vl;
+        uint64_t err = mul(N, add(add(2 * w.C, wide), add(mul(4, w.Cl), w.Hl)));
+        if (sh->mlp_gather && w.tp > 1)
+            err = add(err, mul(2, mul(w.tp, mul(N, w.Hl))));
+        floats = add(floats, add(err, mul(w.T, w.T)));
+    }
+    return mul(floats, sizeof(float));
+}

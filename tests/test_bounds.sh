@@ -1,0 +1,81 @@
+#!/bin/sh
+# tests/test_bounds.sh - sizes and inputs that used to abort (exit 134 and a
+# backtrace per rank), spin or hang now end within seconds with exit 1 or 2
+# on every rank and one clear line: models too big for the host or for
+# --gpu-mem (refused before anything is allocated), a checkpoint's metadata
+# out of the flags' ranges, --stage-layers past the int range, --sample-len
+# past its bound, and --data files that are no regular file, too small for
+# the eval split, or not the same on every rank.
+. "$TT_SRCDIR/testlib.sh"
+
+q="--quiet --sample-len 0 --steps 1 --eval-every 0"
+small="--layers 1 --dim 16 --heads 2 --seq 8 --batch 2 --micro-batches 1 $q"
+
+# expect_quick: expect_error, and the run ended within 10 seconds.
+expect_quick() {
+    t0=$(date +%s)
+    expect_error "$@"
+    t=$(($(date +%s) - t0))
+    [ "$t" -le 10 ] && echo "# $1: $t s" || not_ok "$1: took $t s"
+}
+
+# Models that cannot be allocated: the figure they need, before allocating.
+big="--dim 8192 --layers 96 --heads 16 $q"
+expect_quick "huge model, 1 rank" 1 "gpu0(dp0,pp0,tp0) needs up to [0-9]* MiB .* this host has" 1 $big
+expect_quick "huge model, 4 ranks" 1 "needs up to [0-9]* MiB .* / 4 ranks on this host" 4 $big --pp 2
+expect_quick "1024 x 48 model, 2 ranks (host memory per rank)" 1 "needs up to [0-9]* MiB" 2 --dim 1024 --layers 48 --heads 16 $q
+expect_quick "--seq 65536" 1 "needs up to [0-9]* MiB" 1 --seq 65536 $q
+expect_quick "huge --batch" 1 "needs up to [0-9]* MiB" 2 --batch 1048576 --micro-batches 1 $q
+expect_quick "--gpu-mem, 1 rank" 1 "gpu0(dp0,pp0,tp0) needs [0-9]* MiB for its weights, gradients and Adam state alone (before activations), --gpu-mem is 16 MiB" 1 $big --gpu-mem 16M
+expect_quick "--gpu-mem, 4 ranks" 1 "needs [0-9]* MiB for its weights, gradients and Adam state alone" 4 $big --tp 2 --pp 2 --gpu-mem 16M
+
+# Flags: past the int range, past the bound.
+expect_quick "--stage-layers 4294967296, 1 rank" 2 "chunk 0 would have more blocks than --layers 6" 1 --stage-layers 4294967296 $q
+expect_quick "--stage-layers 4294967296,6, 2 ranks" 2 "chunk 0 would have more blocks than --layers 6" 2 --pp 2 --stage-layers 4294967296,6 $q
+expect_quick "--sample-len 1048576, 1 rank" 2 "--sample-len must be between 0 and 65536" 1 --sample-len 1048576
+expect_quick "--sample-len 1048576, 3 ranks" 2 "--sample-len must be between 0 and 65536" 3 --sample-len 1048576
+
+# --data: not a regular file (nobody writes the FIFO: opening it would
+# block), too small for the eval split, different bytes on each rank.
+mkfifo "$work/fifo"
+expect_quick "--data FIFO, 1 rank" 1 "data file '$work/fifo' is not a regular file" 1 $small --data "$work/fifo"
+expect_quick "--data FIFO, 3 ranks" 1 "data file '$work/fifo' is not a regular file" 3 $small --batch 3 --data "$work/fifo"
+i=0
+while [ $i -lt 500 ]; do printf 'abcdefghij'; i=$((i + 1)); done > "$work/5k.txt"
+expect_quick "--data too small for --seq 700's eval split, 1 rank" 1 "has 5000 bytes; with --seq 700 it needs at least 7010" 1 $q --data "$work/5k.txt" --seq 700
+expect_quick "--data too small for --seq 700's eval split, 2 ranks" 1 "has 5000 bytes; with --seq 700 it needs at least 7010" 2 $q --data "$work/5k.txt" --seq 700
+expect_quick "--data /proc/self/status, 2 ranks" 1 "data file '/proc/self/status' is not the same on every rank" 2 $small --data /proc/self/status
+expect_quick "--data /proc/self/status, 4 ranks" 1 "data file '/proc/self/status' is not the same on every rank" 4 $small --batch 4 --data /proc/self/status
+
+# Checkpoint metadata: a real checkpoint with one key changed.
+tt 1 --layers 1 --dim 16 --heads 2 --seq 8 --batch 2 --micro-batches 1 --steps 0 --quiet --sample-len 0 --save "$work/good.safetensors"
+[ "$status" -eq 0 ] && ok "a checkpoint to edit" || not_ok "a checkpoint to edit"
+cat > "$work/meta.py" <<'PY'
+import json, struct, sys
+src, dst, key, value = sys.argv[1:5]
+with open(src, "rb") as f:
+    blob = f.read()
+(n,) = struct.unpack("<Q", blob[:8])
+header = json.loads(blob[8:8 + n])
+header["__metadata__"][key] = value
+text = json.dumps(header).encode()
+text += b" " * (-len(text) % 8)
+with open(dst, "wb") as f:
+    f.write(struct.pack("<Q", len(text)) + text + blob[8 + n:])
+PY
+# meta CASE NP KEY VALUE PATTERN: resuming from the checkpoint with KEY = VALUE.
+meta() {
+    python3 "$work/meta.py" "$work/good.safetensors" "$work/bad.safetensors" "$3" "$4"
+    expect_quick "checkpoint $3 = $4, $2 rank(s)" 1 "$5" "$2" --resume "$work/bad.safetensors" --quiet --sample-len 0 --eval-every 0
+}
+ck="checkpoint '$work/bad.safetensors'"
+meta layers 1 layers 1000000 "$ck: 'layers' = 1000000 is outside \[1, 1024\], the range of --layers"
+meta dim 2 dim 100000 "$ck: 'dim' = 100000 is outside \[1, 65536\], the range of --dim"
+meta steps 3 steps 1000000000000 "$ck: 'steps' = 1000000000000 is outside"
+meta beta1 4 beta1 1 "$ck: 'beta1' = 1 is outside \[0, 0.999999\], the range of --beta1"
+meta eps 1 eps -1e-8 "$ck: 'eps' = -1e-08 is outside (0, 1\]"
+meta lr 2 lr 1e300 "$ck: 'lr' = 1e+300 is outside \[0, 10\], the range of --lr"
+# In the flags' ranges, but no host holds the model: the memory check.
+meta bigdim 1 dim 65536 "needs up to [0-9]* MiB"
+meta bigbatch 2 batch 1048576 "needs up to [0-9]* MiB"
+finish
