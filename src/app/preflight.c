@@ -32,7 +32,7 @@ static double comm_bytes(const tt_run_config *rc, const tt_grid *g, int mbs)
 int tt_preflight_memory(const tt_run_config *rc, const tt_grid *g, const tt_shard_spec *spec,
                         tt_err *e)
 {
-    const int mbs = rc->batch / g->dp / rc->micro_batches;
+    const int mbs = tt_micro_batch_size(rc, g->dp);
     char name[64];
     tt_gpu_name(g, g->world_rank, name, sizeof name);
     const int ranks = tt_ranks_on_host(g); /* collective: before any return */
