@@ -1,5 +1,6 @@
 /* outfile.c - write under "<path>.tmp.<pid>", then rename (see outfile.h). */
 #include "show/outfile.h"
+#include "tt/core/outpath.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -34,13 +35,14 @@ int tt_outfile_finish(tt_outfile *o, tt_err *e)
     if (fclose(o->f) != 0 && !err)
         err = errno ? errno : EIO;
     o->f = NULL;
-    if (!err && rename(o->tmp, o->path) != 0)
-        err = errno;
-    if (err)
+    int failed = err != 0;
+    if (failed)
+        tt_fail(e, "cannot write %s '%s': %s", o->what, o->path, strerror(err));
+    else /* re-checks that path is still a regular file or absent */
+        failed = tt_replace_file(o->tmp, o->path, o->what, e) != 0;
+    if (failed)
         remove(o->tmp);
     free(o->tmp);
     o->tmp = NULL;
-    if (err)
-        return tt_fail(e, "cannot write %s '%s': %s", o->what, o->path, strerror(err));
-    return 0;
+    return failed ? -1 : 0;
 }

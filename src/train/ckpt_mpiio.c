@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "tt/comm/comm.h"
+#include "tt/core/outpath.h"
 #include "tt/model/model.h"
 
 #include "ckpt_internal.h"
@@ -343,9 +344,9 @@ static int rename_into_place(save_job *s)
 {
     int failed = 0;
     if (s->g->world_rank == 0) {
-        if (rename(s->tmp, s->path) != 0)
-            failed = tt_fail(&s->msg, "cannot write checkpoint '%s': %s", s->path,
-                             strerror(errno));
+        /* Re-checks that path is still a regular file or absent. */
+        if (tt_replace_file(s->tmp, s->path, "checkpoint", &s->msg) != 0)
+            failed = 1;
         else
             ckpt_sync_parent_dir(s->path);
     }

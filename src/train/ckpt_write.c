@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ckpt_internal.h"
+#include "tt/core/outpath.h"
 
 char *ckpt_temp_name(const char *path, long pid)
 {
@@ -170,10 +171,10 @@ int tt_checkpoint_save(const char *path, const tt_params *p, const tt_ckpt_info 
         return tt_fail(e, "cannot write checkpoint '%s': %s", path, strerror(err));
     }
     int failed = write_contents(f, header, hsize, p, scratch, &err);
-    if (!failed && rename(tmp, path) != 0) {
-        failed = 1;
-        err = errno;
-    }
+    if (failed)
+        tt_fail(e, "cannot write checkpoint '%s': %s", path, err ? strerror(err) : "write error");
+    else /* re-checks that path is still a regular file or absent */
+        failed = tt_replace_file(tmp, path, "checkpoint", e) != 0;
     if (failed)
         unlink(tmp);
     else
@@ -181,8 +182,5 @@ int tt_checkpoint_save(const char *path, const tt_params *p, const tt_ckpt_info 
     free(tmp);
     free(header);
     free(scratch);
-    if (failed)
-        return tt_fail(e, "cannot write checkpoint '%s': %s", path,
-                       err ? strerror(err) : "write error");
-    return 0;
+    return failed ? -1 : 0;
 }

@@ -1,0 +1,49 @@
+/* tt/core/outpath.h - outputs never destroy good data.
+ *
+ * Before a run does any work it checks every file it will write (--save,
+ * --log, --trace, --timeline) against the files it reads (--data, --resume)
+ * and against each other, so a wrong path costs a message, not the training
+ * text, a checkpoint or a device node; and every file written under a
+ * temporary name is renamed onto its path only if that path is still a
+ * regular file or absent (tt_replace_file). */
+#ifndef TT_CORE_OUTPATH_H
+#define TT_CORE_OUTPATH_H
+
+#include "tt/core/common.h"
+
+/* One file the run names: a flag ("--save"), what it holds ("checkpoint",
+ * for messages), its path (NULL: not given), whether the run reads it (input) or writes it, and whether the collective
+ * MPI-IO writer opens it (which bounds the length of the name, see
+ * TT_MPIIO_PATH_MAX). */
+typedef struct {
+    const char *flag;
+    const char *what;
+    const char *path;
+    int input;
+    int mpiio;
+} tt_path_use;
+
+/* Open MPI 4.1's MPI_File_open overflows an internal buffer (abort, not an
+ * error code) when the absolute name of the file it opens is longer than
+ * about 244 characters. The opened file is "<path>.tmp.<pid>", so the target
+ * itself may have at most this many characters once made absolute, leaving
+ * room for ".tmp." and a pid of 10 digits. */
+#define TT_MPIIO_PATH_MAX 225
+
+/* Every output is checked: the name fits (its temporary too), its directory
+ * exists and is writable, it is a regular file or absent (a directory,
+ * device, FIFO, socket or any symbolic link is refused), and it is not the
+ * same file, by identity (st_dev/st_ino) or by resolved name, as an input or
+ * another output. One exception: --save may name the --resume file (the run
+ * has read it whole before its first step, and the new checkpoint replaces
+ * it by rename only once complete). 0, or -1 with e = "--FLAG: cannot write
+ * WHAT 'PATH': WHY" for the first output refused. */
+int tt_outpaths_check(const tt_path_use *uses, int n, tt_err *e);
+
+/* rename(tmp, path) for a temporary written in full, re-checking first that
+ * path is still a regular file or absent (it may have changed since the run
+ * began). On failure leaves tmp in place (the caller removes it) and fills
+ * e with "cannot write <what> '<path>': <reason>". */
+int tt_replace_file(const char *tmp, const char *path, const char *what, tt_err *e);
+
+#endif

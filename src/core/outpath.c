@@ -1,0 +1,216 @@
+/* outpath.c - the checks on output paths before a run, and the guarded
+ * rename after writing (see tt/core/outpath.h for what is refused and why).
+ *
+ * A check before the run cannot rule out a path changing during it (another
+ * process may create a FIFO or a directory there); the rename re-checks right
+ * before acting, which narrows that window to the two calls. */
+#define _XOPEN_SOURCE 700
+
+#include "tt/core/outpath.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ".tmp." and the decimal digits of any pid: what a temporary adds. */
+#define TMP_SUFFIX_MAX 25
+
+/* What a non-regular file is, for the message. */
+static const char *kind_of(mode_t m)
+{
+    if (S_ISDIR(m))
+        return "a directory";
+    if (S_ISCHR(m) || S_ISBLK(m))
+        return "a device";
+    if (S_ISFIFO(m))
+        return "a FIFO";
+    if (S_ISSOCK(m))
+        return "a socket";
+    return "not a regular file";
+}
+
+/* The directory part of path ("." when there is none); malloc'd. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return strdup(".");
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    char *d = tt_malloc(n + 1);
+    memcpy(d, path, n);
+    d[n] = '\0';
+    return d;
+}
+
+/* "--save: cannot write checkpoint 'PATH': WHY", the one line every refusal
+ * prints. */
+static int refuse(const tt_path_use *u, tt_err *e, const char *why)
+{
+    size_t n = strlen(u->path);
+    if (n <= 240)
+        return tt_fail(e, "%s: cannot write %s '%s': %s", u->flag, u->what, u->path, why);
+    /* A name too long for the message: its start and its end, so the why fits. */
+    return tt_fail(e, "%s: cannot write %s '%.100s...%s': %s", u->flag, u->what, u->path,
+                   u->path + n - 40, why);
+}
+
+/* The name and its temporary's fit the system's limits: the whole name
+ * within PATH_MAX, every component within NAME_MAX. */
+static int check_name(const tt_path_use *u, tt_err *e)
+{
+    const char *p = u->path;
+    size_t len = strlen(p);
+    char why[128];
+    if (len == 0)
+        return refuse(u, e, "the name is empty");
+    if (p[len - 1] == '/')
+        return refuse(u, e, "names a directory, not a file");
+    if (len + TMP_SUFFIX_MAX >= PATH_MAX) {
+        snprintf(why, sizeof why, "the name is too long (%zu characters; at most %d)", len,
+                 PATH_MAX - 1 - TMP_SUFFIX_MAX);
+        return refuse(u, e, why);
+    }
+    const char *base = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
+    for (const char *c = p; *c;) {
+        size_t n = strcspn(c, "/");
+        /* The file's own name also carries the temporary's suffix. */
+        size_t room = c == base ? NAME_MAX - TMP_SUFFIX_MAX : NAME_MAX;
+        if (n > room) {
+            snprintf(why, sizeof why, "a part of the name is too long (%zu characters; at "
+                     "most %zu)", n, room);
+            return refuse(u, e, why);
+        }
+        c += n + (c[n] == '/');
+    }
+    return 0;
+}
+
+/* Absent or a regular file; a symbolic link is refused whatever it points
+ * to (a rename would replace the link itself, an in-place write would follow
+ * it: neither is what the name promises). */
+static int check_target(const tt_path_use *u, tt_err *e)
+{
+    struct stat st;
+    char why[128];
+    if (lstat(u->path, &st) != 0) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(why, sizeof why, "cannot check it: %s", strerror(errno));
+        return refuse(u, e, why);
+    }
+    if (S_ISLNK(st.st_mode))
+        return refuse(u, e, "is a symbolic link (name the file itself)");
+    if (S_ISDIR(st.st_mode))
+        return refuse(u, e, strerror(EISDIR));
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, sizeof why, "is %s, not a regular file", kind_of(st.st_mode));
+        return refuse(u, e, why);
+    }
+    return 0;
+}
+
+/* The temporary is created in the same directory. */
+static int check_dir(const tt_path_use *u, tt_err *e)
+{
+    char *d = dir_of(u->path);
+    char why[160];
+    struct stat st;
+    why[0] = '\0';
+    if (stat(d, &st) != 0)
+        snprintf(why, sizeof why, "directory '%.80s' %s", d,
+                 errno == ENOENT ? "does not exist" : strerror(errno));
+    else if (!S_ISDIR(st.st_mode))
+        snprintf(why, sizeof why, "'%.80s' is not a directory", d);
+    else if (access(d, W_OK | X_OK) != 0)
+        snprintf(why, sizeof why, "directory '%.80s' is not writable: %s", d, strerror(errno));
+    free(d);
+    return why[0] ? refuse(u, e, why) : 0;
+}
+
+/* The absolute name with links resolved: realpath of the file, or of its
+ * directory for a file not yet there; the name as given if neither resolves
+ * (an input that does not exist: its reader reports it). malloc'd. */
+static char *resolved(const char *path)
+{
+    char *r = realpath(path, NULL);
+    if (r)
+        return r;
+    char *d = dir_of(path), *rd = realpath(d, NULL);
+    free(d);
+    if (!rd)
+        return strdup(path);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t n = strlen(rd) + strlen(base) + 2;
+    r = tt_malloc(n);
+    snprintf(r, n, "%s/%s", strcmp(rd, "/") ? rd : "", base);
+    free(rd);
+    return r;
+}
+
+/* One file under two names: the same inode (hard links, links followed), or
+ * the same resolved name (a file neither has created yet). */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char *ra = resolved(a), *rb = resolved(b);
+    int same = strcmp(ra, rb) == 0;
+    free(ra);
+    free(rb);
+    return same;
+}
+
+/* The collective writer's bound (TT_MPIIO_PATH_MAX), on the absolute name. */
+static int check_mpiio(const tt_path_use *u, tt_err *e)
+{
+    size_t len = strlen(u->path);
+    if (u->path[0] != '/') {
+        char *cwd = getcwd(NULL, 0);
+        len += cwd ? strlen(cwd) + 1 : 0;
+        free(cwd);
+    }
+    if (len > TT_MPIIO_PATH_MAX) {
+        char why[160];
+        snprintf(why, sizeof why, "the name is %zu characters as an absolute path; MPI-IO "
+                 "(Open MPI) cannot open names that long, at most %d", len, TT_MPIIO_PATH_MAX);
+        return refuse(u, e, why);
+    }
+    return 0;
+}
+
+int tt_outpaths_check(const tt_path_use *u, int n, tt_err *e)
+{
+    for (int i = 0; i < n; i++) {
+        if (!u[i].path || u[i].input)
+            continue;
+        if (check_name(&u[i], e) || check_dir(&u[i], e) || check_target(&u[i], e) ||
+            (u[i].mpiio && check_mpiio(&u[i], e)))
+            return -1;
+        for (int j = 0; j < n; j++) {
+            if (j == i || !u[j].path || (!u[j].input && j < i))
+                continue; /* a pair of outputs is compared once */
+            if (u[i].mpiio && u[j].input && strcmp(u[j].flag, "--resume") == 0)
+                continue; /* saving onto the checkpoint resumed from: see the header */
+            if (same_file(u[i].path, u[j].path))
+                return tt_fail(e, "%s: cannot write %s '%s': it is the same file as %s '%s'",
+                               u[i].flag, u[i].what, u[i].path, u[j].flag, u[j].path);
+        }
+    }
+    return 0;
+}
+
+int tt_replace_file(const char *tmp, const char *path, const char *what, tt_err *e)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return tt_fail(e, "cannot write %s '%s': it is now %s, not a regular file", what,
+                       path, S_ISLNK(st.st_mode) ? "a symbolic link" : kind_of(st.st_mode));
+    if (rename(tmp, path) != 0)
+        return tt_fail(e, "cannot write %s '%s': %s", what, path, strerror(errno));
+    return 0;
+}
