@@ -1,11 +1,12 @@
 /* run.c - the whole program on one virtual GPU, around one run state:
  *
- *   run_setup    checks, corpus, stage split, model shard, pipeline, memory
- *                budget, resume, log, banner, the oracle
+ *   run_setup    checks (output paths too), corpus, stage split, model
+ *                shard, pipeline, memory budget, resume, log, banner, oracle
  *   run_steps    the training steps [step0, end): step, checks, log, saves
- *   run_reports  what the run did: bubbles, --explain, losses, replica and
- *                TP copy checks, memory and communication, the oracle's table
- *   run_finish   the final checkpoint and the generated sample
+ *   run_end      the final checkpoint first, then the trace and timeline,
+ *                then (run_reports) what the run did: bubbles, --explain,
+ *                losses, replica and TP copy checks, memory and
+ *                communication, the oracle's table; then the sample
  *
  * Every failure one rank can meet alone (a file, a budget) is agreed by all
  * ranks before anyone acts on it, and every rank returns the same status. */
@@ -14,6 +15,7 @@
 #include "tt/app/preflight.h"
 #include "tt/comm/comm.h"
 #include "tt/core/memory.h"
+#include "tt/core/outpath.h"
 #include "tt/parallel/data_parallel.h"
 #include "tt/show/banner.h"
 #include "tt/show/report.h"
@@ -46,6 +48,9 @@ typedef struct {
     int spot;                  /* spot-check steps step0 and spot_last */
     long spot_last;
     FILE *log;                 /* --log, rank 0 */
+    tt_event *ev;              /* the traced steps' events (rank 0), gathered */
+    int *ev_counts;
+    int gathered, saved;
     tt_comm_stats traffic;     /* of the training steps only */
     double first_loss, last_loss, final_eval, seconds;
 } tt_run;
@@ -162,12 +167,33 @@ static int run_oracle(tt_run *r)
     return agreed(r, failed, &e, TT_EXIT_RUNTIME);
 }
 
+/* Every file the run will write, checked by every rank before any work
+ * (the directory may be another node's): a wrong path costs a message, not
+ * the corpus, a checkpoint or a device, nor a whole run's training. */
+static int run_check_outputs(tt_run *r)
+{
+    const tt_run_config *rc = &r->rc;
+    const tt_path_use uses[] = {
+        {"--data", "corpus", rc->data, 1, 0},
+        {"--resume", "checkpoint", rc->resume, 1, 0},
+        {"--save", "checkpoint", rc->save, 0, 1},
+        {"--log", "log", rc->log, 0, 0},
+        {"--trace", "trace", rc->trace, 0, 0},
+        {"--timeline", "timeline", rc->timeline, 0, 0},
+    };
+    tt_err e;
+    int failed = tt_outpaths_check(uses, (int)(sizeof uses / sizeof uses[0]), &e) != 0;
+    return agreed(r, failed, &e, TT_EXIT_RUNTIME);
+}
+
 static int run_setup(tt_run *r)
 {
     tt_run_config *rc = &r->rc;
     const tt_grid *g = r->g;
     tt_err e;
     int status = run_check(r);
+    if (!status)
+        status = run_check_outputs(r);
     if (!status)
         status = run_build(r);
     if (status)
@@ -214,6 +240,7 @@ static void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
         if (!isnan(ev))
             fprintf(r->log, "%.9g", ev);
         fprintf(r->log, "\n");
+        fflush(r->log); /* a run killed later leaves whole rows */
     }
 }
 
@@ -273,8 +300,12 @@ static int run_steps(tt_run *r)
             return status;
     }
     r->seconds = tt_now() - t_start;
-    if (traced && tt_trace_finish(r->g, rc->trace, rc->timeline, r->end - 1))
-        return TT_EXIT_RUNTIME;
+    /* Written after the checkpoint (run_end); gathered now, so the save's
+     * communication is not in the picture. */
+    if (traced) {
+        r->ev = tt_trace_gather(r->g, &r->ev_counts);
+        r->gathered = 1;
+    }
     return 0;
 }
 
@@ -323,15 +354,25 @@ static int run_reports(tt_run *r)
     return status;
 }
 
-static int run_finish(tt_run *r)
+/* The final checkpoint, silently: it is announced where it always was,
+ * after the reports (run_finish). */
+static int run_save(tt_run *r)
 {
     const tt_run_config *rc = &r->rc;
-    if (rc->save) {
-        tt_err e;
-        if (tt_run_save(rc, &r->model, r->g, r->end, rc->save, &e)) /* agreed by every rank */
-            return fail_with(r, &e, TT_EXIT_RUNTIME);
+    tt_err e;
+    if (!rc->save)
+        return 0;
+    if (tt_run_save(rc, &r->model, r->g, r->end, rc->save, &e)) /* agreed by every rank */
+        return fail_with(r, &e, TT_EXIT_RUNTIME);
+    r->saved = 1;
+    return 0;
+}
+
+static void run_finish(tt_run *r)
+{
+    const tt_run_config *rc = &r->rc;
+    if (r->saved)
         SAY("saved checkpoint '%s'\n", rc->save);
-    }
     if (rc->sample_len > 0) {
         /* Collective over the TP group (every replica runs it; rank 0 prints). */
         char *out = tt_malloc(strlen(rc->prompt) + (size_t)rc->sample_len + 2);
@@ -340,7 +381,28 @@ static int run_finish(tt_run *r)
             tt_sample_print(out);
         free(out);
     }
-    return 0;
+}
+
+/* The checkpoint before anything that can fail (a trace path, a report), so
+ * none of them loses the run's training. */
+static int run_end(tt_run *r)
+{
+    const tt_run_config *rc = &r->rc;
+    int status = run_save(r);
+    if (!status && r->gathered) {
+        r->gathered = 0; /* the writer frees the events */
+        if (tt_trace_write_gathered(r->g, r->ev, r->ev_counts, rc->trace, rc->timeline,
+                                    r->end - 1))
+            status = TT_EXIT_RUNTIME;
+    }
+    if (status) {
+        if (r->saved)
+            SAY("saved checkpoint '%s'\n", rc->save);
+        return status;
+    }
+    status = run_reports(r);
+    run_finish(r);
+    return status;
 }
 
 static int run_free(tt_run *r, int status)
@@ -350,6 +412,10 @@ static int run_free(tt_run *r, int status)
         status = TT_EXIT_RUNTIME;
     }
     fflush(stdout);
+    if (r->gathered) {
+        free(r->ev);
+        free(r->ev_counts);
+    }
     if (r->have_val)
         tt_validate_free(&r->val);
     if (r->have_pipe) {
@@ -385,11 +451,8 @@ int tt_run_main(const tt_run_config *rc, const tt_grid *g)
     int agree_at_end = status != TT_EXIT_USAGE;
     if (!status)
         status = run_steps(r);
-    if (!status) {
-        status = run_reports(r);
-        int saved = run_finish(r);
-        status = saved ? saved : status;
-    }
+    if (!status)
+        status = run_end(r);
     status = run_free(r, status);
     free(r);
     return agree_at_end ? tt_agree_status(g, status) : status;

@@ -45,6 +45,12 @@ int tt_trace_finish(const tt_grid *g, const char *json, const char *svg, long la
 {
     int *counts = NULL;
     tt_event *ev = tt_trace_gather(g, &counts);
+    return tt_trace_write_gathered(g, ev, counts, json, svg, last_step);
+}
+
+int tt_trace_write_gathered(const tt_grid *g, tt_event *ev, int *counts, const char *json,
+                            const char *svg, long last_step)
+{
     tt_err e;
     int bad = 0;
     if (g->world_rank == 0) {

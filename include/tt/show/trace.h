@@ -34,4 +34,10 @@ int tt_trace_write_svg(const char *path, const tt_grid *g, const tt_event *ev, c
  * every rank if a file could not be written, else 0. */
 int tt_trace_finish(const tt_grid *g, const char *json, const char *svg, long last_step);
 
+/* Collective: the second half of tt_trace_finish, for a run that gathers
+ * first and writes later (the checkpoint goes in between, so a bad trace path
+ * cannot lose it). Frees ev and counts (tt_trace_gather's). */
+int tt_trace_write_gathered(const tt_grid *g, tt_event *ev, int *counts, const char *json,
+                            const char *svg, long last_step);
+
 #endif
