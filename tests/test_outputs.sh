@@ -1,0 +1,116 @@
+#!/bin/sh
+# tests/test_outputs.sh - outputs never destroy good data (doc/design.md
+# section 7): every output path (--save, --log, --trace, --timeline) is
+# checked by every rank before the first step, so a wrong one stops the run
+# with exit 1 on every rank and one line on stderr, and the file it named is
+# left exactly as it was (checksum before and after). Each case runs on 1
+# and on 2 ranks. Then what happens at the end of a run: the checkpoint is
+# written before the trace, the log's rows are whole, and a trace path that
+# became a directory during the run is refused at the rename.
+. "$TT_SRCDIR/testlib.sh"
+
+small="--layers 1 --dim 16 --heads 2 --seq 16 --batch 2 --micro-batches 1 --steps 1 --sample-len 0 --quiet"
+
+# The inputs and a checkpoint to protect.
+head -c 20000 "$TT_SRCDIR/../doc/design.md" >"$work/data.txt"
+tt 1 $small --data "$work/data.txt" --save "$work/ck.st"
+[ "$status" -eq 0 ] && ok "a checkpoint to protect" || not_ok "making the checkpoint: exit $status"
+ln "$work/data.txt" "$work/hard.txt"
+ln -s "$work/data.txt" "$work/link.txt"
+mkdir "$work/adir"
+mkfifo "$work/fifo"
+
+sum() { cksum <"$1"; }
+
+# refused WHAT PATTERN PROTECTED ARGS...: on 1 and on 2 ranks, exit 1
+# everywhere, one line on stderr matching PATTERN, PROTECTED unchanged (its
+# checksum; for a non-regular file, its type) and no temporary left.
+refused() {
+    label=$1 pattern=$2 keep=$3
+    shift 3
+    for n in 1 2; do
+        before=$(ls -ld "$keep" | cut -c1); [ -f "$keep" ] && before=$(sum "$keep")
+        expect_error "$label ($n rank(s))" 1 "$pattern" "$n" $small "$@"
+        after=$(ls -ld "$keep" | cut -c1); [ -f "$keep" ] && after=$(sum "$keep")
+        [ "$before" = "$after" ] && ok "$label ($n rank(s)): '$keep' unchanged" \
+            || not_ok "$label ($n rank(s)): '$keep' changed"
+    done
+    left=$(ls "$work" | grep '\.tmp\.')
+    [ -z "$left" ] || not_ok "$label: temporary files left: $left"
+}
+
+d="--data $work/data.txt"
+refused "--save onto --data" "--save: cannot write checkpoint '$work/data.txt': it is the same file as --data" \
+    "$work/data.txt" $d --save "$work/data.txt"
+refused "--save onto --data under another name" "it is the same file as --data" \
+    "$work/data.txt" $d --save "$work/adir/../data.txt"
+refused "--log onto a hard link of --data" "--log: cannot write log '$work/hard.txt': it is the same file as --data" \
+    "$work/data.txt" $d --log "$work/hard.txt"
+refused "--log onto --resume" "--log: cannot write log '$work/ck.st': it is the same file as --resume" \
+    "$work/ck.st" --resume "$work/ck.st" --log "$work/ck.st"
+refused "--log onto an existing checkpoint given to --save" "it is the same file as --log" \
+    "$work/ck.st" --save "$work/ck.st" --log "$work/ck.st"
+refused "--trace onto --save" "--save: cannot write checkpoint '$work/new.st': it is the same file as --trace" \
+    "$work/adir" --save "$work/new.st" --trace "$work/new.st"
+refused "--timeline onto a symbolic link" "--timeline: cannot write timeline '$work/link.txt': is a symbolic link" \
+    "$work/data.txt" --timeline "$work/link.txt"
+refused "--log onto a FIFO" "--log: cannot write log '$work/fifo': is a FIFO, not a regular file" \
+    "$work/fifo" --log "$work/fifo"
+refused "--trace onto a directory" "--trace: cannot write trace '$work/adir': Is a directory" \
+    "$work/adir" --trace "$work/adir"
+refused "--save into a missing directory" "--save: cannot write checkpoint '$work/no/x.st': directory '$work/no' does not exist" \
+    "$work/adir" --save "$work/no/x.st"
+# Open MPI's MPI_File_open aborts on an absolute name of about 245
+# characters (the temporary's): a legal name of 230 is refused before that.
+long=$(printf '%0230d' 0)
+refused "--save with a name too long for MPI-IO" "--save: cannot write checkpoint .*MPI-IO (Open MPI) cannot open names that long" \
+    "$work/adir" --save "$work/$long"
+refused "--timeline with a name over NAME_MAX" "a part of the name is too long" \
+    "$work/adir" --timeline "$work/$long$long"
+if [ "$(id -u)" = 0 ]; then
+    # Only a node made here, never one of the system's.
+    mknod "$work/fakedev" c 1 3
+    refused "--save onto a device node" "--save: cannot write checkpoint '$work/fakedev': is a device" \
+        "$work/fakedev" --save "$work/fakedev"
+    [ -c "$work/fakedev" ] && ok "the device node is still a device" || not_ok "the device node was replaced"
+else
+    echo "# skipped: --save onto a device node (needs root to make one)"
+    chmod 555 "$work/adir"
+    refused "--log in an unwritable directory" "directory '$work/adir' is not writable" \
+        "$work/adir" --log "$work/adir/x.csv"
+    chmod 755 "$work/adir"
+fi
+
+# Saving onto the checkpoint resumed from is allowed: it was read whole
+# before the first step and is replaced by rename once the new one is done.
+cp "$work/ck.st" "$work/again.st"
+tt 2 --resume "$work/again.st" --steps 2 --save "$work/again.st" --sample-len 0 --quiet
+[ "$status" -eq 0 ] && ! cmp -s "$work/ck.st" "$work/again.st" && ok "--resume X --save X trains on and replaces X" \
+    || not_ok "--resume X --save X: exit $status"
+
+# At the end: the trace path becomes a directory during the run. The
+# checkpoint is written first and survives; the log's rows are all whole.
+for np in 1 2; do
+    rm -rf "$work/t.json" "$work/end.st" "$work/end.csv" "$work"/status.*
+    tt_each "$np" $small --steps 2000 --eval-every 0 --save "$work/end.st" --log "$work/end.csv" \
+        --trace "$work/t.json" &
+    i=0
+    while [ $i -lt 200 ] && [ "$(cat "$work/end.csv" 2>/dev/null | wc -l)" -lt 3 ]; do
+        sleep 0.05; i=$((i + 1))
+    done
+    mkdir "$work/t.json"
+    wait
+    statuses=$(cat "$work"/status.* 2>/dev/null | sort -u | tr '\n' ' ')
+    rows=$(awk -F, 'NF != 7 { bad++ } END { print NR - 1 - bad }' "$work/end.csv")
+    if [ "$statuses" = "1 " ] && grep -q "cannot write trace '$work/t.json': it is now a directory" "$work/err" \
+        && [ "$(grep -c . "$work/err")" -eq 1 ]; then
+        ok "trace turned into a directory ($np rank(s)): refused at the rename"
+    else
+        not_ok "trace turned into a directory ($np rank(s)): statuses '$statuses'"
+    fi
+    tt 1 --resume "$work/end.st" --steps 2000 --sample-len 0 --quiet
+    [ "$status" -eq 0 ] && ok "the checkpoint was written before the trace ($np rank(s))" \
+        || not_ok "no usable checkpoint after the failed trace ($np rank(s))"
+    [ "$rows" = 2000 ] && ok "the log has 2000 whole rows ($np rank(s))" || not_ok "log rows: $rows"
+done
+finish
