@@ -50,7 +50,7 @@ typedef struct {
     FILE *log;                 /* --log, rank 0 */
     tt_event *ev;              /* the traced steps' events (rank 0), gathered */
     int *ev_counts;
-    int gathered, saved;
+    int gathered;              /* ev is ours to free */
     tt_comm_stats traffic;     /* of the training steps only */
     double first_loss, last_loss, final_eval, seconds;
 } tt_run;
@@ -172,18 +172,8 @@ static int run_oracle(tt_run *r)
  * the corpus, a checkpoint or a device, nor a whole run's training. */
 static int run_check_outputs(tt_run *r)
 {
-    const tt_run_config *rc = &r->rc;
-    const tt_path_use uses[] = {
-        {"--data", "corpus", rc->data, 1, 0},
-        {"--resume", "checkpoint", rc->resume, 1, 0},
-        {"--save", "checkpoint", rc->save, 0, 1},
-        {"--log", "log", rc->log, 0, 0},
-        {"--trace", "trace", rc->trace, 0, 0},
-        {"--timeline", "timeline", rc->timeline, 0, 0},
-    };
     tt_err e;
-    int failed = tt_outpaths_check(uses, (int)(sizeof uses / sizeof uses[0]), &e) != 0;
-    return agreed(r, failed, &e, TT_EXIT_RUNTIME);
+    return agreed(r, tt_config_outputs_check(&r->rc, &e) != 0, &e, TT_EXIT_RUNTIME);
 }
 
 static int run_setup(tt_run *r)
@@ -354,54 +344,37 @@ static int run_reports(tt_run *r)
     return status;
 }
 
-/* The final checkpoint, silently: it is announced where it always was,
- * after the reports (run_finish). */
-static int run_save(tt_run *r)
+/* Collective over the TP group (every replica runs it; rank 0 prints). */
+static void run_sample(tt_run *r)
 {
     const tt_run_config *rc = &r->rc;
-    tt_err e;
-    if (!rc->save)
-        return 0;
-    if (tt_run_save(rc, &r->model, r->g, r->end, rc->save, &e)) /* agreed by every rank */
-        return fail_with(r, &e, TT_EXIT_RUNTIME);
-    r->saved = 1;
-    return 0;
+    char *out = tt_malloc(strlen(rc->prompt) + (size_t)rc->sample_len + 2);
+    tt_generate(&r->pipe, rc->prompt, rc->sample_len, out);
+    if (r->g->world_rank == 0)
+        tt_sample_print(out);
+    free(out);
 }
 
-static void run_finish(tt_run *r)
-{
-    const tt_run_config *rc = &r->rc;
-    if (r->saved)
-        SAY("saved checkpoint '%s'\n", rc->save);
-    if (rc->sample_len > 0) {
-        /* Collective over the TP group (every replica runs it; rank 0 prints). */
-        char *out = tt_malloc(strlen(rc->prompt) + (size_t)rc->sample_len + 2);
-        tt_generate(&r->pipe, rc->prompt, rc->sample_len, out);
-        if (r->g->world_rank == 0)
-            tt_sample_print(out);
-        free(out);
-    }
-}
-
-/* The checkpoint before anything that can fail (a trace path, a report), so
- * none of them loses the run's training. */
+/* The checkpoint first, before anything that can fail (a trace path, a
+ * report), so none of them can lose the run's training; it is announced
+ * where it always was, after the reports. */
 static int run_end(tt_run *r)
 {
     const tt_run_config *rc = &r->rc;
-    int status = run_save(r);
-    if (!status && r->gathered) {
+    tt_err e;
+    if (rc->save && tt_run_save(rc, &r->model, r->g, r->end, rc->save, &e)) /* agreed */
+        return fail_with(r, &e, TT_EXIT_RUNTIME);
+    int traced_ok = 1;
+    if (r->gathered) {
         r->gathered = 0; /* the writer frees the events */
-        if (tt_trace_write_gathered(r->g, r->ev, r->ev_counts, rc->trace, rc->timeline,
-                                    r->end - 1))
-            status = TT_EXIT_RUNTIME;
+        traced_ok = !tt_trace_write_gathered(r->g, r->ev, r->ev_counts, rc->trace,
+                                             rc->timeline, r->end - 1);
     }
-    if (status) {
-        if (r->saved)
-            SAY("saved checkpoint '%s'\n", rc->save);
-        return status;
-    }
-    status = run_reports(r);
-    run_finish(r);
+    int status = traced_ok ? run_reports(r) : TT_EXIT_RUNTIME;
+    if (rc->save)
+        SAY("saved checkpoint '%s'\n", rc->save);
+    if (traced_ok && rc->sample_len > 0)
+        run_sample(r);
     return status;
 }
 

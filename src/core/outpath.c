@@ -7,6 +7,7 @@
 #define _XOPEN_SOURCE 700
 
 #include "tt/core/outpath.h"
+#include "tt/core/config.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -202,6 +203,19 @@ int tt_outpaths_check(const tt_path_use *u, int n, tt_err *e)
         }
     }
     return 0;
+}
+
+int tt_config_outputs_check(const tt_run_config *rc, tt_err *e)
+{
+    const tt_path_use uses[] = {
+        {"--data", "corpus", rc->data, 1, 0},
+        {"--resume", "checkpoint", rc->resume, 1, 0},
+        {"--save", "checkpoint", rc->save, 0, 1},
+        {"--log", "log", rc->log, 0, 0},
+        {"--trace", "trace", rc->trace, 0, 0},
+        {"--timeline", "timeline", rc->timeline, 0, 0},
+    };
+    return tt_outpaths_check(uses, (int)(sizeof uses / sizeof uses[0]), e);
 }
 
 int tt_replace_file(const char *tmp, const char *path, const char *what, tt_err *e)

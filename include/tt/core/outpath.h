@@ -10,6 +10,7 @@
 #define TT_CORE_OUTPATH_H
 
 #include "tt/core/common.h"
+#include "tt/core/config.h"
 
 /* One file the run names: a flag ("--save"), what it holds ("checkpoint",
  * for messages), its path (NULL: not given), whether the run reads it (input) or writes it, and whether the collective
@@ -39,6 +40,10 @@ typedef struct {
  * it by rename only once complete). 0, or -1 with e = "--FLAG: cannot write
  * WHAT 'PATH': WHY" for the first output refused. */
 int tt_outpaths_check(const tt_path_use *uses, int n, tt_err *e);
+
+/* tt_outpaths_check on a run's files: --data and --resume read, --save
+ * (MPI-IO), --log, --trace and --timeline written. */
+int tt_config_outputs_check(const tt_run_config *rc, tt_err *e);
 
 /* rename(tmp, path) for a temporary written in full, re-checking first that
  * path is still a regular file or absent (it may have changed since the run
