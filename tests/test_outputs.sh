@@ -5,14 +5,14 @@
 # with exit 1 on every rank and one line on stderr, and the file it named is
 # left exactly as it was (checksum before and after). Each case runs on 1
 # and on 2 ranks. Then what happens at the end of a run: the checkpoint is
-# written before the trace, the log's rows are whole, and a trace path that
-# became a directory during the run is refused at the rename.
+# written before the trace, a trace path that became a directory during the
+# run is refused at the rename, and a killed run's log ends with a whole row.
 . "$TT_SRCDIR/testlib.sh"
 
 small="--layers 1 --dim 16 --heads 2 --seq 16 --batch 2 --micro-batches 1 --steps 1 --sample-len 0 --quiet"
 
 # The inputs and a checkpoint to protect.
-head -c 20000 "$TT_SRCDIR/../doc/design.md" >"$work/data.txt"
+head -c 40000 "$TT_SRCDIR/../doc/design.md" >"$work/data.txt"
 tt 1 $small --data "$work/data.txt" --save "$work/ck.st"
 [ "$status" -eq 0 ] && ok "a checkpoint to protect" || not_ok "making the checkpoint: exit $status"
 ln "$work/data.txt" "$work/hard.txt"
@@ -92,7 +92,7 @@ tt 2 --resume "$work/again.st" --steps 2 --save "$work/again.st" --sample-len 0 
 # checkpoint is written first and survives; the log's rows are all whole.
 for np in 1 2; do
     rm -rf "$work/t.json" "$work/end.st" "$work/end.csv" "$work"/status.*
-    tt_each "$np" $small --steps 2000 --eval-every 0 --save "$work/end.st" --log "$work/end.csv" \
+    tt_each "$np" $small --steps 4000 --eval-every 0 --save "$work/end.st" --log "$work/end.csv" \
         --trace "$work/t.json" &
     i=0
     while [ $i -lt 200 ] && [ "$(cat "$work/end.csv" 2>/dev/null | wc -l)" -lt 3 ]; do
@@ -108,9 +108,28 @@ for np in 1 2; do
     else
         not_ok "trace turned into a directory ($np rank(s)): statuses '$statuses'"
     fi
-    tt 1 --resume "$work/end.st" --steps 2000 --sample-len 0 --quiet
+    tt 1 --resume "$work/end.st" --steps 4000 --sample-len 0 --quiet
     [ "$status" -eq 0 ] && ok "the checkpoint was written before the trace ($np rank(s))" \
         || not_ok "no usable checkpoint after the failed trace ($np rank(s))"
-    [ "$rows" = 2000 ] && ok "the log has 2000 whole rows ($np rank(s))" || not_ok "log rows: $rows"
+    [ "$rows" = 4000 ] && ok "the log has 4000 whole rows ($np rank(s))" || not_ok "log rows: $rows"
+done
+
+# A run killed in the middle (SIGTERM, which skips stdio's buffers): the log
+# was flushed after every row, so it ends with a whole one.
+for np in 1 2; do
+    rm -f "$work/killed.csv"
+    $TT_MPIRUN -np "$np" "$TT_BIN" $small --steps 1000000 --eval-every 0 --log "$work/killed.csv" \
+        >/dev/null 2>&1 &
+    pid=$!
+    i=0
+    while [ $i -lt 200 ] && [ "$(cat "$work/killed.csv" 2>/dev/null | wc -l)" -lt 100 ]; do
+        sleep 0.05; i=$((i + 1))
+    done
+    kill -TERM "$pid"
+    wait "$pid"
+    bad=$(awk -F, 'NF != 7' "$work/killed.csv" | wc -l)
+    last=$(tail -c 1 "$work/killed.csv" | od -An -c | tr -d ' ')
+    [ "$bad" -eq 0 ] && [ "$last" = '\n' ] && ok "killed run ($np rank(s)): the log ends with a whole row" \
+        || not_ok "killed run ($np rank(s)): $bad partial rows, last byte '$last'"
 done
 finish
