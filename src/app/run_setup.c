@@ -1,0 +1,146 @@
+/* run_setup.c - everything a run does before its first step: the planted
+ * fault, the checks (values, layout, output paths), the corpus, this GPU's
+ * shard and pipeline, the memory budget, resume, the log, the banner and the
+ * oracle. Every failure one rank can meet alone is agreed by all ranks. */
+#include "app/run_internal.h"
+
+/* --inject-bug: a name turns one planted fault on (announced); "list" is
+ * answered before run_check (tt_run_main). */
+static int run_plant_fault(tt_run *r)
+{
+    tt_err e;
+    int fault = TT_FAULT_NONE;
+    if (r->rc.inject_bug && (fault = tt_inject_parse(r->rc.inject_bug, &e)) < 0)
+        return fail_with(r, &e, TT_EXIT_USAGE);
+    tt_inject_set(fault);
+    if (fault)
+        SAY("planted fault: %s (--inject-bug; --inject-bug list describes it)\n",
+            tt_inject_name(fault));
+    return 0;
+}
+
+/* The values against each other and the layout: the same verdict on every
+ * rank (no communication needed). */
+static int run_check(tt_run *r)
+{
+    const tt_run_config *rc = &r->rc;
+    tt_err e;
+    if (run_plant_fault(r))
+        return TT_EXIT_USAGE;
+    if (tt_config_check(rc, &e))
+        return fail_with(r, &e, TT_EXIT_USAGE);
+    if (rc->batch % r->g->dp || (rc->batch / r->g->dp) % rc->micro_batches) {
+        tt_fail(&e, "--batch %d must split into dp %d replicas of --micro-batches %d", rc->batch,
+                r->g->dp, rc->micro_batches);
+        return fail_with(r, &e, TT_EXIT_USAGE);
+    }
+    const int K = r->g->pp * rc->virtual_stages;
+    if (K > (int)(sizeof r->chunk_layers / sizeof r->chunk_layers[0])) {
+        tt_fail(&e, "pp %d x virtual stages %d is more chunks than this build supports",
+                r->g->pp, rc->virtual_stages);
+        return fail_with(r, &e, TT_EXIT_USAGE);
+    }
+    if (tt_stage_split(r->chunk_layers, &rc->model, K, rc->stage_layers, &e))
+        return fail_with(r, &e, TT_EXIT_USAGE);
+    return 0;
+}
+
+/* The corpus, this GPU's shard of the model and its pipeline. */
+static int run_build(tt_run *r)
+{
+    tt_run_config *rc = &r->rc;
+    const tt_grid *g = r->g;
+    tt_err e;
+    int failed = 0;
+    if (rc->data)
+        failed = tt_corpus_load(&r->corpus, rc->data, rc->model.T, &e) != 0;
+    else
+        tt_corpus_generate(&r->corpus, 1 << 20, rc->seed);
+    r->have_corpus = !failed;
+    if (agreed(r, failed, &e, TT_EXIT_RUNTIME))
+        return TT_EXIT_RUNTIME;
+    if (rc->data && tt_preflight_corpus(g, &r->corpus, rc->data, &e)) /* agreed */
+        return fail_with(r, &e, TT_EXIT_RUNTIME);
+    tt_mem_set_budget(rc->gpu_mem);
+    tt_shard_spec spec = tt_stage_spec(g, rc, r->chunk_layers, g->world_rank);
+    /* Sizes in 64 bits before anything is allocated (src/app/preflight.c). */
+    if (agreed(r, tt_preflight_memory(rc, g, &spec, &e) != 0, &e, TT_EXIT_RUNTIME))
+        return TT_EXIT_RUNTIME;
+    /* Activations for one micro-batch; eval runs in chunks of the same size. */
+    tt_model_init(&r->model, &rc->model, &spec, tt_micro_batch_size(rc, g->dp), rc->seed);
+    r->model.grid = g;
+    r->have_model = 1;
+    r->have_pipe = 1; /* tt_pipe_free releases what a failed init leaves */
+    if (tt_pipe_init(&r->pipe, &r->model, rc, g, &e))
+        return fail_with(r, &e, TT_EXIT_USAGE);
+    tt_bubble_init(&r->bubbles, r->end);
+    return 0;
+}
+
+/* --validate checks every step; otherwise a run on several GPUs spot-checks
+ * its first and last steps against the unsharded model. */
+static int run_oracle(tt_run *r)
+{
+    const tt_run_config *rc = &r->rc;
+    const tt_grid *g = r->g;
+    r->spot = !rc->validate && rc->spot_check && g->world_size > 1;
+    if (!rc->validate && !r->spot)
+        return 0;
+    tt_shard_spec *specs = tt_malloc((size_t)g->world_size * sizeof *specs);
+    for (int k = 0; k < g->world_size; k++)
+        specs[k] = tt_stage_spec(g, rc, r->chunk_layers, k);
+    int was = tt_mem_tracking(0); /* the reference is the host's, not a GPU's */
+    tt_validate_init(&r->val, g, rc, &r->model, specs, rc->validate);
+    tt_mem_tracking(was);
+    free(specs);
+    r->have_val = 1;
+    /* A resumed reference starts from the same checkpoint (its moments). */
+    tt_err e;
+    int failed = rc->validate && rc->resume && tt_checkpoint_load(rc->resume, &r->val.ref.P, &e);
+    return agreed(r, failed, &e, TT_EXIT_RUNTIME);
+}
+
+/* Every file the run will write, checked by every rank before any work
+ * (the directory may be another node's): a wrong path costs a message, not
+ * the corpus, a checkpoint or a device, nor a whole run's training. */
+static int run_check_outputs(tt_run *r)
+{
+    tt_err e;
+    return agreed(r, tt_config_outputs_check(&r->rc, &e) != 0, &e, TT_EXIT_RUNTIME);
+}
+
+int tt_run_setup(tt_run *r)
+{
+    tt_run_config *rc = &r->rc;
+    const tt_grid *g = r->g;
+    tt_err e;
+    int status = run_check(r);
+    if (!status)
+        status = run_check_outputs(r);
+    if (!status)
+        status = run_build(r);
+    if (status)
+        return status;
+    /* Everything a GPU needs is allocated by now: a GPU over its budget stops
+     * the run here, before any work. */
+    if (tt_check_oom(g))
+        return TT_EXIT_RUNTIME;
+    int failed = rc->resume && tt_checkpoint_load(rc->resume, &r->model.P, &e);
+    if (agreed(r, failed, &e, TT_EXIT_RUNTIME))
+        return TT_EXIT_RUNTIME;
+    if (rc->log && g->world_rank == 0) {
+        r->log = fopen(rc->log, "w");
+        if (!r->log)
+            fprintf(stderr, "tiny_transformer: cannot write log '%s': %s\n", rc->log,
+                    strerror(errno));
+        else
+            fprintf(r->log, "step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss\n");
+    }
+    if (tt_agree_status(g, rc->log && g->world_rank == 0 && !r->log ? TT_EXIT_RUNTIME : 0))
+        return TT_EXIT_RUNTIME;
+    tt_banner_print(rc, g, &r->model, &r->corpus, r->step0);
+    if (g->world_rank == 0 && g->pp * rc->virtual_stages > 1)
+        tt_print_pipeline(rc, g, r->chunk_layers);
+    return run_oracle(r);
+}
+
