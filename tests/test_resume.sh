@@ -29,4 +29,18 @@ else
 fi
 # The resumed run started at step 10.
 if [ "$(sed -n 2p "$work/b.csv" | cut -d, -f1)" = 10 ]; then ok "resumed at step 10"; else not_ok "resumed log does not start at step 10"; fi
+
+# A resumed run continues the log it finds: resumed onto a.csv itself, the
+# rows of steps 0-9 stay and steps 10-19 follow, so the one file equals the
+# uninterrupted run's log. A row past the checkpoint (as a killed run leaves
+# it) is dropped, since that step runs again.
+cp "$work/a.csv" "$work/c.csv"
+echo "10,9.99,0.1,0.1,1.0,1.0," >> "$work/c.csv"
+tt 1 --resume "$work/half.safetensors" --log "$work/c.csv" --sample-len 0 --quiet --eval-every 0
+cut -d, -f1-4 "$work/c.csv" > "$work/c4"
+if [ "$status" -eq 0 ] && cmp -s "$work/full4" "$work/c4"; then
+    ok "resumed onto the same log: one file, rows 0-19, the stale row 10 replaced"
+else
+    not_ok "log continued on resume differs (exit $status)"; diff "$work/full4" "$work/c4" | head
+fi
 finish

@@ -4,6 +4,8 @@
  * oracle. Every failure one rank can meet alone is agreed by all ranks. */
 #include "app/run_internal.h"
 
+#include <unistd.h> /* getpid */
+
 /* --inject-bug: a name turns one planted fault on (announced); "list" is
  * answered before run_check (tt_run_main). */
 static int run_plant_fault(tt_run *r)
@@ -109,6 +111,47 @@ static int run_check_outputs(tt_run *r)
     return agreed(r, tt_config_outputs_check(&r->rc, &e) != 0, &e, TT_EXIT_RUNTIME);
 }
 
+#define LOG_HEADER "step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss\n"
+
+/* The CSV log, open for appending. A resumed run continues the log it finds
+ * (same header): the rows of steps before the checkpoint's are kept, the
+ * rows a killed run wrote past it are dropped, because those steps run again.
+ * The kept rows go through a temporary file renamed into place, so the old
+ * log is whole until the new one is. Any other file starts afresh. */
+static FILE *open_log(const char *path, long step0)
+{
+    FILE *old = step0 > 0 ? fopen(path, "r") : NULL;
+    char line[512];
+    if (!old || !fgets(line, sizeof line, old) || strcmp(line, LOG_HEADER) != 0) {
+        if (old)
+            fclose(old);
+        FILE *f = fopen(path, "w");
+        if (f)
+            fputs(LOG_HEADER, f);
+        return f;
+    }
+    size_t n = strlen(path) + 32;
+    char *tmp = tt_malloc(n);
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    int ok = f != NULL;
+    if (ok)
+        fputs(LOG_HEADER, f);
+    while (ok && fgets(line, sizeof line, old)) {
+        char *end;
+        long step = strtol(line, &end, 10);
+        if (end != line && *end == ',' && step < step0 && strchr(line, '\n'))
+            ok = fputs(line, f) >= 0;
+    }
+    fclose(old);
+    tt_err e;
+    ok = f && fclose(f) == 0 && ok && tt_replace_file(tmp, path, "log", &e) == 0;
+    if (!ok)
+        remove(tmp);
+    free(tmp);
+    return ok ? fopen(path, "a") : NULL;
+}
+
 int tt_run_setup(tt_run *r)
 {
     tt_run_config *rc = &r->rc;
@@ -129,12 +172,10 @@ int tt_run_setup(tt_run *r)
     if (agreed(r, failed, &e, TT_EXIT_RUNTIME))
         return TT_EXIT_RUNTIME;
     if (rc->log && g->world_rank == 0) {
-        r->log = fopen(rc->log, "w");
+        r->log = open_log(rc->log, r->step0);
         if (!r->log)
             fprintf(stderr, "tiny_transformer: cannot write log '%s': %s\n", rc->log,
                     strerror(errno));
-        else
-            fprintf(r->log, "step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss\n");
     }
     if (tt_agree_status(g, rc->log && g->world_rank == 0 && !r->log ? TT_EXIT_RUNTIME : 0))
         return TT_EXIT_RUNTIME;
