@@ -3,8 +3,7 @@
  * shard and pipeline, the memory budget, resume, the log, the banner and the
  * oracle. Every failure one rank can meet alone is agreed by all ranks. */
 #include "app/run_internal.h"
-
-#include <unistd.h> /* getpid */
+#include "show/outfile.h"
 
 /* --inject-bug: a name turns one planted fault on (announced); "list" is
  * answered before run_check (tt_run_main). */
@@ -130,26 +129,19 @@ static FILE *open_log(const char *path, long step0)
             fputs(LOG_HEADER, f);
         return f;
     }
-    size_t n = strlen(path) + 32;
-    char *tmp = tt_malloc(n);
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    int ok = f != NULL;
+    tt_outfile o;
+    tt_err e;
+    int ok = tt_outfile_open(&o, path, "log", &e) == 0;
     if (ok)
-        fputs(LOG_HEADER, f);
+        fputs(LOG_HEADER, o.f);
     while (ok && fgets(line, sizeof line, old)) {
         char *end;
         long step = strtol(line, &end, 10);
         if (end != line && *end == ',' && step < step0 && strchr(line, '\n'))
-            ok = fputs(line, f) >= 0;
+            fputs(line, o.f); /* a failed write shows in tt_outfile_finish */
     }
     fclose(old);
-    tt_err e;
-    ok = f && fclose(f) == 0 && ok && tt_replace_file(tmp, path, "log", &e) == 0;
-    if (!ok)
-        remove(tmp);
-    free(tmp);
-    return ok ? fopen(path, "a") : NULL;
+    return ok && tt_outfile_finish(&o, &e) == 0 ? fopen(path, "a") : NULL;
 }
 
 int tt_run_setup(tt_run *r)
