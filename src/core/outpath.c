@@ -218,6 +218,14 @@ int tt_config_outputs_check(const tt_run_config *rc, tt_err *e)
     return tt_outpaths_check(uses, (int)(sizeof uses / sizeof uses[0]), e);
 }
 
+char *tt_temp_name(const char *path, long pid)
+{
+    size_t cap = strlen(path) + 32;
+    char *tmp = tt_malloc(cap);
+    snprintf(tmp, cap, "%s.tmp.%ld", path, pid);
+    return tmp;
+}
+
 int tt_replace_file(const char *tmp, const char *path, const char *what, tt_err *e)
 {
     struct stat st;

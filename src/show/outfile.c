@@ -9,10 +9,7 @@
 
 int tt_outfile_open(tt_outfile *o, const char *path, const char *what, tt_err *e)
 {
-    /* The pid keeps two runs aimed at the same path off each other's file. */
-    size_t n = strlen(path) + 32;
-    o->tmp = tt_malloc(n);
-    snprintf(o->tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    o->tmp = tt_temp_name(path, (long)getpid());
     o->path = path;
     o->what = what;
     o->f = fopen(o->tmp, "w");

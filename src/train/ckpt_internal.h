@@ -80,8 +80,6 @@ const char *ckpt_printable(const char *s, char *out, size_t cap);
 
 /* ---- ckpt_write.c: the protocol both writers follow ---- */
 
-/* "<path>.tmp.<pid>": the private name a file is written under (free it). */
-char *ckpt_temp_name(const char *path, long pid);
 /* After the rename: makes the rename itself durable (best effort). */
 void ckpt_sync_parent_dir(const char *path);
 

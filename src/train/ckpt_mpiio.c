@@ -234,12 +234,12 @@ static int open_temporary(save_job *s)
 {
     long pid = (long)getpid();
     if (s->g->world_rank == 0) {
-        char *stale = ckpt_temp_name(s->path, pid);
+        char *stale = tt_temp_name(s->path, pid);
         MPI_File_delete(stale, MPI_INFO_NULL);
         free(stale);
     }
     tt_bcast(s->g, TT_GROUP_OTHER, &pid, 1, MPI_LONG, 0);
-    s->tmp = ckpt_temp_name(s->path, pid);
+    s->tmp = tt_temp_name(s->path, pid);
     /* Files report errors by return code (MPI_ERRORS_RETURN, the default for
      * files) instead of aborting, so a bad path is a message, not a crash.
      * The file is shared by the ranks the agreements run on: the world. */

@@ -18,14 +18,6 @@
 #include "ckpt_internal.h"
 #include "tt/core/outpath.h"
 
-char *ckpt_temp_name(const char *path, long pid)
-{
-    size_t cap = strlen(path) + 32;
-    char *tmp = tt_malloc(cap);
-    snprintf(tmp, cap, "%s.tmp.%ld", path, pid);
-    return tmp;
-}
-
 /* Failure only weakens crash safety (the rename may be lost, the old file
  * comes back), so it is not reported. */
 void ckpt_sync_parent_dir(const char *path)
@@ -161,7 +153,7 @@ int tt_checkpoint_save(const char *path, const tt_params *p, const tt_ckpt_info 
                        path);
     }
 
-    char *tmp = ckpt_temp_name(path, (long)getpid());
+    char *tmp = tt_temp_name(path, (long)getpid());
     int err = 0;
     FILE *f = create_temp(tmp, &err);
     if (!f) {

@@ -45,6 +45,11 @@ int tt_outpaths_check(const tt_path_use *uses, int n, tt_err *e);
  * (MPI-IO), --log, --trace and --timeline written. */
 int tt_config_outputs_check(const tt_run_config *rc, tt_err *e);
 
+/* "<path>.tmp.<pid>": the private name every output is written under before
+ * it is renamed onto path (a new string; free it). The pid keeps two runs
+ * aimed at the same path off each other's file. */
+char *tt_temp_name(const char *path, long pid);
+
 /* rename(tmp, path) for a temporary written in full, re-checking first that
  * path is still a regular file or absent (it may have changed since the run
  * began). On failure leaves tmp in place (the caller removes it) and fills
