@@ -2,8 +2,9 @@
  * anything is allocated, so a model that cannot fit on the host is refused
  * with the figure it needs instead of dying in malloc (src/app/run.c).
  *
- * The sizes follow model.c (parameter table, gradient scratch) and slots.c
- * (one activation slot) line by line; doc/memory.md gives the same formulas.
+ * The parameter count is model.c's own table (built without buffers); the
+ * gradient scratch and one activation slot follow model.c and slots.c line
+ * by line; doc/memory.md gives the same formulas.
  * Every product and sum saturates at UINT64_MAX: the flags allow shapes
  * whose byte counts do not fit 64 bits (batch x heads x seq^2). */
 #include "tt/model/model.h"
@@ -40,18 +41,16 @@ static widths local_widths(const tt_config *cfg, const tt_shard_spec *sh)
     return w;
 }
 
-/* Floats of one shard's parameter table (one kind). */
-static uint64_t param_floats(const widths *w, const tt_shard_spec *sh, uint64_t blocks)
+/* Floats of one shard's parameter table (one kind): the table itself,
+ * built without its buffers, so the count is model.c's own, not a copy. */
+static uint64_t param_floats(const tt_config *cfg, const tt_shard_spec *sh)
 {
-    const uint64_t C = w->C;
-    /* ln1, ln2 (4C); q, k, v with biases; proj and its bias; fc1, fc2. */
-    uint64_t block = add(add(4 * C, mul(3, add(mul(w->Cl, C), w->Cl))),
-                         add(add(mul(C, w->Cl), C), add(mul(2 * C, w->Hl), add(w->Hl, C))));
-    uint64_t n = mul(blocks, block);
-    if (sh->first_stage)
-        n = add(n, mul(add(w->Vl, w->T), C));
-    if (sh->last_stage)
-        n = add(n, add(2 * C, mul(w->Vl, C)));
+    tt_params table;
+    tt_model_shard_table(&table, cfg, sh);
+    uint64_t n = 0;
+    for (int i = 0; i < table.n; i++)
+        n = add(n, mul((uint64_t)table.t[i].lshape[0], (uint64_t)table.t[i].lshape[1]));
+    tt_params_free(&table);
     return n;
 }
 
@@ -76,17 +75,16 @@ uint64_t tt_model_bytes_bound(const tt_config *cfg, const tt_shard_spec *sh, int
 {
     const widths w = local_widths(cfg, sh);
     const int nchunks = sh->nchunks > 1 ? sh->nchunks : 1;
-    uint64_t blocks = 0, acts = 0;
+    uint64_t acts = 0;
     const uint64_t B = Bmax > 0 ? (uint64_t)Bmax : 0, N = mul(B, w.T);
     for (int j = 0; j < nchunks; j++) {
         int b = sh->nchunks > 1 ? sh->chunk_begin[j] : sh->layer_begin;
         int e = sh->nchunks > 1 ? sh->chunk_end[j] : sh->layer_end;
         uint64_t nb = e > b ? (uint64_t)(e - b) : 0;
-        blocks += nb;
         if (B > 0)
             acts = add(acts, slot_floats(&w, sh, B, nb, sh->last_stage && j == nchunks - 1));
     }
-    uint64_t floats = mul(4, param_floats(&w, sh, blocks)); /* W, G, Adam m and v */
+    uint64_t floats = mul(4, param_floats(cfg, sh)); /* W, G, Adam m and v */
     floats = add(floats, mul(acts, slots > 0 ? (uint64_t)slots : 1));
     if (B > 0) {
         /* The gradient scratch of tt_model_init. */
