@@ -219,9 +219,9 @@ static int same_config(const tt_run_config *a, const tt_run_config *b)
 {
     tt_run_config x = *a, y = *b;
     const char **sx[] = {&x.data, &x.save, &x.resume, &x.log, &x.prompt,
-                         &x.stage_layers, &x.trace, &x.timeline, &x.inject_bug};
+                         &x.stage_layers, &x.trace, &x.timeline, &x.inject_bug, &x.cluster};
     const char **sy[] = {&y.data, &y.save, &y.resume, &y.log, &y.prompt,
-                         &y.stage_layers, &y.trace, &y.timeline, &y.inject_bug};
+                         &y.stage_layers, &y.trace, &y.timeline, &y.inject_bug, &y.cluster};
     for (size_t i = 0; i < sizeof sx / sizeof sx[0]; i++) {
         if ((*sx[i] == NULL) != (*sy[i] == NULL) || (*sx[i] && strcmp(*sx[i], *sy[i]) != 0))
             return 0;

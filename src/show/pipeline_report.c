@@ -5,6 +5,7 @@
 #include "tt/show/pipeline_report.h"
 #include "tt/comm/comm.h"
 #include "tt/parallel/pipeline.h"
+#include "tt/core/vclock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,8 +55,8 @@ void tt_bubble_free(tt_bubble_stats *b) { free(b->idle); }
 
 void tt_bubble_add(tt_bubble_stats *b, const tt_pipe *pipe)
 {
-    if (b->n < b->cap && pipe->step_seconds > 0)
-        b->idle[b->n++] = 1.0 - pipe->busy_seconds / pipe->step_seconds;
+    if (b->n < b->cap && pipe->window_seconds > 0)
+        b->idle[b->n++] = 1.0 - pipe->busy_seconds / pipe->window_seconds;
     if (pipe->peak_held > b->peak)
         b->peak = pipe->peak_held;
 }
@@ -84,8 +85,9 @@ void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pipe, const tt_grid *g)
         if (pipe->v > 1)
             printf(", v %d", pipe->v);
         printf("): idle fraction per GPU, median over %d step%s\n", b->n, b->n == 1 ? "" : "s");
-        printf("  %-20s %9s %11s %9s %13s\n", "GPU", "measured", "simulated", "theory",
-               "peak held");
+        const int wall = tt_vclock_mode() == TT_CLOCK_WALL;
+        printf("  %-20s %9s %11s %9s %13s\n", "GPU", wall ? "wall" : "virtual", "simulated",
+               "theory", "peak held");
         for (int r = 0; r < g->world_size; r++) {
             char name[48];
             int s = tt_grid_pp_of(g, r);
@@ -94,9 +96,11 @@ void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pipe, const tt_grid *g)
                    100 * all[2 * r], 100 * simulated, 100 * theory, (int)all[2 * r + 1],
                    pipe->M * pipe->v);
         }
-        printf("  theory: %s; simulated: this schedule with a backward costing two forwards; "
-               "measured: wall clock, 1 - compute / step\n",
-               tt_schedule_formula(pipe->kind));
+        printf("  theory: %s; simulated: this schedule with a backward costing two forwards;\n"
+               "  %s: 1 - compute / %s (%s)\n",
+               tt_schedule_formula(pipe->kind), wall ? "wall" : "virtual",
+               wall ? "step" : "window from the pipeline's first forward to its last backward",
+               tt_clock_label());
         free(all);
     }
 }
@@ -123,6 +127,9 @@ void tt_explain_step(const tt_pipe *pipe, const tt_grid *g)
            "TP peers of each GPU do the same)\n", tt_schedule_name(pipe->kind), pipe->p,
            pipe->p > 1 ? "s" : "", pipe->M, pipe->M > 1 ? "es" : "",
            pipe->v > 1 ? ", interleaved chunks" : "");
+    printf("in the textbook's unit time steps: every forward and every backward takes one step "
+           "and transfers none (the virtual clocks' real costs are in the bubble table, --trace "
+           "and --timeline)\n");
     tt_schedule_explain(stdout, pipe->all, &unit, (const char *const *)names);
     for (int s = 0; s < pipe->p; s++)
         free(names[s]);
