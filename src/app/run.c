@@ -135,24 +135,21 @@ static int run_reports(tt_run *r)
         tt_explain_step(&r->pipe, g);
     const int trained = r->end > r->step0;
     double ev = trained ? r->final_eval : tt_eval_loss(&r->pipe, &r->corpus);
-    if (trained && tt_vclock_mode() == TT_CLOCK_WALL)
+    if (trained)
         SAY("trained steps %ld..%ld in %.1f s (wall clock): loss %.4f -> %.4f", r->step0,
             r->end - 1, r->seconds, r->first_loss, r->last_loss);
-    else if (trained) {
-        const double steps = (double)(r->end - r->step0), per = r->clock_seconds / steps;
-        SAY("trained steps %ld..%ld: loss %.4f -> %.4f\n", r->step0, r->end - 1, r->first_loss,
-            r->last_loss);
-        SAY("time: %.2f ms per step, %.0f tokens/s, MFU %.1f%% of %s's FP32 peak "
-            "(virtual time on %s); %.1f s on this machine's wall clock\n", per * 1e3,
-            rc->batch * (double)rc->model.T / per, 100 * run_mfu(r, per),
-            tt_vclock_cluster()->name, tt_vclock_cluster()->name, r->seconds);
-    }
     else
         SAY("no steps to train (already at step %ld)", r->step0);
     if (!isnan(ev))
         SAY("; eval loss %.4f on %d held-out sequences", ev,
             tt_eval_windows(&r->corpus, rc->model.T, rc->eval_windows));
     SAY("\n");
+    if (trained && tt_vclock_mode() == TT_CLOCK_VIRTUAL) {
+        const double per = r->clock_seconds / (double)(r->end - r->step0);
+        const tt_cluster *c = tt_vclock_cluster();
+        SAY("virtual time on %s: %.3f ms per step, %.0f tokens/s, MFU %.1f%% of its FP32 peak\n",
+            c->name, per * 1e3, rc->batch * (double)rc->model.T / per, 100 * run_mfu(r, per));
+    }
     if (g->tp > 1) {
         int same = tt_tp_replicated_identical(g, &r->model.P);
         SAY("TP copies of the replicated tensors bit-identical: %s\n", same ? "yes" : "NO");
