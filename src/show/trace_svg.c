@@ -53,8 +53,8 @@ static void write_heading(FILE *f, const tt_svg_layout *L)
             tt_clock_label());
     fprintf(f, "<text x=\"12\" y=\"44\" font-size=\"11.5\" fill=\"#555\">"
                "Boxes: compute, numbered by micro-batch. Strip under each row: communication. "
-               "Empty space: idle (pipeline bubble, waiting). Right: idle = 1 - (forward+backward) / "
-               "pipeline window (first forward to last backward of the GPU's DP replica).</text>\n");
+               "Empty: idle. Right: idle = 1 - (forward+backward) / window from the pipeline's first "
+               "forward to its last backward.</text>\n");
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#555\" text-anchor=\"middle\">idle</text>\n",
             PLOT_X + L->plot_w + IDLE_W / 2 + 4, TOP - 4);
 }
