@@ -106,6 +106,13 @@ void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pipe, const tt_grid *g)
                    100 * theory, (int)all[3 * r + 1], pipe->M * pipe->v,
                    1e3 * all[3 * r + 2] / pipe->M);
         }
+        double mean = 0.0, mean_sim = 0.0;
+        for (int r = 0; r < g->world_size; r++) {
+            mean += all[3 * r] / g->world_size;
+            mean_sim += (1.0 - sim->busy[tt_grid_pp_of(g, r)] / sim->span) / g->world_size;
+        }
+        printf("  %-20s %8.1f%% %10.1f%% %8.1f%%\n", "mean of the GPUs", 100 * mean,
+               100 * mean_sim, 100 * theory);
         printf("  theory: %s; simulated: this schedule with a backward costing two forwards;\n"
                "  %s: 1 - compute / %s (%s)\n",
                tt_schedule_formula(pipe->kind), wall ? "wall" : "virtual",
