@@ -87,6 +87,8 @@ int tt_report_comm(FILE *out, const tt_run_config *rc, const tt_grid *g, const t
         for (int r = 0; r < (all_gpus ? g->world_size : 1); r++)
             print_one(out, g, r, &all[r].measured, &all[r].expected);
         fprintf(out, "every GPU's TP/PP/DP traffic equals its formula: %s\n", ok ? "yes" : "NO");
+        fprintf(out, "seconds: %s inside the calls, waiting for the other members included\n",
+                tt_clock_label());
     }
     free(all);
     return ok;
