@@ -5,6 +5,7 @@
  * this file only adds them up, compares and prints. */
 #include "tt/show/report_comm.h"
 #include "tt/comm/tensor_parallel.h"
+#include "tt/core/vclock.h"
 #include "tt/parallel/data_parallel.h"
 #include "tt/parallel/pipeline_run.h"
 
