@@ -11,6 +11,7 @@
 #include "tt/core/common.h"
 #include "tt/app/flags.h"
 #include "tt/comm/grid.h"
+#include "tt/comm/watchdog.h"
 #include "tt/app/run.h"
 #include "tt/train/resume.h"
 
@@ -27,7 +28,9 @@ static int resume_config(tt_run_config *rc, tt_err *e)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    /* The watchdog's helper thread never calls MPI: FUNNELED is enough. */
+    int threads;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &threads);
     int rank, world;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -63,6 +66,7 @@ int main(int argc, char **argv)
         } else {
             tt_grid grid;
             tt_grid_init(&grid, tp, pp, dp, MPI_COMM_WORLD);
+            tt_watch_start(&grid, rc.watchdog);
             if (rc.show_grid) {
                 /* The map alone: a picture of the layout, no training. */
                 if (rank == 0)
@@ -70,6 +74,7 @@ int main(int argc, char **argv)
             } else {
                 status = tt_run_main(&rc, &grid);
             }
+            tt_watch_stop();
             tt_grid_free(&grid);
         }
     }

@@ -14,6 +14,7 @@ typedef enum {
     TT_FAULT_DROP_TP_ALLREDUCE, /* model: the copy operator of q, k, v skips its backward */
     TT_FAULT_NO_VOCAB_MASK,     /* comm: the vocabulary-parallel loss keeps the padding */
     TT_FAULT_DP_NO_SYNC,        /* parallel: the DP gradient all-reduce is skipped */
+    TT_FAULT_STALL,             /* comm: one rank stops for a while (for --watchdog) */
     TT_NFAULTS
 } tt_fault;
 
