@@ -209,8 +209,10 @@ const tt_flag tt_flags[] = {
      .help = "write a safetensors checkpoint at the end"},
     {LONG("--save-every", save_every, 1, BIG), .metavar = "K", IN(FILES),
      .help = "... and every K steps"},
-    {STRING("--resume", resume), .metavar = "FILE", IN(FILES),
-     .help = "continue from a checkpoint up to --steps"},
+    {STRING("--resume", resume), .metavar = "FILE|auto", IN(FILES),
+     .help = "continue from a checkpoint up to --steps; auto: from\n"
+             "the --save file if it exists (a damaged one is refused\n"
+             "and kept), else from step 0"},
     {STRING("--log", log), .metavar = "FILE", IN(FILES),
      .help = "CSV, one row per step: step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss"},
 

@@ -60,6 +60,12 @@ static void count(int where, tt_op op, long long bytes, double t0)
     count_peer(where, op, bytes, t0, -1);
 }
 
+/* The watchdog's hooks before a blocking call (tt/comm/watchdog.h). */
+#define WATCH_COLLECTIVE(op, g, where) \
+    tt_watch_begin(TT_WATCH_COLLECTIVE, tt_op_names[op], tt_group_comm(g, where), -1, -1)
+#define WATCH_P2P(kind, op, g, peer, tag) \
+    tt_watch_begin(kind, tt_op_names[op], (g)->pp_comm, peer, tag)
+
 static long long type_size(MPI_Datatype type)
 {
     int s;
@@ -71,7 +77,7 @@ void tt_allreduce(const tt_grid *g, int where, void *buf, int count_, MPI_Dataty
                   MPI_Op op)
 {
     double t0 = tt_now();
-    tt_watch_begin(TT_OP_ALLREDUCE, where, -1, -1);
+    WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, where);
     MPI_Allreduce(MPI_IN_PLACE, buf, count_, type, op, tt_group_comm(g, where));
     count(where, TT_OP_ALLREDUCE, (long long)count_ * type_size(type), t0);
 }
@@ -83,7 +89,7 @@ void tt_allgather(const tt_grid *g, int where, const void *send, void *recv, int
     MPI_Comm comm = tt_group_comm(g, where);
     int n;
     MPI_Comm_size(comm, &n);
-    tt_watch_begin(TT_OP_ALLGATHER, where, -1, -1);
+    WATCH_COLLECTIVE(TT_OP_ALLGATHER, g, where);
     MPI_Allgather(send, count_, type, recv, count_, type, comm);
     count(where, TT_OP_ALLGATHER, (long long)n * count_ * type_size(type), t0);
 }
@@ -95,7 +101,7 @@ void tt_reduce_scatter(const tt_grid *g, int where, const void *send, void *recv
     MPI_Comm comm = tt_group_comm(g, where);
     int n;
     MPI_Comm_size(comm, &n);
-    tt_watch_begin(TT_OP_REDUCE_SCATTER, where, -1, -1);
+    WATCH_COLLECTIVE(TT_OP_REDUCE_SCATTER, g, where);
     MPI_Reduce_scatter_block(send, recv, count_, type, MPI_SUM, comm);
     count(where, TT_OP_REDUCE_SCATTER, (long long)n * count_ * type_size(type), t0);
 }
@@ -108,7 +114,7 @@ void tt_gatherv(const tt_grid *g, int where, const void *send, int count_, void 
     int me, n;
     MPI_Comm_rank(comm, &me);
     MPI_Comm_size(comm, &n);
-    tt_watch_begin(TT_OP_GATHER, where, -1, -1);
+    WATCH_COLLECTIVE(TT_OP_GATHER, g, where);
     MPI_Gatherv(send, count_, type, recv, counts, displs, type, root, comm);
     long long elems = count_;
     if (me == root)
@@ -120,7 +126,7 @@ void tt_gatherv(const tt_grid *g, int where, const void *send, int count_, void 
 void tt_bcast(const tt_grid *g, int where, void *buf, int count_, MPI_Datatype type, int root)
 {
     double t0 = tt_now();
-    tt_watch_begin(TT_OP_BCAST, where, -1, -1);
+    WATCH_COLLECTIVE(TT_OP_BCAST, g, where);
     MPI_Bcast(buf, count_, type, root, tt_group_comm(g, where));
     count(where, TT_OP_BCAST, (long long)count_ * type_size(type), t0);
 }
@@ -143,7 +149,7 @@ void tt_send(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, i
     if (dest == MPI_PROC_NULL)
         return;
     double t0 = tt_now();
-    tt_watch_begin(TT_OP_SEND, TT_GROUP_PP, stage_world_rank(g, dest), tag);
+    WATCH_P2P(TT_WATCH_SEND, TT_OP_SEND, g, stage_world_rank(g, dest), tag);
     MPI_Send(buf, count_, type, dest, tag, g->pp_comm);
     count_peer(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0,
                stage_world_rank(g, dest));
@@ -157,7 +163,7 @@ void tt_isend(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, 
         return;
     }
     double t0 = tt_now();
-    tt_watch_begin(TT_OP_SEND, TT_GROUP_PP, stage_world_rank(g, dest), tag);
+    WATCH_P2P(TT_WATCH_SEND, TT_OP_SEND, g, stage_world_rank(g, dest), tag);
     MPI_Isend(buf, count_, type, dest, tag, g->pp_comm, req);
     count_peer(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0,
                stage_world_rank(g, dest));
@@ -168,7 +174,7 @@ void tt_recv(const tt_grid *g, void *buf, int count_, MPI_Datatype type, int src
     if (src == MPI_PROC_NULL)
         return;
     double t0 = tt_now();
-    tt_watch_begin(TT_OP_RECV, TT_GROUP_PP, stage_world_rank(g, src), tag);
+    WATCH_P2P(TT_WATCH_RECV, TT_OP_RECV, g, stage_world_rank(g, src), tag);
     MPI_Recv(buf, count_, type, src, tag, g->pp_comm, MPI_STATUS_IGNORE);
     count_peer(TT_GROUP_PP, TT_OP_RECV, (long long)count_ * type_size(type), t0,
                stage_world_rank(g, src));
@@ -177,7 +183,7 @@ void tt_recv(const tt_grid *g, void *buf, int count_, MPI_Datatype type, int src
 void tt_wait_all(int n, MPI_Request *reqs)
 {
     if (n > 0) {
-        tt_watch_begin(TT_WATCH_WAIT_SENDS, TT_GROUP_PP, -1, -1);
+        tt_watch_begin(TT_WATCH_SENDS, "wait for the posted sends", MPI_COMM_NULL, -1, -1);
         MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
         tt_watch_end();
     }

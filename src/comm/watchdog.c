@@ -18,7 +18,6 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "tt/comm/watchdog.h"
-#include "tt/comm/comm.h"
 #include "tt/core/faults.h"
 
 #include <pthread.h>
@@ -33,14 +32,19 @@
  * test gives, yet bounded, so a run with the watchdog off still ends. */
 #define STALL_SECONDS 30
 
+/* The grid's communicators, in the order of the reports. */
+enum { G_TP, G_PP, G_DP, G_WORLD, NG };
+
 typedef struct {
-    int valid, op, tag, mb;
+    int valid, kind, tag, mb;
+    const char *op;
     long step;
     double t; /* when it completed, monotonic seconds */
 } watch_event;
 
 typedef struct {
-    int op, where, peer, tag, mb;
+    int kind, group, peer, tag, mb;
+    const char *op;
     long step;
     double since;
 } watch_call;
@@ -53,7 +57,7 @@ static double limit;
 static const tt_grid *grid;
 static watch_call now_in;               /* the call in progress, when armed */
 static watch_event *sent, *received;    /* per world rank */
-static watch_event coll[TT_NGROUPS];    /* last collective per group */
+static watch_event coll[NG];            /* last collective per group */
 /* The context: read by the main thread only, except under mu. */
 static long ctx_step = -1;
 static int ctx_mb = -1;
@@ -65,24 +69,18 @@ static double mono(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static const char *op_name(int op)
-{
-    if (op == TT_WATCH_WAIT_SENDS)
-        return "wait for its posted sends to complete";
-    return op >= 0 && op < TT_NOPS ? tt_op_names[op] : "?";
-}
+static const char *const group_name[NG] = {"TP", "PP", "DP", "world"};
+static const char *const group_words[NG] = {"the TP group", "the PP group", "the DP group",
+                                            "the world"};
 
-static const char *group_words(int g)
+/* Which of the grid's communicators comm is (anything else counts as the
+ * world: the grid's own, or MPI_COMM_WORLD). */
+static int group_of(MPI_Comm comm)
 {
-    static const char *const w[TT_NGROUPS] = {"the TP group", "the PP group", "the DP group",
-                                              "the world"};
-    return w[g];
-}
-
-static int group_of(int where)
-{
-    int g = where & ~TT_BOOKKEEPING;
-    return g >= 0 && g < TT_NGROUPS ? g : TT_GROUP_OTHER;
+    return comm == grid->tp_comm ? G_TP
+         : comm == grid->pp_comm ? G_PP
+         : comm == grid->dp_comm ? G_DP
+                                 : G_WORLD;
 }
 
 /* ---- the report (helper thread, under mu) ---------------------------------- */
@@ -122,10 +120,10 @@ static void add_event(text *t, const watch_event *e, double now)
         add(t, "nothing");
         return;
     }
-    if (e->op == TT_OP_SEND || e->op == TT_OP_RECV)
+    if (e->kind == TT_WATCH_SEND || e->kind == TT_WATCH_RECV)
         add(t, "a message with tag %d", e->tag);
     else
-        add(t, "%s", op_name(e->op));
+        add(t, "%s", e->op);
     add(t, " (");
     add_when(t, e->step, e->mb);
     add(t, ") %.1f s ago", now - e->t);
@@ -136,11 +134,11 @@ static int in_group(int g, int r)
 {
     const tt_grid *G = grid;
     switch (g) {
-    case TT_GROUP_TP:
+    case G_TP:
         return tt_grid_dp_of(G, r) == G->dp_rank && tt_grid_pp_of(G, r) == G->pp_rank;
-    case TT_GROUP_PP:
+    case G_PP:
         return tt_grid_dp_of(G, r) == G->dp_rank && tt_grid_tp_of(G, r) == G->tp_rank;
-    case TT_GROUP_DP:
+    case G_DP:
         return tt_grid_pp_of(G, r) == G->pp_rank && tt_grid_tp_of(G, r) == G->tp_rank;
     default:
         return 1;
@@ -161,18 +159,20 @@ static void add_peer(text *t, int r, double now)
 static void report(double now)
 {
     const watch_call *c = &now_in;
-    const int g = group_of(c->where);
+    const int g = c->group;
     char me[64], peer[64];
     text t = {.n = 0};
     tt_gpu_name(grid, grid->world_rank, me, sizeof me);
     add(&t, "tiny_transformer: watchdog: %s (world rank %d) has waited %.1f s in one "
             "communication (--watchdog %g); ending the job\n",
         me, grid->world_rank, now - c->since, limit);
-    add(&t, "  waiting in: %s on %s", op_name(c->op), group_words(g));
+    add(&t, "  waiting in: %s", c->op);
+    if (c->kind != TT_WATCH_SENDS)
+        add(&t, " on %s", group_words[g]);
     if (c->peer >= 0) {
-        add(&t, " %s %s (world rank %d)", c->op == TT_OP_RECV ? "from" : "to",
+        add(&t, " %s %s (world rank %d)", c->kind == TT_WATCH_RECV ? "from" : "to",
             tt_gpu_name(grid, c->peer, peer, sizeof peer), c->peer);
-    } else if (c->op != TT_WATCH_WAIT_SENDS) {
+    } else if (c->kind == TT_WATCH_COLLECTIVE) {
         /* Who must also enter it for it to end. */
         int shown = 0;
         for (int r = 0; r < grid->world_size; r++)
@@ -195,14 +195,15 @@ static void report(double now)
         for (int r = 0; r < grid->world_size && shown < 16; r++)
             if (r != grid->world_rank && in_group(g, r) && (sent[r].valid || received[r].valid)) {
                 if (!shown++)
-                    add(&t, "  what this GPU last saw of the members it exchanged messages with:\n");
+                    add(&t, "  what this GPU last saw of the members it exchanged "
+                            "messages with:\n");
                 add_peer(&t, r, now);
             }
     }
     /* Every member of a group reached the last collective completed on it. */
     add(&t, "  the last collective it completed on each group (all members reached it):");
-    for (int k = 0; k < TT_NGROUPS; k++) {
-        add(&t, "%s %s ", k ? ";" : "", k == TT_GROUP_OTHER ? "world" : tt_group_names[k]);
+    for (int k = 0; k < NG; k++) {
+        add(&t, "%s %s ", k ? ";" : "", group_name[k]);
         add_event(&t, &coll[k], now);
     }
     add(&t, "\n");
@@ -296,14 +297,14 @@ static void stall_here(void)
     sleep(STALL_SECONDS);
 }
 
-void tt_watch_begin(int op, int where, int peer, int tag)
+void tt_watch_begin(tt_watch_kind kind, const char *op, MPI_Comm comm, int peer, int tag)
 {
     if (tt_fault_active(TT_FAULT_STALL))
         stall_here();
     if (!on)
         return;
     pthread_mutex_lock(&mu);
-    now_in = (watch_call){op, where, peer, tag, ctx_mb, ctx_step, mono()};
+    now_in = (watch_call){kind, group_of(comm), peer, tag, ctx_mb, op, ctx_step, mono()};
     armed = 1;
     pthread_mutex_unlock(&mu);
 }
@@ -315,11 +316,11 @@ void tt_watch_end(void)
     pthread_mutex_lock(&mu);
     if (armed) {
         const watch_call *c = &now_in;
-        watch_event e = {1, c->op, c->tag, c->mb, c->step, mono()};
-        if (c->peer >= 0 && c->peer < grid->world_size)
-            (c->op == TT_OP_RECV ? received : sent)[c->peer] = e;
-        else if (c->op != TT_WATCH_WAIT_SENDS)
-            coll[group_of(c->where)] = e;
+        watch_event e = {1, c->kind, c->tag, c->mb, c->op, c->step, mono()};
+        if (c->kind == TT_WATCH_COLLECTIVE)
+            coll[c->group] = e;
+        else if (c->peer >= 0 && c->peer < grid->world_size)
+            (c->kind == TT_WATCH_RECV ? received : sent)[c->peer] = e;
         armed = 0;
     }
     pthread_mutex_unlock(&mu);

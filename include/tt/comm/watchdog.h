@@ -14,8 +14,15 @@
 
 #include "tt/comm/grid.h"
 
-/* An operation beyond tt_op: waiting for this rank's posted sends to finish. */
-#define TT_WATCH_WAIT_SENDS 100
+/* What kind of call is watched: it decides what the report says of peers.
+ * (The watchdog names calls by comm.c's words but does not include comm.h,
+ * which includes this: the hooks pass the words and the communicator.) */
+typedef enum {
+    TT_WATCH_COLLECTIVE, /* every member of the communicator must enter it */
+    TT_WATCH_SEND,       /* to peer (posting a non-blocking send counts as done) */
+    TT_WATCH_RECV,       /* from peer */
+    TT_WATCH_SENDS       /* waiting for this rank's posted sends to complete */
+} tt_watch_kind;
 
 /* Starts watching this rank's communication with a limit of `seconds`
  * (0: off, nothing is started). Call once, after the grid exists; g must
@@ -24,11 +31,12 @@ void tt_watch_start(const tt_grid *g, double seconds);
 /* Stops the helper thread (immediately, not at its next tick). */
 void tt_watch_stop(void);
 
-/* A blocking call is about to start: op is a tt_op (or TT_WATCH_WAIT_SENDS),
- * where a comm.c `where` (group, maybe | TT_BOOKKEEPING), peer the world rank
- * of the other side of a point-to-point transfer (-1 for a collective), tag
- * its tag (-1 for none). */
-void tt_watch_begin(int op, int where, int peer, int tag);
+/* A blocking call is about to start: op its name as the reports print it
+ * ("all-reduce"; a string that outlives the run), comm the communicator it
+ * runs on (one of the grid's: TP, PP, DP or the world), peer the world rank
+ * of the other side of a point-to-point transfer (-1 otherwise), tag its tag
+ * (-1 for none). */
+void tt_watch_begin(tt_watch_kind kind, const char *op, MPI_Comm comm, int peer, int tag);
 /* The call begun last has returned: it is remembered as what this rank last
  * did with that peer (or group). */
 void tt_watch_end(void);
