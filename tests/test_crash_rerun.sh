@@ -141,6 +141,22 @@ else
     not_ok "in-save: rerun exit $status from step '$from', kept $kept of 5: $(ls "$d")"
 fi
 
+# 3b. Killed in the first save: no checkpoint, only a temporary - even one
+#     holding a complete checkpoint (here a copy of the final one) is not
+#     continued from: the run starts at step 0 and removes it.
+d="$work/first-save"
+mkdir -p "$d"
+dead=$(sh -c 'echo $$')
+cp "$work/full/run.st" "$d/run.st.tmp.$dead"
+$TT_MPIRUN -np 2 "$TT_BIN" $cfg --save "$d/run.st" --resume auto --stop-at 1 >"$d/out" 2>"$d/err"
+status=$?
+if [ "$status" -eq 0 ] && grep -q "starting from step 0$" "$d/out" && ! [ -e "$d/run.st.tmp.$dead" ] &&
+    grep -q "^removed '.*run.st.tmp.$dead'" "$d/out"; then
+    ok "only a temporary there (a complete one): started from step 0 and removed it"
+else
+    not_ok "only a temporary there: exit $status: $(head -1 "$d/out"); $(ls "$d")"
+fi
+
 # 4. A damaged checkpoint is refused by every rank, exit 1, and kept as it
 #    is: truncated (its header unreadable), then one flipped byte in the data
 #    (the checksum), each in a fresh directory holding only that file.
