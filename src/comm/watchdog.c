@@ -229,11 +229,10 @@ static void *watch_main(void *arg)
             report(now);
             _exit(1);
         }
-        /* Until the armed call's deadline, or a tick when idle: a call that
-         * begins while this sleeps is seen at most one tick late. */
-        double tick = limit / 8 < 0.25 ? limit / 8 : 0.25;
-        double until = armed && now_in.since + limit < now + tick ? now_in.since + limit
-                                                                   : now + tick;
+        /* Until the armed call's deadline, or one limit when idle: a call
+         * that begins while this sleeps has its deadline after the wake-up,
+         * so no call is seen late and an idle rank wakes once per limit. */
+        double until = armed ? now_in.since + limit : now + limit;
         struct timespec ts = {(time_t)until, (long)((until - (double)(time_t)until) * 1e9)};
         pthread_cond_timedwait(&wake, &mu, &ts);
     }
