@@ -43,6 +43,7 @@ void tt_config_defaults(tt_run_config *c)
     c->virtual_stages = 1;
     c->spot_check = 1;
     c->watchdog = 300;
+    c->cluster = "classroom";
 }
 
 void tt_config_finish(tt_run_config *c)
@@ -93,6 +94,8 @@ static void print_version(FILE *out)
 
 static const tt_flag_word tp_mlp_words[] = {
     {"megatron", AT(tp_mlp_gather), 0}, {"gather", AT(tp_mlp_gather), 1}, {NULL, 0, 0}};
+static const tt_flag_word clock_words[] = {
+    {"virtual", AT(clock_wall), 0}, {"wall", AT(clock_wall), 1}, {NULL, 0, 0}};
 static const tt_flag_word report_words[] = {
     {"comm", AT(report_comm), 1}, {"memory", AT(report_memory), 1}, {NULL, 0, 0}};
 
@@ -149,6 +152,16 @@ const tt_flag tt_flags[] = {
              "ui.perfetto.dev): one track per virtual GPU"},
     {STRING("--timeline", timeline), .metavar = "FILE.svg", IN(LAYOUT),
      .help = "the last step as a picture: one row per virtual GPU"},
+    /* The name or file is checked by core/cluster.c when the run starts. */
+    {STRING("--cluster", cluster), .metavar = "NAME|FILE", IN(LAYOUT),
+     .help = "the machine the virtual GPU clocks model: classroom,\n"
+             "dgx-a100, dgx-h100 or a JSON file (doc/clocks.md)\n"
+             "(default %D)"},
+    {.name = "--clock", .kind = TT_FLAG_CHOICE, .words = clock_words,
+     .metavar = "virtual|wall", IN(LAYOUT),
+     .help = "what step times, bubbles, --trace and --timeline\n"
+             "measure: virtual (default): the modelled GPUs' clocks,\n"
+             "the same on any machine; wall: this machine's clock"},
     {SWITCH("--validate", validate, 1), IN(LAYOUT),
      .help = "also train the unsharded reference on rank 0 and\n"
              "compare loss, gradients, weights and Adam moments;\n"
@@ -214,7 +227,9 @@ const tt_flag tt_flags[] = {
              "the --save file if it exists (a damaged one is refused\n"
              "and kept), else from step 0"},
     {STRING("--log", log), .metavar = "FILE", IN(FILES),
-     .help = "CSV, one row per step: step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss"},
+     .help = "CSV, one row per step: step,loss,lr,grad_norm,ms,\n"
+             "tokens_per_s,eval_loss,mfu,wall_ms (ms, tokens_per_s\n"
+             "and mfu on the --clock; wall_ms always wall clock)"},
 
     {STRING("--prompt", prompt), .metavar = "TEXT", IN(OUTPUT),
      .help = "start of the sample generated at the end (default %D)"},

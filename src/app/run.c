@@ -14,25 +14,46 @@
  * ranks before anyone acts on it, and every rank returns the same status. */
 #include "app/run_internal.h"
 
-/* The per-step line and the CSV row. */
+/* Model FLOPs utilisation of the modelled cluster: the model's FLOPs of a
+ * step (tt_model_flops: Narayanan et al.'s count) over what the step's GPUs
+ * could do at FP32 peak in that (virtual) time. NAN under --clock wall. */
+static double run_mfu(const tt_run *r, double seconds)
+{
+    if (tt_vclock_mode() == TT_CLOCK_WALL || !(seconds > 0))
+        return NAN;
+    const double flops = tt_model_flops(&r->rc.model, r->rc.batch);
+    return flops / (seconds * r->g->world_size * tt_vclock_cluster()->peak_flops_fp32);
+}
+
+/* The per-step line and the CSV row: time, tokens/s and MFU on the clock
+ * figures use (virtual by default), and the wall clock beside them. */
 static void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
 {
     const tt_run_config *rc = &r->rc;
     double tok_s = (double)rc->batch * rc->model.T / st->seconds;
+    double mfu = run_mfu(r, st->seconds);
     if (!rc->quiet) {
-        SAY("step %5ld/%ld | loss %.4f | lr %.3e | grad norm %.4f | %7.1f ms | %8.0f tok/s", s,
-            rc->steps, st->loss, st->lr, st->grad_norm, st->seconds * 1e3, tok_s);
+        SAY("step %5ld/%ld | loss %.4f | lr %.3e | grad norm %.4f | ", s, rc->steps, st->loss,
+            st->lr, st->grad_norm);
+        if (isnan(mfu))
+            SAY("%7.1f ms wall | %8.0f tok/s wall", st->seconds * 1e3, tok_s);
+        else
+            SAY("%7.2f ms | %8.0f tok/s | MFU %4.1f%% | wall %6.1f ms", st->seconds * 1e3,
+                tok_s, 100 * mfu, st->wall_seconds * 1e3);
         if (!isnan(ev))
             SAY(" | eval %.4f", ev);
         SAY("\n");
         fflush(stdout);
     }
     if (r->log) {
-        fprintf(r->log, "%ld,%.9g,%.9g,%.9g,%.3f,%.1f,", s, st->loss, st->lr, st->grad_norm,
+        fprintf(r->log, "%ld,%.9g,%.9g,%.9g,%.6f,%.1f,", s, st->loss, st->lr, st->grad_norm,
                 st->seconds * 1e3, tok_s);
         if (!isnan(ev))
             fprintf(r->log, "%.9g", ev);
-        fprintf(r->log, "\n");
+        fprintf(r->log, ",");
+        if (!isnan(mfu))
+            fprintf(r->log, "%.6f", mfu);
+        fprintf(r->log, ",%.3f\n", st->wall_seconds * 1e3);
         fflush(r->log); /* a run killed later leaves whole rows */
     }
 }
@@ -47,6 +68,7 @@ static int run_one_step(tt_run *r, long s)
     tt_comm_stats before = *tt_comm_stats_get();
     int checked = r->have_val && (rc->validate || s == r->step0 || s == r->spot_last);
     tt_step_stats st = tt_train_step(&r->pipe, &r->corpus, s, checked ? &r->val : NULL);
+    r->clock_seconds += st.seconds;
     /* A spot check compares weights and moments right after its step. */
     if (r->spot && r->have_val && s == r->spot_last)
         tt_validate_final(&r->val, &r->model);
@@ -114,14 +136,20 @@ static int run_reports(tt_run *r)
     const int trained = r->end > r->step0;
     double ev = trained ? r->final_eval : tt_eval_loss(&r->pipe, &r->corpus);
     if (trained)
-        SAY("trained steps %ld..%ld in %.1f s: loss %.4f -> %.4f", r->step0, r->end - 1,
-            r->seconds, r->first_loss, r->last_loss);
+        SAY("trained steps %ld..%ld in %.1f s (wall clock): loss %.4f -> %.4f", r->step0,
+            r->end - 1, r->seconds, r->first_loss, r->last_loss);
     else
         SAY("no steps to train (already at step %ld)", r->step0);
     if (!isnan(ev))
         SAY("; eval loss %.4f on %d held-out sequences", ev,
             tt_eval_windows(&r->corpus, rc->model.T, rc->eval_windows));
     SAY("\n");
+    if (trained && tt_vclock_mode() == TT_CLOCK_VIRTUAL) {
+        const double per = r->clock_seconds / (double)(r->end - r->step0);
+        const tt_cluster *c = tt_vclock_cluster();
+        SAY("virtual time on %s: %.3f ms per step, %.0f tokens/s, MFU %.1f%% of its FP32 peak\n",
+            c->name, per * 1e3, rc->batch * (double)rc->model.T / per, 100 * run_mfu(r, per));
+    }
     if (g->tp > 1) {
         int same = tt_tp_replicated_identical(g, &r->model.P);
         SAY("TP copies of the replicated tensors bit-identical: %s\n", same ? "yes" : "NO");

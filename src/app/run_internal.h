@@ -9,6 +9,7 @@
 #include "tt/comm/comm.h"
 #include "tt/core/memory.h"
 #include "tt/core/outpath.h"
+#include "tt/core/vclock.h"
 #include "tt/parallel/data_parallel.h"
 #include "tt/show/banner.h"
 #include "tt/show/report.h"
@@ -46,7 +47,8 @@ typedef struct {
     int *ev_counts;
     int gathered;              /* ev is ours to free */
     tt_comm_stats traffic;     /* of the training steps only */
-    double first_loss, last_loss, final_eval, seconds;
+    double first_loss, last_loss, final_eval, seconds; /* seconds: wall clock */
+    double clock_seconds;     /* the steps' time on the clock figures use */
 } tt_run;
 
 #define SAY(...) do { if (r->g->world_rank == 0) printf(__VA_ARGS__); } while (0)

@@ -46,6 +46,19 @@ static int run_check(tt_run *r)
     return 0;
 }
 
+/* The machine the virtual clocks model (--cluster, --clock): a built-in, or
+ * a file every rank reads, so its verdict is agreed. */
+static int run_clock(tt_run *r)
+{
+    tt_cluster c;
+    tt_err e;
+    int failed = tt_cluster_load(&c, r->rc.cluster, &e) != 0;
+    if (agreed(r, failed, &e, TT_EXIT_USAGE))
+        return TT_EXIT_USAGE;
+    tt_vclock_setup(&c, r->rc.clock_wall ? TT_CLOCK_WALL : TT_CLOCK_VIRTUAL, r->g->world_rank);
+    return 0;
+}
+
 /* The corpus, this GPU's shard of the model and its pipeline. */
 static int run_build(tt_run *r)
 {
@@ -122,7 +135,7 @@ static void run_clean_temps(const tt_run *r)
             tt_remove_stale_temps(outs[i], stdout);
 }
 
-#define LOG_HEADER "step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss\n"
+#define LOG_HEADER "step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss,mfu,wall_ms\n"
 
 /* The CSV log, open for appending. A resumed run continues the log it finds
  * (same header): the rows of steps before the checkpoint's are kept, the
@@ -162,6 +175,8 @@ int tt_run_setup(tt_run *r)
     const tt_grid *g = r->g;
     tt_err e;
     int status = run_check(r);
+    if (!status)
+        status = run_clock(r);
     if (!status)
         status = run_check_outputs(r);
     if (!status)

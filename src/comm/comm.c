@@ -4,6 +4,7 @@
 #include "tt/comm/comm.h"
 #include "tt/comm/watchdog.h"
 #include "tt/core/common.h"
+#include "tt/core/vclock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -41,12 +42,13 @@ MPI_Comm tt_group_comm(const tt_grid *g, int where)
     }
 }
 
-/* Books one call, and tells the observer (a trace being captured). */
+/* Books one call, and tells the observer (a trace being captured). t0 is
+ * tt_clock_now() at entry: times are the virtual clock's unless --clock wall. */
 static void count_peer(int where, tt_op op, long long bytes, double t0, int peer)
 {
     int row = (where & TT_BOOKKEEPING) ? TT_GROUP_OTHER : (where & ~TT_BOOKKEEPING);
     tt_comm_count *c = &stats.c[row][op];
-    double t1 = tt_now();
+    double t1 = tt_clock_now();
     tt_watch_end();
     c->calls++;
     c->bytes += bytes;
@@ -60,7 +62,8 @@ static void count(int where, tt_op op, long long bytes, double t0)
     count_peer(where, op, bytes, t0, -1);
 }
 
-/* The watchdog's hooks before a blocking call (tt/comm/watchdog.h). */
+/* The watchdog's hooks before a blocking call (tt/comm/watchdog.h); the
+ * call's end is booked in count_peer, after the clocks' exchanges too. */
 #define WATCH_COLLECTIVE(op, g, where) \
     tt_watch_begin(TT_WATCH_COLLECTIVE, tt_op_names[op], tt_group_comm(g, where), -1, -1)
 #define WATCH_P2P(kind, op, g, peer, tag) \
@@ -73,62 +76,192 @@ static long long type_size(MPI_Datatype type)
     return s;
 }
 
+/* ---- the virtual clocks (DESIGN section 12, tt/core/vclock.h) ----------------
+ * Clocks travel beside the data only while they tick (a training step, on
+ * every rank at once), and these exchanges are the emulator's bookkeeping,
+ * not transfers of the modelled GPUs: they are not counted. */
+
+/* The link a transfer between world ranks a and b uses. */
+static const tt_link *link_between(int a, int b)
+{
+    const tt_cluster *c = tt_vclock_cluster();
+    return tt_cluster_server(c, a) == tt_cluster_server(c, b) ? &c->nvlink : &c->network;
+}
+
+/* The slowest link of a group: the network as soon as its members span two
+ * servers. */
+static const tt_link *group_link(const tt_grid *g, int where)
+{
+    const tt_cluster *c = tt_vclock_cluster();
+    int lo = g->world_rank, hi = g->world_rank;
+    for (int r = 0; r < g->world_size; r++) {
+        int same;
+        switch (where & ~TT_BOOKKEEPING) {
+        case TT_GROUP_TP:
+            same = tt_grid_dp_of(g, r) == g->dp_rank && tt_grid_pp_of(g, r) == g->pp_rank;
+            break;
+        case TT_GROUP_PP:
+            same = tt_grid_dp_of(g, r) == g->dp_rank && tt_grid_tp_of(g, r) == g->tp_rank;
+            break;
+        case TT_GROUP_DP:
+            same = tt_grid_pp_of(g, r) == g->pp_rank && tt_grid_tp_of(g, r) == g->tp_rank;
+            break;
+        default: same = 1;
+        }
+        if (same) {
+            lo = r < lo ? r : lo;
+            hi = r > hi ? r : hi;
+        }
+    }
+    return tt_cluster_server(c, lo) == tt_cluster_server(c, hi) ? &c->nvlink : &c->network;
+}
+
+/* A collective starts for all when the last member arrives. */
+static double clock_latest_entry(MPI_Comm comm)
+{
+    double t = tt_vclock_now();
+    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
+    return t;
+}
+
+/* Ends a collective on this rank: latest entry plus the algorithm's cost. */
+static void clock_collective(const tt_grid *g, int where, double latest, tt_coll_kind kind,
+                             int n, long long bytes)
+{
+    tt_vclock_set(latest + tt_cost_collective(group_link(g, where), kind, n, (double)bytes));
+}
+
+double tt_clock_max(const tt_grid *g, int where, double t)
+{
+    WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, where);
+    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, tt_group_comm(g, where));
+    tt_watch_end();
+    return t;
+}
+
+/* The send time of each stage-to-stage message in flight, kept until the
+ * step's sends complete (MPI reads it asynchronously). */
+typedef struct clock_msg {
+    double t;
+    MPI_Request req;
+    struct clock_msg *next;
+} clock_msg;
+static clock_msg *clock_msgs;
+
+static void clock_isend(const tt_grid *g, int dest, int tag)
+{
+    clock_msg *m = tt_malloc(sizeof *m);
+    m->t = tt_vclock_now();
+    m->next = clock_msgs;
+    clock_msgs = m;
+    MPI_Isend(&m->t, 1, MPI_DOUBLE, dest, tag, g->pp_clock_comm, &m->req);
+}
+
+static void clock_wait_sends(void)
+{
+    while (clock_msgs) {
+        clock_msg *m = clock_msgs;
+        MPI_Wait(&m->req, MPI_STATUS_IGNORE);
+        clock_msgs = m->next;
+        free(m);
+    }
+}
+
+/* The receiver goes on when the message has arrived: the sender's clock plus
+ * the link's cost, or its own clock if that is later. */
+static void clock_recv(const tt_grid *g, int src, int tag, long long bytes)
+{
+    double sent;
+    MPI_Recv(&sent, 1, MPI_DOUBLE, src, tag, g->pp_clock_comm, MPI_STATUS_IGNORE);
+    const int peer = tt_grid_rank_of(g, g->dp_rank, src, g->tp_rank);
+    double arrival = sent + tt_cost_link(link_between(g->world_rank, peer), (double)bytes);
+    if (arrival > tt_vclock_now())
+        tt_vclock_set(arrival);
+}
+
 void tt_allreduce(const tt_grid *g, int where, void *buf, int count_, MPI_Datatype type,
                   MPI_Op op)
 {
-    double t0 = tt_now();
+    double t0 = tt_clock_now();
+    MPI_Comm comm = tt_group_comm(g, where);
     WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, where);
-    MPI_Allreduce(MPI_IN_PLACE, buf, count_, type, op, tt_group_comm(g, where));
-    count(where, TT_OP_ALLREDUCE, (long long)count_ * type_size(type), t0);
+    const int ticking = tt_vclock_ticking();
+    double latest = ticking ? clock_latest_entry(comm) : 0.0;
+    MPI_Allreduce(MPI_IN_PLACE, buf, count_, type, op, comm);
+    const long long bytes = (long long)count_ * type_size(type);
+    if (ticking)
+        clock_collective(g, where, latest, TT_COLL_ALLREDUCE, tt_group_size(g, where), bytes);
+    count(where, TT_OP_ALLREDUCE, bytes, t0);
 }
 
 void tt_allgather(const tt_grid *g, int where, const void *send, void *recv, int count_,
                   MPI_Datatype type)
 {
-    double t0 = tt_now();
+    double t0 = tt_clock_now();
     MPI_Comm comm = tt_group_comm(g, where);
     int n;
     MPI_Comm_size(comm, &n);
     WATCH_COLLECTIVE(TT_OP_ALLGATHER, g, where);
+    const int ticking = tt_vclock_ticking();
+    double latest = ticking ? clock_latest_entry(comm) : 0.0;
     MPI_Allgather(send, count_, type, recv, count_, type, comm);
-    count(where, TT_OP_ALLGATHER, (long long)n * count_ * type_size(type), t0);
+    const long long bytes = (long long)n * count_ * type_size(type);
+    if (ticking)
+        clock_collective(g, where, latest, TT_COLL_ALLGATHER, n, bytes);
+    count(where, TT_OP_ALLGATHER, bytes, t0);
 }
 
 void tt_reduce_scatter(const tt_grid *g, int where, const void *send, void *recv, int count_,
                        MPI_Datatype type)
 {
-    double t0 = tt_now();
+    double t0 = tt_clock_now();
     MPI_Comm comm = tt_group_comm(g, where);
     int n;
     MPI_Comm_size(comm, &n);
     WATCH_COLLECTIVE(TT_OP_REDUCE_SCATTER, g, where);
+    const int ticking = tt_vclock_ticking();
+    double latest = ticking ? clock_latest_entry(comm) : 0.0;
     MPI_Reduce_scatter_block(send, recv, count_, type, MPI_SUM, comm);
-    count(where, TT_OP_REDUCE_SCATTER, (long long)n * count_ * type_size(type), t0);
+    const long long bytes = (long long)n * count_ * type_size(type);
+    if (ticking)
+        clock_collective(g, where, latest, TT_COLL_REDUCE_SCATTER, n, bytes);
+    count(where, TT_OP_REDUCE_SCATTER, bytes, t0);
 }
 
 void tt_gatherv(const tt_grid *g, int where, const void *send, int count_, void *recv,
                 const int *counts, const int *displs, MPI_Datatype type, int root)
 {
-    double t0 = tt_now();
+    double t0 = tt_clock_now();
     MPI_Comm comm = tt_group_comm(g, where);
     int me, n;
     MPI_Comm_rank(comm, &me);
     MPI_Comm_size(comm, &n);
     WATCH_COLLECTIVE(TT_OP_GATHER, g, where);
+    const int ticking = tt_vclock_ticking();
+    double latest = ticking ? clock_latest_entry(comm) : 0.0;
     MPI_Gatherv(send, count_, type, recv, counts, displs, type, root, comm);
     long long elems = count_;
     if (me == root)
         for (int i = 0; i < n; i++)
             elems += i == me ? 0 : counts[i];
+    if (ticking) /* priced as n contributions of this rank's size */
+        clock_collective(g, where, latest, TT_COLL_GATHER, n,
+                         (long long)n * count_ * type_size(type));
     count(where, TT_OP_GATHER, elems * type_size(type), t0);
 }
 
 void tt_bcast(const tt_grid *g, int where, void *buf, int count_, MPI_Datatype type, int root)
 {
-    double t0 = tt_now();
+    double t0 = tt_clock_now();
+    MPI_Comm comm = tt_group_comm(g, where);
     WATCH_COLLECTIVE(TT_OP_BCAST, g, where);
-    MPI_Bcast(buf, count_, type, root, tt_group_comm(g, where));
-    count(where, TT_OP_BCAST, (long long)count_ * type_size(type), t0);
+    const int ticking = tt_vclock_ticking();
+    double latest = ticking ? clock_latest_entry(comm) : 0.0;
+    MPI_Bcast(buf, count_, type, root, comm);
+    const long long bytes = (long long)count_ * type_size(type);
+    if (ticking)
+        clock_collective(g, where, latest, TT_COLL_BCAST, tt_group_size(g, where), bytes);
+    count(where, TT_OP_BCAST, bytes, t0);
 }
 
 int tt_group_size(const tt_grid *g, int where)
@@ -148,9 +281,13 @@ void tt_send(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, i
 {
     if (dest == MPI_PROC_NULL)
         return;
-    double t0 = tt_now();
+    double t0 = tt_clock_now();
     WATCH_P2P(TT_WATCH_SEND, TT_OP_SEND, g, stage_world_rank(g, dest), tag);
     MPI_Send(buf, count_, type, dest, tag, g->pp_comm);
+    if (tt_vclock_ticking()) {
+        double t = tt_vclock_now();
+        MPI_Send(&t, 1, MPI_DOUBLE, dest, tag, g->pp_clock_comm);
+    }
     count_peer(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0,
                stage_world_rank(g, dest));
 }
@@ -162,9 +299,11 @@ void tt_isend(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, 
         *req = MPI_REQUEST_NULL;
         return;
     }
-    double t0 = tt_now();
+    double t0 = tt_clock_now();
     WATCH_P2P(TT_WATCH_SEND, TT_OP_SEND, g, stage_world_rank(g, dest), tag);
     MPI_Isend(buf, count_, type, dest, tag, g->pp_comm, req);
+    if (tt_vclock_ticking())
+        clock_isend(g, dest, tag);
     count_peer(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0,
                stage_world_rank(g, dest));
 }
@@ -173,20 +312,22 @@ void tt_recv(const tt_grid *g, void *buf, int count_, MPI_Datatype type, int src
 {
     if (src == MPI_PROC_NULL)
         return;
-    double t0 = tt_now();
+    double t0 = tt_clock_now();
     WATCH_P2P(TT_WATCH_RECV, TT_OP_RECV, g, stage_world_rank(g, src), tag);
     MPI_Recv(buf, count_, type, src, tag, g->pp_comm, MPI_STATUS_IGNORE);
-    count_peer(TT_GROUP_PP, TT_OP_RECV, (long long)count_ * type_size(type), t0,
-               stage_world_rank(g, src));
+    const long long bytes = (long long)count_ * type_size(type);
+    if (tt_vclock_ticking())
+        clock_recv(g, src, tag, bytes);
+    count_peer(TT_GROUP_PP, TT_OP_RECV, bytes, t0, stage_world_rank(g, src));
 }
 
 void tt_wait_all(int n, MPI_Request *reqs)
 {
-    if (n > 0) {
-        tt_watch_begin(TT_WATCH_SENDS, "wait for the posted sends", MPI_COMM_NULL, -1, -1);
+    tt_watch_begin(TT_WATCH_SENDS, "wait for the posted sends", MPI_COMM_NULL, -1, -1);
+    if (n > 0)
         MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
-        tt_watch_end();
-    }
+    clock_wait_sends();
+    tt_watch_end();
 }
 
 /* ---- agreement ---- */

@@ -135,6 +135,7 @@ void tt_grid_init(tt_grid *g, int tp, int pp, int dp, MPI_Comm world)
     MPI_Comm_split(world, g->dp_rank + dp * g->pp_rank, g->tp_rank, &g->tp_comm);
     MPI_Comm_split(world, g->tp_rank + tp * g->pp_rank, g->dp_rank, &g->dp_comm);
     MPI_Comm_split(world, g->tp_rank + tp * g->dp_rank, g->pp_rank, &g->pp_comm);
+    MPI_Comm_dup(g->pp_comm, &g->pp_clock_comm);
     /* In pp_comm a GPU's rank is its stage, so the neighbours are stage +-1. */
     g->prev_stage = g->pp_rank > 0 ? g->pp_rank - 1 : MPI_PROC_NULL;
     g->next_stage = g->pp_rank < pp - 1 ? g->pp_rank + 1 : MPI_PROC_NULL;
@@ -145,6 +146,7 @@ void tt_grid_free(tt_grid *g)
     MPI_Comm_free(&g->tp_comm);
     MPI_Comm_free(&g->dp_comm);
     MPI_Comm_free(&g->pp_comm);
+    MPI_Comm_free(&g->pp_clock_comm);
 }
 
 const char *tt_gpu_name(const tt_grid *g, int r, char *buf, size_t n)

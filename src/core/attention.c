@@ -3,6 +3,7 @@
  * backward are written with the vector helpers of vec.h (see kernels.c for
  * the habits that make them fast and bit-exact across ISA clones). */
 #include "tt/core/kernels.h"
+#include "tt/core/vclock.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -195,6 +196,10 @@ void attention_forward(float *out /* B,T,NH*hs */, float *att /* B,NH,T,T */,
                             0.0f, O + (size_t)i0 * ld, ld);
             }
         }
+    /* Charged as the model-FLOPs formula counts attention: both products over
+     * the whole T x T square (what a GPU kernel without causal skipping does). */
+    const double rows = (double)B * T, sq = (double)B * NH * T * T;
+    tt_vclock_compute(4.0 * rows * T * ld, 4.0 * (4.0 * rows * ld + sq));
 }
 
 void attention_backward(float *dq /* B,T,NH*hs */, float *dk /* B,T,NH*hs */,
@@ -233,5 +238,7 @@ void attention_backward(float *dq /* B,T,NH*hs */, float *dk /* B,T,NH*hs */,
                             1.0f, Pb, T, dO + (size_t)i0 * ld, ld, 1.0f, dV, ld);
             }
         }
+    const double rows = (double)B * T, sq = (double)B * NH * T * T;
+    tt_vclock_compute(8.0 * rows * T * ld, 4.0 * (10.0 * rows * ld + 3.0 * sq));
 }
 

@@ -1,5 +1,6 @@
 /* events.c - the per-GPU event log behind --trace and --timeline. */
 #include "tt/core/events.h"
+#include "tt/core/vclock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,9 @@ void tt_events_set_step(int step) { log_.step = step; }
 void tt_events_add(int kind, const char *name, const char *group, double t0_abs, double t1_abs,
                    int mb, int chunk, int peer, long long bytes)
 {
-    if (!log_.active)
+    /* Training only: the oracle's work (paused) and eval or sampling (outside
+     * a step) are not what the GPUs of the schedule do. */
+    if (!log_.active || !tt_vclock_in_step() || tt_vclock_paused())
         return;
     if (log_.n == log_.cap) {
         log_.cap = log_.cap ? 2 * log_.cap : 1024;

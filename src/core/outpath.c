@@ -241,6 +241,25 @@ static long temp_pid(const char *name, const char *base)
     return strtol(d, NULL, 10);
 }
 
+/* Is pid a running process on this host? kill(pid, 0) fails with ESRCH only
+ * when there is no such process; a zombie (a killed rank whose parent, mpirun,
+ * left without reaping it) is dead all the same, as its /proc stat says. */
+static int pid_running(long pid)
+{
+    if (pid <= 0 || pid > INT_MAX || (kill((pid_t)pid, 0) != 0 && errno == ESRCH))
+        return 0;
+    char stat_path[64], buf[256];
+    snprintf(stat_path, sizeof stat_path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(stat_path, "r");
+    if (!f)
+        return 1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')'); /* the name may hold spaces */
+    return !(paren && paren[1] == ' ' && paren[2] == 'Z');
+}
+
 int tt_remove_stale_temps(const char *path, FILE *out)
 {
     char *dir = dir_of(path);
@@ -249,8 +268,7 @@ int tt_remove_stale_temps(const char *path, FILE *out)
     int removed = 0;
     for (struct dirent *ent; d && (ent = readdir(d));) {
         long pid = temp_pid(ent->d_name, base);
-        /* kill(pid, 0) fails with ESRCH only when no such process exists. */
-        if (pid <= 0 || (pid <= INT_MAX && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)))
+        if (pid <= 0 || pid_running(pid))
             continue;
         /* Named as the writer named it: in path's directory, as given. */
         size_t cap = (size_t)(base - path) + strlen(ent->d_name) + 1;

@@ -5,6 +5,7 @@
 #include "tt/show/pipeline_report.h"
 #include "tt/comm/comm.h"
 #include "tt/parallel/pipeline.h"
+#include "tt/core/vclock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,14 +49,21 @@ void tt_bubble_init(tt_bubble_stats *b, long steps)
     const long most = 1L << 20;
     b->cap = steps > most ? (int)most : steps > 0 ? (int)steps : 1;
     b->idle = tt_calloc((size_t)b->cap, sizeof(double));
+    b->busy = tt_calloc((size_t)b->cap, sizeof(double));
 }
 
-void tt_bubble_free(tt_bubble_stats *b) { free(b->idle); }
+void tt_bubble_free(tt_bubble_stats *b)
+{
+    free(b->idle);
+    free(b->busy);
+}
 
 void tt_bubble_add(tt_bubble_stats *b, const tt_pipe *pipe)
 {
-    if (b->n < b->cap && pipe->step_seconds > 0)
-        b->idle[b->n++] = 1.0 - pipe->busy_seconds / pipe->step_seconds;
+    if (b->n < b->cap && pipe->window_seconds > 0) {
+        b->busy[b->n] = pipe->busy_seconds;
+        b->idle[b->n++] = 1.0 - pipe->busy_seconds / pipe->window_seconds;
+    }
     if (pipe->peak_held > b->peak)
         b->peak = pipe->peak_held;
 }
@@ -71,10 +79,12 @@ static int cmp_double(const void *a, const void *b)
  * textbook formula, and the most micro-batches it held at once. */
 void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pipe, const tt_grid *g)
 {
-    double mine[2] = {0.0, (double)b->peak};
+    double mine[3] = {0.0, (double)b->peak, 0.0};
     if (b->n) {
         qsort(b->idle, (size_t)b->n, sizeof(double), cmp_double);
+        qsort(b->busy, (size_t)b->n, sizeof(double), cmp_double);
         mine[0] = b->idle[b->n / 2];
+        mine[2] = b->busy[b->n / 2];
     }
     double *all = tt_gather_to_root(g, mine, (int)sizeof mine); /* rank 0 only */
     if (all) {
@@ -84,19 +94,32 @@ void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pipe, const tt_grid *g)
         if (pipe->v > 1)
             printf(", v %d", pipe->v);
         printf("): idle fraction per GPU, median over %d step%s\n", b->n, b->n == 1 ? "" : "s");
-        printf("  %-20s %9s %11s %9s %13s\n", "GPU", "measured", "simulated", "theory",
-               "peak held");
+        const int wall = tt_vclock_mode() == TT_CLOCK_WALL;
+        printf("  %-20s %9s %11s %9s %13s %12s\n", "GPU", wall ? "wall" : "virtual", "simulated",
+               "theory", "peak held", "compute/mb");
         for (int r = 0; r < g->world_size; r++) {
             char name[48];
             int s = tt_grid_pp_of(g, r);
             double simulated = 1.0 - sim->busy[s] / sim->span;
-            printf("  %-20s %8.1f%% %10.1f%% %8.1f%% %6d of %d\n", tt_gpu_name(g, r, name, sizeof name),
-                   100 * all[2 * r], 100 * simulated, 100 * theory, (int)all[2 * r + 1],
-                   pipe->M * pipe->v);
+            printf("  %-20s %8.1f%% %10.1f%% %8.1f%% %6d of %-3d %9.2f ms\n",
+                   tt_gpu_name(g, r, name, sizeof name), 100 * all[3 * r], 100 * simulated,
+                   100 * theory, (int)all[3 * r + 1], pipe->M * pipe->v,
+                   1e3 * all[3 * r + 2] / pipe->M);
         }
-        printf("  theory: %s; simulated: this schedule with a backward costing two forwards; "
-               "measured: wall clock, 1 - compute / step\n",
-               tt_schedule_formula(pipe->kind));
+        double mean = 0.0, mean_sim = 0.0;
+        for (int r = 0; r < g->world_size; r++) {
+            mean += all[3 * r] / g->world_size;
+            mean_sim += (1.0 - sim->busy[tt_grid_pp_of(g, r)] / sim->span) / g->world_size;
+        }
+        printf("  %-20s %8.1f%% %10.1f%% %8.1f%%\n", "mean of the GPUs", 100 * mean,
+               100 * mean_sim, 100 * theory);
+        printf("  theory: %s; simulated: this schedule with a backward costing two forwards;\n"
+               "  %s: 1 - compute / %s (%s)\n",
+               tt_schedule_formula(pipe->kind), wall ? "wall" : "virtual",
+               wall ? "step" : "window from the pipeline's first forward to its last backward",
+               tt_clock_label());
+        printf("  compute/mb: forward + backward per micro-batch (all chunks); the theory "
+               "assumes it equal on every stage, the slowest stage sets the pace\n");
         free(all);
     }
 }
@@ -123,6 +146,9 @@ void tt_explain_step(const tt_pipe *pipe, const tt_grid *g)
            "TP peers of each GPU do the same)\n", tt_schedule_name(pipe->kind), pipe->p,
            pipe->p > 1 ? "s" : "", pipe->M, pipe->M > 1 ? "es" : "",
            pipe->v > 1 ? ", interleaved chunks" : "");
+    printf("in the textbook's unit time steps: every forward and every backward takes one step "
+           "and transfers none (the virtual clocks' real costs are in the bubble table, --trace "
+           "and --timeline)\n");
     tt_schedule_explain(stdout, pipe->all, &unit, (const char *const *)names);
     for (int s = 0; s < pipe->p; s++)
         free(names[s]);

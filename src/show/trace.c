@@ -3,6 +3,7 @@
  * the SVG timeline). */
 #include "tt/show/trace.h"
 #include "tt/comm/comm.h"
+#include "tt/core/vclock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,10 +17,11 @@ static void observe_comm(int group, tt_op op, long long bytes, double t0, double
 
 void tt_trace_begin(const tt_grid *g)
 {
-    /* A common instant: every rank leaves the all-reduce at about the same time. */
+    /* A common instant: on the wall clock every rank leaves the all-reduce at
+     * about the same time; the virtual clocks are equal between steps. */
     int sync = 0;
     tt_allreduce(g, TT_GROUP_OTHER, &sync, 1, MPI_INT, MPI_SUM);
-    tt_events_start(tt_now());
+    tt_events_start(tt_clock_now());
     tt_comm_set_observer(observe_comm);
 }
 

@@ -6,6 +6,7 @@
  * trace is ever held in memory; the fixed field order also keeps the file
  * byte-for-byte reproducible for the same events. */
 #include "tt/show/trace.h"
+#include "tt/core/vclock.h"
 #include "show/outfile.h"
 #include "show/trace_name.h"
 
@@ -101,9 +102,11 @@ int tt_trace_write_json(const char *path, const tt_grid *g, const tt_event *ev,
     tt_outfile o;
     if (tt_outfile_open(&o, path, "trace", e) != 0)
         return -1;
-    fprintf(o.f, "{\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"layout\":\"tp%d x pp%d x dp%d\"},\n"
-                 "\"traceEvents\":[\n",
+    fprintf(o.f, "{\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"layout\":\"tp%d x pp%d x dp%d\","
+                 "\"clock\":",
             g->tp, g->pp, g->dp);
+    json_str(o.f, tt_clock_label());
+    fprintf(o.f, "},\n\"traceEvents\":[\n");
     const char *sep = write_gpu_tracks(o.f, g);
     const tt_event *v = ev;
     for (int r = 0; r < g->world_size; r++)

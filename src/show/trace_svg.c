@@ -11,6 +11,7 @@
 #include "show/outfile.h"
 #include "show/trace_name.h"
 #include "show/trace_svg_layout.h"
+#include "tt/core/vclock.h"
 
 #include <math.h>
 
@@ -47,12 +48,13 @@ static void write_heading(FILE *f, const tt_svg_layout *L)
     fprintf(f, "<title>tiny_transformer timeline, step %d</title>\n", L->step);
     fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", L->width, L->height);
     fprintf(f, "<text class=\"title\" x=\"12\" y=\"24\" font-size=\"17\" font-weight=\"bold\" fill=\"#222\">"
-               "Step %d: tp%d x pp%d x dp%d = %d virtual GPUs, span %.2f ms</text>\n",
-            L->step, g->tp, g->pp, g->dp, g->world_size, L->empty ? 0.0 : L->span_ms);
+               "Step %d: tp%d x pp%d x dp%d = %d virtual GPUs, span %.2f ms (%s)</text>\n",
+            L->step, g->tp, g->pp, g->dp, g->world_size, L->empty ? 0.0 : L->span_ms,
+            tt_clock_label());
     fprintf(f, "<text x=\"12\" y=\"44\" font-size=\"11.5\" fill=\"#555\">"
                "Boxes: compute, numbered by micro-batch. Strip under each row: communication. "
-               "Empty space: idle (pipeline bubble, waiting). Right: idle = 1 - (forward+backward) / "
-               "row span.</text>\n");
+               "Empty: idle. Right: idle = 1 - (forward+backward) / window from the pipeline's first "
+               "forward to its last backward.</text>\n");
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#555\" text-anchor=\"middle\">idle</text>\n",
             PLOT_X + L->plot_w + IDLE_W / 2 + 4, TOP - 4);
 }
@@ -91,8 +93,19 @@ static void write_axis(FILE *f, const tt_svg_layout *L)
     }
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\" stroke-width=\"1\"/>\n", PLOT_X,
             L->axis_y, PLOT_X + L->plot_w, L->axis_y);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">time (ms) from the step's first event</text>\n",
-            PLOT_X + L->plot_w / 2, L->axis_y + 32);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">time (ms, %s) from the step's first event</text>\n",
+            PLOT_X + L->plot_w / 2, L->axis_y + 32, tt_clock_label());
+    /* Under the idle column, the mean over the GPUs: the pipeline's bubble,
+     * the figure the schedule's formula predicts for equal stages. */
+    double sum = 0.0;
+    int n = 0;
+    for (int r = 0; r < L->g->world_size; r++)
+        if (L->win_hi[r] > L->win_lo[r])
+            sum += 1.0 - L->busy[r] / (L->win_hi[r] - L->win_lo[r]), n++;
+    if (n > 0)
+        fprintf(f, "<text class=\"idle-mean\" x=\"%d\" y=\"%d\" font-size=\"12.5\" "
+                   "text-anchor=\"end\" fill=\"#222\">mean %.1f%%</text>\n",
+                PLOT_X + L->plot_w + IDLE_W - 8, L->axis_y + 16, 100.0 * sum / n);
     fprintf(f, "</g>\n");
 }
 
@@ -168,8 +181,8 @@ static void write_idle(FILE *f, const tt_svg_layout *L, int r, int y)
 {
     fprintf(f, "<text class=\"idle\" x=\"%d\" y=\"%d\" font-size=\"12.5\" text-anchor=\"end\" fill=\"#222\">",
             PLOT_X + L->plot_w + IDLE_W - 8, y + BOX_Y + 15);
-    if (L->row_hi[r] > L->row_lo[r])
-        fprintf(f, "%.1f%%", 100.0 * (1.0 - L->busy[r] / (L->row_hi[r] - L->row_lo[r])));
+    if (L->win_hi[r] > L->win_lo[r])
+        fprintf(f, "%.1f%%", 100.0 * (1.0 - L->busy[r] / (L->win_hi[r] - L->win_lo[r])));
     else
         fprintf(f, "-");
     fprintf(f, "</text>\n");

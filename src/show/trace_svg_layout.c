@@ -19,6 +19,10 @@ static void measure_rows(tt_svg_layout *L, const int *counts)
     L->row_lo = tt_malloc((size_t)W * sizeof(double));
     L->row_hi = tt_malloc((size_t)W * sizeof(double));
     L->busy = tt_calloc((size_t)W, sizeof(double));
+    L->win_lo = tt_malloc((size_t)W * sizeof(double));
+    L->win_hi = tt_malloc((size_t)W * sizeof(double));
+    for (int r = 0; r < W; r++)
+        L->win_lo[r] = INFINITY, L->win_hi[r] = -INFINITY;
     L->t_lo = INFINITY, L->t_hi = -INFINITY;
     L->max_boxes = 0, L->v = 1;
     for (int r = 0; r < W; r++) {
@@ -32,6 +36,8 @@ static void measure_rows(tt_svg_layout *L, const int *counts)
             L->row_hi[r] = fmax(L->row_hi[r], x->t1);
             if (x->kind == TT_EV_FORWARD || x->kind == TT_EV_BACKWARD) {
                 L->busy[r] += x->t1 - x->t0;
+                L->win_lo[r] = fmin(L->win_lo[r], x->t0);
+                L->win_hi[r] = fmax(L->win_hi[r], x->t1);
                 boxes++;
                 if (x->chunk >= 0 && x->chunk / L->g->pp + 1 > L->v)
                     L->v = x->chunk / L->g->pp + 1;
@@ -41,6 +47,18 @@ static void measure_rows(tt_svg_layout *L, const int *counts)
         L->t_hi = fmax(L->t_hi, L->row_hi[r]);
         if (boxes > L->max_boxes)
             L->max_boxes = boxes;
+    }
+    /* The bubble's window (DESIGN section 12) is the pipeline's, shared by
+     * every GPU of one DP replica: DP sync, clipping and the optimizer come
+     * after it and are not idle time of the schedule. */
+    for (int d = 0; d < L->g->dp; d++) {
+        double lo = INFINITY, hi = -INFINITY;
+        for (int r = 0; r < W; r++)
+            if (tt_grid_dp_of(L->g, r) == d)
+                lo = fmin(lo, L->win_lo[r]), hi = fmax(hi, L->win_hi[r]);
+        for (int r = 0; r < W; r++)
+            if (tt_grid_dp_of(L->g, r) == d)
+                L->win_lo[r] = lo, L->win_hi[r] = hi;
     }
 }
 
@@ -116,5 +134,6 @@ void tt_svg_layout_measure(tt_svg_layout *L, const tt_grid *g, const tt_event *e
 void tt_svg_layout_free(tt_svg_layout *L)
 {
     free(L->first), free(L->row_lo), free(L->row_hi), free(L->busy);
-    L->first = NULL, L->row_lo = L->row_hi = L->busy = NULL;
+    free(L->win_lo), free(L->win_hi);
+    L->first = NULL, L->row_lo = L->row_hi = L->busy = L->win_lo = L->win_hi = NULL;
 }

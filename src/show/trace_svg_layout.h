@@ -70,6 +70,8 @@ typedef struct {
     int *first;              /* ev[first[r] .. first[r+1]) are world rank r's */
     double *row_lo, *row_hi; /* each row's own extent within the step */
     double *busy;            /* each row's forward+backward seconds */
+    double *win_lo, *win_hi; /* the pipeline window of each row's DP replica:
+                                its first forward to its last backward */
     double t_lo, t_hi;       /* the step over all rows: the common time axis */
     int empty;               /* no event of the step on any row */
     int max_boxes;           /* the most compute boxes on one row */

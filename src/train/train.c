@@ -6,6 +6,7 @@
 #include "tt/train/train.h"
 #include "tt/comm/comm.h"
 #include "tt/core/events.h"
+#include "tt/core/vclock.h"
 #include "tt/parallel/data_parallel.h"
 #include "tt/train/inject.h"
 #include "tt/train/optim.h"
@@ -44,7 +45,11 @@ tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_val
     const tt_run_config *rc = pipe->rc;
     const tt_grid *g = pipe->g;
     tt_step_stats st = {0};
-    double t0 = tt_now();
+    /* The virtual clocks tick from here to the end of the step on every rank
+     * (tt/core/vclock.h); the oracle's work in between is paused. */
+    const double w0 = tt_now();
+    tt_vclock_run(1);
+    const double t0 = tt_clock_now();
     const float dloss = 1.0f / (float)((double)rc->batch * rc->model.T); /* global mean */
 
     tt_params_zero_grads(&m->P);
@@ -55,16 +60,28 @@ tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_val
     if (g)
         tt_dp_sync_grads(g, &m->P, rc->dp_bucket);
     tt_inject_after_backward(m, g); /* a planted fault (--inject-bug), or nothing */
-    if (val)
+    if (val) {
+        tt_vclock_pause();
         tt_validate_grads(val, m, c, step, st.loss);
-    double t_opt = tt_now();
+        tt_vclock_resume();
+    }
+    double t_opt = tt_clock_now();
     st.grad_norm = grad_norm(m, g);
     st.lr = tt_lr_at(&rc->optim, step, rc->steps);
     tt_adamw_step(&m->P, &rc->optim, st.lr, step + 1, tt_clip_coef(rc->optim.clip, st.grad_norm));
-    tt_events_add(TT_EV_OPTIMIZER, "optimizer step", NULL, t_opt, tt_now(), -1, -1, -1, 0);
-    if (val)
+    tt_events_add(TT_EV_OPTIMIZER, "optimizer step", NULL, t_opt, tt_clock_now(), -1, -1, -1, 0);
+    if (val) {
+        tt_vclock_pause();
         tt_validate_update(val, step);
-    st.seconds = tt_now() - t0;
+        tt_vclock_resume();
+    }
+    /* The step ends when its slowest GPU is done: every clock moves there, so
+     * the next step starts together (uncounted: clocks only). */
+    if (g && tt_vclock_ticking())
+        tt_vclock_set(tt_clock_max(g, TT_GROUP_OTHER, tt_vclock_now()));
+    st.seconds = tt_clock_now() - t0;
+    st.wall_seconds = tt_now() - w0;
+    tt_vclock_run(0);
     return st;
 }
 

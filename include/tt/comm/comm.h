@@ -37,7 +37,7 @@ typedef enum {
 typedef struct {
     long calls;
     long long bytes;
-    double seconds;
+    double seconds;  /* tt_clock_now() time inside the calls */
 } tt_comm_count;
 
 typedef struct {
@@ -88,6 +88,15 @@ void tt_recv(const tt_grid *g, void *buf, int count, MPI_Datatype type, int src_
 /* Completes n non-blocking sends. */
 void tt_wait_all(int n, MPI_Request *reqs);
 
+/* ---- virtual clocks (tt/core/vclock.h) ----
+ * While the clocks tick, every collective above first agrees on the latest
+ * entry time and ends at it plus the ring algorithm's cost on the group's
+ * slowest link, and every send carries its sender's clock to the receiver
+ * (on pp_clock_comm); those exchanges are not counted. */
+
+/* The largest t of the group's members (not counted: clocks only). */
+double tt_clock_max(const tt_grid *g, int where, double t);
+
 /* ---- agreement: one rank's finding becomes every rank's, before acting ----
  * Booked as other. Each is a collective over the world. */
 
@@ -114,8 +123,9 @@ void *tt_gather_var_to_root(const tt_grid *g, const void *mine, int bytes, int *
 /* ---- observing ---- */
 
 /* Called after every counted transfer: the group it is booked in, the
- * operation, bytes, wall-clock start and end, and the peer's world rank
- * (point-to-point) or -1. NULL removes the observer. */
+ * operation, bytes, start and end (tt_clock_now(): the virtual clock unless
+ * --clock wall), and the peer's world rank (point-to-point) or -1. NULL
+ * removes the observer. */
 typedef void (*tt_comm_observer)(int group, tt_op op, long long bytes, double t0, double t1,
                                  int peer);
 void tt_comm_set_observer(tt_comm_observer f);

@@ -34,6 +34,8 @@ typedef struct {
     int tp_rank, pp_rank, dp_rank; /* coordinates */
     MPI_Comm world;                /* the communicator the grid was built on */
     MPI_Comm tp_comm, pp_comm, dp_comm;
+    MPI_Comm pp_clock_comm;        /* pp_comm's twin: carries the virtual clock
+                                      of each stage-to-stage message (comm.c) */
     int prev_stage, next_stage;    /* stages (= pp_comm ranks), MPI_PROC_NULL at the ends */
 } tt_grid;
 

@@ -64,6 +64,8 @@ typedef struct {
     const char *stage_layers; /* --stage-layers a,b,...: blocks per chunk */
     int explain;              /* --explain: narrate one step */
     const char *trace, *timeline; /* --trace FILE.json, --timeline FILE.svg */
+    const char *cluster;      /* --cluster NAME|FILE: the virtual clocks' machine */
+    int clock_wall;           /* --clock wall (1) or virtual (0) */
     int spot_check;           /* check the first and last steps (off: --no-spot-check) */
     const char *inject_bug;   /* --inject-bug NAME: a planted fault for the oracle (tests, labs) */
     double watchdog;          /* --watchdog SECONDS: report and end a stuck communication; 0 = off */

@@ -17,17 +17,20 @@ typedef struct {
     int kind;           /* tt_event_kind */
     char name[24];      /* "forward", "all-reduce", "send", ... */
     char group[8];      /* comm: "TP", "PP", "DP", "other"; else "" */
-    double t0, t1;      /* seconds since the log's origin (common to all ranks) */
+    double t0, t1;      /* seconds since the log's origin (common to all ranks),
+                           on the clock figures use (virtual unless --clock wall) */
     int step, mb, chunk;/* -1 when not applicable */
     int peer;           /* send/recv: the other world rank; else -1 */
     long long bytes;    /* comm: bytes booked; else 0 */
 } tt_event;
 
-/* Starts recording; origin is tt_now() at a moment common to all ranks. */
+/* Starts recording; origin is tt_clock_now() (tt/core/vclock.h) at a moment
+ * common to all ranks. Only training steps are recorded (not the oracle's
+ * paused work, eval or sampling). */
 void tt_events_start(double origin);
 /* The step the following events belong to. */
 void tt_events_set_step(int step);
-/* Records an event with absolute tt_now() times (kept relative to the origin);
+/* Records an event with absolute tt_clock_now() times (kept relative to the origin);
  * nothing when the log is not recording. */
 void tt_events_add(int kind, const char *name, const char *group, double t0_abs, double t1_abs,
                    int mb, int chunk, int peer, long long bytes);

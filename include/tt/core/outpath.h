@@ -55,7 +55,8 @@ char *tt_temp_name(const char *path, long pid);
 /* Removes what a killed writer of path left behind: the regular files in
  * path's directory named exactly as tt_temp_name names path's temporaries
  * ("<name>.tmp.<digits>", nothing else, not other outputs' temporaries), except
- * one whose pid is a live process on this host (a run still writing). Each
+ * one whose pid is a running process on this host (a run still writing; a
+ * zombie, as a killed rank mpirun did not reap, is not running). Each
  * removal is said on `out` (NULL: silent). Errors are ignored: a temporary
  * left in place is never read. Returns how many were removed. */
 int tt_remove_stale_temps(const char *path, FILE *out);

@@ -25,7 +25,8 @@ int tt_stage_split(int *chunk_layers, const tt_config *cfg, int K, const char *o
 tt_shard_spec tt_stage_spec(const tt_grid *g, const tt_run_config *rc, const int *chunk_layers,
                             int r);
 
-/* One executed action, with its wall-clock times (seconds since the step began). */
+/* One executed action, with its times on the clock figures use (virtual
+ * unless --clock wall; seconds since the step began). */
 typedef struct {
     tt_action act;
     double t0, t1;
@@ -51,6 +52,8 @@ typedef struct {
     /* the last step, measured */
     tt_exec_record *rec;       /* [list.n] */
     double step_seconds, busy_seconds;
+    double window_seconds;     /* first forward to last backward of the pipeline
+                                  (virtual clock; else the step) */
     int peak_held;
 } tt_pipe;
 

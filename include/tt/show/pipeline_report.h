@@ -12,10 +12,11 @@
 /* The stage split: which blocks every stage (and chunk) holds. */
 void tt_print_pipeline(const tt_run_config *rc, const tt_grid *g, const int *chunk_layers);
 
-/* Per step, this GPU's idle fraction and the most micro-batches it held. */
+/* Per step, this GPU's idle fraction and compute time (forward + backward),
+ * and the most micro-batches it held. */
 typedef struct {
     int n, cap;
-    double *idle;
+    double *idle, *busy;
     int peak;
 } tt_bubble_stats;
 

@@ -16,7 +16,8 @@ typedef struct {
     double loss;       /* mean training loss of the global batch */
     double lr;
     double grad_norm;  /* before clipping */
-    double seconds;
+    double seconds;    /* tt_clock_now() time: virtual unless --clock wall */
+    double wall_seconds;
 } tt_step_stats;
 
 /* One optimizer step `step` (from 0) on the global batch of the sampler,
