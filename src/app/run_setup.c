@@ -123,6 +123,18 @@ static int run_check_outputs(tt_run *r)
     return agreed(r, tt_config_outputs_check(&r->rc, &e) != 0, &e, TT_EXIT_RUNTIME);
 }
 
+/* What a killed run left of this run's outputs: their temporaries, removed
+ * by rank 0 (whose pid names them) before the first step; a live run's are
+ * left alone (tt_remove_stale_temps). */
+static void run_clean_temps(const tt_run *r)
+{
+    const tt_run_config *rc = &r->rc;
+    const char *outs[] = {rc->save, rc->log, rc->trace, rc->timeline};
+    for (size_t i = 0; r->g->world_rank == 0 && i < sizeof outs / sizeof outs[0]; i++)
+        if (outs[i])
+            tt_remove_stale_temps(outs[i], stdout);
+}
+
 #define LOG_HEADER "step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss,mfu,wall_ms\n"
 
 /* The CSV log, open for appending. A resumed run continues the log it finds
@@ -167,6 +179,8 @@ int tt_run_setup(tt_run *r)
         status = run_clock(r);
     if (!status)
         status = run_check_outputs(r);
+    if (!status)
+        run_clean_temps(r);
     if (!status)
         status = run_build(r);
     if (status)

@@ -2,6 +2,7 @@
  * logic that calls MPI's transfers (checkpoint files use MPI-IO in
  * src/train/ckpt_mpiio.c). */
 #include "tt/comm/comm.h"
+#include "tt/comm/watchdog.h"
 #include "tt/core/common.h"
 #include "tt/core/vclock.h"
 
@@ -48,6 +49,7 @@ static void count_peer(int where, tt_op op, long long bytes, double t0, int peer
     int row = (where & TT_BOOKKEEPING) ? TT_GROUP_OTHER : (where & ~TT_BOOKKEEPING);
     tt_comm_count *c = &stats.c[row][op];
     double t1 = tt_clock_now();
+    tt_watch_end();
     c->calls++;
     c->bytes += bytes;
     c->seconds += t1 - t0;
@@ -59,6 +61,13 @@ static void count(int where, tt_op op, long long bytes, double t0)
 {
     count_peer(where, op, bytes, t0, -1);
 }
+
+/* The watchdog's hooks before a blocking call (tt/comm/watchdog.h); the
+ * call's end is booked in count_peer, after the clocks' exchanges too. */
+#define WATCH_COLLECTIVE(op, g, where) \
+    tt_watch_begin(TT_WATCH_COLLECTIVE, tt_op_names[op], tt_group_comm(g, where), -1, -1)
+#define WATCH_P2P(kind, op, g, peer, tag) \
+    tt_watch_begin(kind, tt_op_names[op], (g)->pp_comm, peer, tag)
 
 static long long type_size(MPI_Datatype type)
 {
@@ -124,7 +133,9 @@ static void clock_collective(const tt_grid *g, int where, double latest, tt_coll
 
 double tt_clock_max(const tt_grid *g, int where, double t)
 {
+    WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, where);
     MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, tt_group_comm(g, where));
+    tt_watch_end();
     return t;
 }
 
@@ -173,6 +184,7 @@ void tt_allreduce(const tt_grid *g, int where, void *buf, int count_, MPI_Dataty
 {
     double t0 = tt_clock_now();
     MPI_Comm comm = tt_group_comm(g, where);
+    WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, where);
     const int ticking = tt_vclock_ticking();
     double latest = ticking ? clock_latest_entry(comm) : 0.0;
     MPI_Allreduce(MPI_IN_PLACE, buf, count_, type, op, comm);
@@ -189,6 +201,7 @@ void tt_allgather(const tt_grid *g, int where, const void *send, void *recv, int
     MPI_Comm comm = tt_group_comm(g, where);
     int n;
     MPI_Comm_size(comm, &n);
+    WATCH_COLLECTIVE(TT_OP_ALLGATHER, g, where);
     const int ticking = tt_vclock_ticking();
     double latest = ticking ? clock_latest_entry(comm) : 0.0;
     MPI_Allgather(send, count_, type, recv, count_, type, comm);
@@ -205,6 +218,7 @@ void tt_reduce_scatter(const tt_grid *g, int where, const void *send, void *recv
     MPI_Comm comm = tt_group_comm(g, where);
     int n;
     MPI_Comm_size(comm, &n);
+    WATCH_COLLECTIVE(TT_OP_REDUCE_SCATTER, g, where);
     const int ticking = tt_vclock_ticking();
     double latest = ticking ? clock_latest_entry(comm) : 0.0;
     MPI_Reduce_scatter_block(send, recv, count_, type, MPI_SUM, comm);
@@ -222,6 +236,7 @@ void tt_gatherv(const tt_grid *g, int where, const void *send, int count_, void 
     int me, n;
     MPI_Comm_rank(comm, &me);
     MPI_Comm_size(comm, &n);
+    WATCH_COLLECTIVE(TT_OP_GATHER, g, where);
     const int ticking = tt_vclock_ticking();
     double latest = ticking ? clock_latest_entry(comm) : 0.0;
     MPI_Gatherv(send, count_, type, recv, counts, displs, type, root, comm);
@@ -239,6 +254,7 @@ void tt_bcast(const tt_grid *g, int where, void *buf, int count_, MPI_Datatype t
 {
     double t0 = tt_clock_now();
     MPI_Comm comm = tt_group_comm(g, where);
+    WATCH_COLLECTIVE(TT_OP_BCAST, g, where);
     const int ticking = tt_vclock_ticking();
     double latest = ticking ? clock_latest_entry(comm) : 0.0;
     MPI_Bcast(buf, count_, type, root, comm);
@@ -266,6 +282,7 @@ void tt_send(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, i
     if (dest == MPI_PROC_NULL)
         return;
     double t0 = tt_clock_now();
+    WATCH_P2P(TT_WATCH_SEND, TT_OP_SEND, g, stage_world_rank(g, dest), tag);
     MPI_Send(buf, count_, type, dest, tag, g->pp_comm);
     if (tt_vclock_ticking()) {
         double t = tt_vclock_now();
@@ -283,6 +300,7 @@ void tt_isend(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, 
         return;
     }
     double t0 = tt_clock_now();
+    WATCH_P2P(TT_WATCH_SEND, TT_OP_SEND, g, stage_world_rank(g, dest), tag);
     MPI_Isend(buf, count_, type, dest, tag, g->pp_comm, req);
     if (tt_vclock_ticking())
         clock_isend(g, dest, tag);
@@ -295,6 +313,7 @@ void tt_recv(const tt_grid *g, void *buf, int count_, MPI_Datatype type, int src
     if (src == MPI_PROC_NULL)
         return;
     double t0 = tt_clock_now();
+    WATCH_P2P(TT_WATCH_RECV, TT_OP_RECV, g, stage_world_rank(g, src), tag);
     MPI_Recv(buf, count_, type, src, tag, g->pp_comm, MPI_STATUS_IGNORE);
     const long long bytes = (long long)count_ * type_size(type);
     if (tt_vclock_ticking())
@@ -304,9 +323,11 @@ void tt_recv(const tt_grid *g, void *buf, int count_, MPI_Datatype type, int src
 
 void tt_wait_all(int n, MPI_Request *reqs)
 {
+    tt_watch_begin(TT_WATCH_SENDS, "wait for the posted sends", MPI_COMM_NULL, -1, -1);
     if (n > 0)
         MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
     clock_wait_sends();
+    tt_watch_end();
 }
 
 /* ---- agreement ---- */

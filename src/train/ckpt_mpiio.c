@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "tt/comm/comm.h"
+#include "tt/core/faults.h"
 #include "tt/core/outpath.h"
 #include "tt/model/model.h"
 
@@ -285,6 +286,15 @@ static int write_slices(save_job *s)
     return tt_agree_error(g, err != MPI_SUCCESS, &s->msg);
 }
 
+/* 4b. The window a crash test aims at: data in the temporary, the
+ *     checkpoint's name untouched (tt_fault_pause_in_save, a no-op unless a
+ *     test asks for it). */
+static int test_pause(save_job *s)
+{
+    tt_fault_pause_in_save(s->info->step, s->g->world_rank);
+    return 0;
+}
+
 /* 5. Each stored array's checksum, read back from the file by one rank
  *    (round-robin), then shared: every other rank contributes zeros. */
 static int checksum_file(save_job *s)
@@ -376,7 +386,7 @@ int tt_checkpoint_save_sharded(const char *path, const tt_grid *g, const tt_para
     job_begin(&s, path, g, local, info);
     /* Every step's verdict is agreed, so all ranks stop at the same one. */
     int rc = check_shards(&s) || placeholder_header(&s) || open_temporary(&s) ||
-                     write_slices(&s) || checksum_file(&s) || finalise_header(&s) ||
+                     write_slices(&s) || test_pause(&s) || checksum_file(&s) || finalise_header(&s) ||
                      close_file(&s) || rename_into_place(&s)
                  ? -1
                  : 0;

@@ -31,6 +31,11 @@ static const fault_row rows[] = {
      "the DP gradient all-reduce is skipped: each replica steps on the gradient of its own "
      "share of the batch, every gradient diverges and the replicas drift apart; no effect "
      "with dp 1"},
+    {TT_FAULT_STALL, "stall",
+     "comm/watchdog.c, tt_watch_begin: before the last GPU's first communication of step 1",
+     "not a numerical bug, a hang: the last GPU (highest world rank) stops for 30 s, its "
+     "peers wait for it, and --watchdog (e.g. --watchdog 3) reports the wait and ends the "
+     "job; needs at least 2 GPUs and 2 steps"},
 };
 enum { NROWS = sizeof rows / sizeof rows[0] };
 

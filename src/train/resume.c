@@ -5,7 +5,9 @@
 #include "tt/train/resume.h"
 #include "tt/train/checkpoint.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Adopts the checkpoint's model config and hyper-parameters for every flag the
  * user did not give, and refuses a model shape that contradicts it. */
@@ -61,6 +63,25 @@ int tt_resume_prepare(tt_run_config *rc, tt_err *e)
         return -1;
     rc->resume_step = info.step;
     return 0;
+}
+
+int tt_resume_auto(tt_run_config *rc, tt_err *e)
+{
+    if (!rc->save)
+        return tt_fail(e, "--resume auto needs --save FILE: the checkpoint it continues from "
+                          "when it exists, and where the run saves");
+    struct stat st;
+    if (lstat(rc->save, &st) != 0) {
+        if (errno != ENOENT)
+            return tt_fail(e, "--resume auto: cannot check checkpoint '%s': %s", rc->save,
+                           strerror(errno));
+        rc->resume = NULL;
+        return 0;
+    }
+    /* Whatever is there is examined by the reader: a damaged file, a
+     * directory or a link is refused there, and kept. */
+    rc->resume = rc->save;
+    return 1;
 }
 
 int tt_run_save(const tt_run_config *rc, const tt_model *m, const tt_grid *g, long step,

@@ -68,6 +68,7 @@ typedef struct {
     int clock_wall;           /* --clock wall (1) or virtual (0) */
     int spot_check;           /* check the first and last steps (off: --no-spot-check) */
     const char *inject_bug;   /* --inject-bug NAME: a planted fault for the oracle (tests, labs) */
+    double watchdog;          /* --watchdog SECONDS: report and end a stuck communication; 0 = off */
     unsigned given;           /* TT_GIVEN_* bits */
 } tt_run_config;
 
