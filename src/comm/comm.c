@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const char *const tt_group_names[TT_NGROUPS] = {"TP", "PP", "DP", "other"};
 const char *const tt_op_names[TT_NOPS] = {"all-reduce", "all-gather", "reduce-scatter",
@@ -116,11 +117,43 @@ static const tt_link *group_link(const tt_grid *g, int where)
     return tt_cluster_server(c, lo) == tt_cluster_server(c, hi) ? &c->nvlink : &c->network;
 }
 
-/* A collective starts for all when the last member arrives. */
-static double clock_latest_entry(MPI_Comm comm)
+/* ---- waiting without holding a core ----------------------------------------
+ * Many virtual GPUs share few cores: a rank that waits for a peer must give
+ * its core to the ranks with work, not poll for it. So every wait here tests
+ * its request and sleeps between tests, 20 us at first, doubling to 500 us
+ * (a message that arrives costs a rank at most that much more latency). */
+static void wait_politely(MPI_Request *req)
 {
-    double t = tt_vclock_now();
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
+    int done = 0;
+    long ns = 20000;
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    while (!done) {
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        ns = ns < 500000 / 2 ? 2 * ns : 500000;
+        MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    }
+}
+
+/* A collective starts for all when the last member arrives: the members wait
+ * for each other politely (a non-blocking maximum of their clocks while the
+ * clocks tick, else a non-blocking barrier), so the blocking collective that
+ * follows finds everyone there and does not spin. MPI_MAX of doubles is
+ * exact in any order, so no result depends on the algorithm. Returns the
+ * latest entry time (0 when the clocks do not tick). */
+static double arrive(MPI_Comm comm, int ticking)
+{
+    int n;
+    MPI_Comm_size(comm, &n);
+    double t = ticking ? tt_vclock_now() : 0.0;
+    if (n == 1)
+        return t;
+    MPI_Request req;
+    if (ticking)
+        MPI_Iallreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm, &req);
+    else
+        MPI_Ibarrier(comm, &req);
+    wait_politely(&req);
     return t;
 }
 
@@ -134,7 +167,10 @@ static void clock_collective(const tt_grid *g, int where, double latest, tt_coll
 double tt_clock_max(const tt_grid *g, int where, double t)
 {
     WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, where);
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, tt_group_comm(g, where));
+    MPI_Comm comm = tt_group_comm(g, where);
+    MPI_Request req;
+    MPI_Iallreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm, &req);
+    wait_politely(&req);
     tt_watch_end();
     return t;
 }
@@ -161,7 +197,7 @@ static void clock_wait_sends(void)
 {
     while (clock_msgs) {
         clock_msg *m = clock_msgs;
-        MPI_Wait(&m->req, MPI_STATUS_IGNORE);
+        wait_politely(&m->req);
         clock_msgs = m->next;
         free(m);
     }
@@ -186,7 +222,7 @@ void tt_allreduce(const tt_grid *g, int where, void *buf, int count_, MPI_Dataty
     MPI_Comm comm = tt_group_comm(g, where);
     WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, where);
     const int ticking = tt_vclock_ticking();
-    double latest = ticking ? clock_latest_entry(comm) : 0.0;
+    double latest = arrive(comm, ticking);
     MPI_Allreduce(MPI_IN_PLACE, buf, count_, type, op, comm);
     const long long bytes = (long long)count_ * type_size(type);
     if (ticking)
@@ -203,7 +239,7 @@ void tt_allgather(const tt_grid *g, int where, const void *send, void *recv, int
     MPI_Comm_size(comm, &n);
     WATCH_COLLECTIVE(TT_OP_ALLGATHER, g, where);
     const int ticking = tt_vclock_ticking();
-    double latest = ticking ? clock_latest_entry(comm) : 0.0;
+    double latest = arrive(comm, ticking);
     MPI_Allgather(send, count_, type, recv, count_, type, comm);
     const long long bytes = (long long)n * count_ * type_size(type);
     if (ticking)
@@ -220,7 +256,7 @@ void tt_reduce_scatter(const tt_grid *g, int where, const void *send, void *recv
     MPI_Comm_size(comm, &n);
     WATCH_COLLECTIVE(TT_OP_REDUCE_SCATTER, g, where);
     const int ticking = tt_vclock_ticking();
-    double latest = ticking ? clock_latest_entry(comm) : 0.0;
+    double latest = arrive(comm, ticking);
     MPI_Reduce_scatter_block(send, recv, count_, type, MPI_SUM, comm);
     const long long bytes = (long long)n * count_ * type_size(type);
     if (ticking)
@@ -238,7 +274,7 @@ void tt_gatherv(const tt_grid *g, int where, const void *send, int count_, void 
     MPI_Comm_size(comm, &n);
     WATCH_COLLECTIVE(TT_OP_GATHER, g, where);
     const int ticking = tt_vclock_ticking();
-    double latest = ticking ? clock_latest_entry(comm) : 0.0;
+    double latest = arrive(comm, ticking);
     MPI_Gatherv(send, count_, type, recv, counts, displs, type, root, comm);
     long long elems = count_;
     if (me == root)
@@ -256,7 +292,7 @@ void tt_bcast(const tt_grid *g, int where, void *buf, int count_, MPI_Datatype t
     MPI_Comm comm = tt_group_comm(g, where);
     WATCH_COLLECTIVE(TT_OP_BCAST, g, where);
     const int ticking = tt_vclock_ticking();
-    double latest = ticking ? clock_latest_entry(comm) : 0.0;
+    double latest = arrive(comm, ticking);
     MPI_Bcast(buf, count_, type, root, comm);
     const long long bytes = (long long)count_ * type_size(type);
     if (ticking)
@@ -314,7 +350,9 @@ void tt_recv(const tt_grid *g, void *buf, int count_, MPI_Datatype type, int src
         return;
     double t0 = tt_clock_now();
     WATCH_P2P(TT_WATCH_RECV, TT_OP_RECV, g, stage_world_rank(g, src), tag);
-    MPI_Recv(buf, count_, type, src, tag, g->pp_comm, MPI_STATUS_IGNORE);
+    MPI_Request req;
+    MPI_Irecv(buf, count_, type, src, tag, g->pp_comm, &req);
+    wait_politely(&req);
     const long long bytes = (long long)count_ * type_size(type);
     if (tt_vclock_ticking())
         clock_recv(g, src, tag, bytes);
@@ -324,8 +362,8 @@ void tt_recv(const tt_grid *g, void *buf, int count_, MPI_Datatype type, int src
 void tt_wait_all(int n, MPI_Request *reqs)
 {
     tt_watch_begin(TT_WATCH_SENDS, "wait for the posted sends", MPI_COMM_NULL, -1, -1);
-    if (n > 0)
-        MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
+    for (int i = 0; i < n; i++)
+        wait_politely(&reqs[i]);
     clock_wait_sends();
     tt_watch_end();
 }
