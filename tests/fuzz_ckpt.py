@@ -7,10 +7,10 @@ library only).
 
 Makes a few hundred mutants of BASE, a valid checkpoint written by a short
 run (--save), resumes each with `$TT_BIN --resume MUTANT --steps STEP+1` on
-1 rank, every K-th also on pp 2 and on tp 2 x pp 2 (--pp-every 3,
---tp-every 16: a run costs MPI's start-up, about 0.4 s of CPU per rank;
-mpirun from $TT_MPIRUN, every run under a timeout), and checks what DESIGN
-section 7 promises for a hostile file:
+1 rank, every K-th also on pp 2 and on tp 2 x pp 2 (--pp-every 4 plus
+every valid file and bad value, --tp-every 16: a run costs MPI's start-up,
+about 0.4 s of CPU per rank; mpirun from $TT_MPIRUN, every run under a
+timeout), and checks what DESIGN section 7 promises for a hostile file:
 
   - no crash (a rank's exit status outside 0, 1, 2, a signal, or a crash
     report in the output) and no hang (the timeout);
@@ -98,13 +98,13 @@ def mutants(base, rng):
     # Truncations: every boundary of the frame, then offsets spread over the file.
     cuts = {0, 1, 4, 7, 8, 9, 8 + base.hlen // 2, hend - 1, hend, hend + 1, hend + 4,
             size - 4, size - 1}
-    while len(cuts) < 20:
+    while len(cuts) < 16:
         cuts.add(rng.randrange(hend, size))
     for c in sorted(cuts):
         out.append(("truncate", "at byte %d of %d" % (c, size), base.raw[:c], "refuse"))
 
     # One data byte changed: CRC-32 finds every error burst of up to 32 bits.
-    for _ in range(30):
+    for _ in range(24):
         pos = rng.randrange(len(base.data))
         x = rng.randrange(1, 256)
         d = bytearray(base.data)
@@ -114,7 +114,7 @@ def mutants(base, rng):
 
     # One header byte changed (JSON, names, numbers, padding): anything may
     # happen except a crash, a hang or a disagreement.
-    for _ in range(32):
+    for _ in range(26):
         pos = rng.randrange(8, hend)
         x = 1 << rng.randrange(8) if rng.random() < 0.5 else rng.randrange(1, 256)
         b = bytearray(base.raw)
@@ -138,7 +138,7 @@ def mutants(base, rng):
         out.append((kind, "%s %s" % (name, what), frame(h, base.data), expect))
 
     # Shapes: every change of value (the model needs the exact shape).
-    for _ in range(16):
+    for _ in range(12):
         name = rng.choice(base.tensors)
         s = base.header[name]["shape"]
         choices = [("dim 0 + 1", [s[0] + 1] + s[1:]), ("dim 0 - 1", [s[0] - 1] + s[1:]),
@@ -154,7 +154,7 @@ def mutants(base, rng):
         with_entry(name, "shape", v, "shape " + what, "shape")
 
     # Data offsets: moved, resized, reversed, outside the file, not integers.
-    for _ in range(16):
+    for _ in range(12):
         name = rng.choice(base.tensors)
         b0, e0 = base.header[name]["data_offsets"]
         choices = [("both + 4", [b0 + 4, e0 + 4]), ("both - 4", [b0 - 4, e0 - 4]),
@@ -198,7 +198,7 @@ def mutants(base, rng):
     odd = ["", "x", "-1", "0", "1", "3", "4", "7", "64", "1e6", "1000000", "2147483648",
            "99999999999999999999", "nan", "inf", "-inf", "1e300", "1e-300", "0x10", " 3",
            "3 ", "2.5", "-0", "+2", "1e-8", "0.5", None]
-    for _ in range(36):
+    for _ in range(30):
         k = rng.choice(keys)
         v = rng.choice(odd)
         h = base.copy_header()
@@ -364,7 +364,7 @@ def main():
     if len(a) < 2:
         sys.exit(__doc__)
     base_path, workdir = a[0], a[1]
-    opts = {"--seed": "13", "--jobs": "3", "--timeout": "10", "--pp-every": "3",
+    opts = {"--seed": "13", "--jobs": "3", "--timeout": "10", "--pp-every": "4",
             "--tp-every": "16", "--limit": "0", "--plant": ""}
     i = 2
     while i < len(a):
@@ -390,7 +390,9 @@ def main():
         with open(m["path"], "wb") as f:
             f.write(m.pop("data"))
         jobs.append((m, "np1"))
-        if pp_every and n % pp_every == 0:
+        # The mutants a run accepts, or refuses only after loading, are
+        # where ranks could part ways: all of them on pp 2.
+        if pp_every and (n % pp_every == 0 or m["kind"] in ("values", "valid")):
             jobs.append((m, "pp2"))
         if tp_every and n % tp_every == 0:
             jobs.append((m, "tp2pp2"))
@@ -451,6 +453,13 @@ def main():
              wall, opts["--jobs"], slowest[0], slowest[1]))
     print("(refused1/refused2: exit 1 or 2 with one message; refused/accepted count "
           "here too when a check failed)")
+    # The mutants whose fate is not fixed by their kind, for the record.
+    for m in ms:
+        s = m.get("status", {}).get("np1")
+        if m["kind"] != "valid" and s in (0, 2):
+            print("on 1 rank, %s: %s [%s, %s]%s" % (
+                "accepted" if s == 0 else "exit 2", os.path.basename(m["path"]), m["kind"],
+                m["what"], "" if s == 0 else ": " + m.get("msg", {}).get("np1", "")))
     for p in problems:
         print("PROBLEM: " + p)
     print("%d problems" % len(problems))
