@@ -208,6 +208,15 @@ def mutants(base, rng):
             h["__metadata__"][k] = v
         out.append(("metadata", "%s = %r" % (k, v), frame(h, base.data),
                     "refuse" if k in ("format",) else "any"))
+    # Values the metadata reader or the flags' ranges must refuse (issue 13
+    # found beta1 1, a negative eps and lr 1e300 accepted, layers 1e6 hanging).
+    for k, v in (("step", " 3"), ("lr", " 0.003"), ("layers", "2 "), ("beta1", "1"),
+                 ("eps", "-1e-08"), ("lr", "1e300"), ("layers", "1000000"), ("dim", "1000000"),
+                 ("batch", "100000000"), ("seq", "65536000"), ("dim", "65536"),
+                 ("layers", "1024")):
+        h = base.copy_header()
+        h["__metadata__"][k] = v
+        out.append(("metadata", "%s = %r" % (k, v), frame(h, base.data), "refuse"))
     for k, v in (("format", "tiny_transformer/2"), ("format", 1), ("step", 3), ("lr", None)):
         h = base.copy_header()
         h["__metadata__"][k] = v
