@@ -336,7 +336,7 @@ def run(path, layout, cfg):
 
 def judge(m, layout, res):
     """The outcome of one run: (outcome, problem or None)."""
-    kind, what, _, expect = m["kind"], m["what"], None, m["expect"]
+    kind, expect = m["kind"], m["expect"]
     st, out, err, secs, hung = res
     if hung:
         return "hang", "no end within the timeout (statuses %s)" % st
