@@ -189,7 +189,8 @@ int tt_run_setup(tt_run *r)
      * the run here, before any work. */
     if (tt_check_oom(g))
         return TT_EXIT_RUNTIME;
-    int failed = rc->resume && tt_checkpoint_load(rc->resume, &r->model.P, &e);
+    int failed = rc->resume && (tt_checkpoint_load(rc->resume, &r->model.P, &e) ||
+                                tt_resume_check_state(&r->model.P, rc->resume, &e));
     if (agreed(r, failed, &e, TT_EXIT_RUNTIME))
         return TT_EXIT_RUNTIME;
     if (rc->log && g->world_rank == 0) {

@@ -25,6 +25,13 @@ int tt_resume_prepare(tt_run_config *rc, tt_err *e);
  * -1 with e: no --save, or F cannot be examined. */
 int tt_resume_auto(tt_run_config *rc, tt_err *e);
 
+/* After loading a checkpoint into p (this rank's shards): -1 with a message
+ * naming the file and tensor when a weight or Adam moment is not finite or a
+ * second moment is negative. The checksums prove the bytes are the ones
+ * written, not that they are a training state. Not collective: the caller
+ * agrees on the verdict. */
+int tt_resume_check_state(const tt_params *p, const char *path, tt_err *e);
+
 /* Collective: saves the model's weights and Adam moments at `step` as the
  * global checkpoint `path`; on failure every rank returns -1 with the same
  * message and `path` is left as it was. */
