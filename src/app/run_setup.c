@@ -35,6 +35,16 @@ static int run_check(tt_run *r)
                 r->g->dp, rc->micro_batches);
         return fail_with(r, &e, TT_EXIT_USAGE);
     }
+    if (rc->zero > 0 && r->g->dp == 1) {
+        tt_fail(&e, "--zero %d needs a data-parallel group: ZeRO shards the optimizer state "
+                    "over the dp GPUs, and this layout has dp 1 (use --dp 2 or more, or --zero 0)",
+                rc->zero);
+        return fail_with(r, &e, TT_EXIT_USAGE);
+    }
+    if (rc->zero == 3) {
+        tt_fail(&e, "--zero 3 (sharded weights) is not built yet; stages 1 and 2 are");
+        return fail_with(r, &e, TT_EXIT_USAGE);
+    }
     const int K = r->g->pp * rc->virtual_stages;
     if (K > (int)(sizeof r->chunk_layers / sizeof r->chunk_layers[0])) {
         tt_fail(&e, "pp %d x virtual stages %d is more chunks than this build supports",

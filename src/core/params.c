@@ -44,7 +44,7 @@ static const tt_mem_cat kind_cat[TT_NKINDS] = {TT_MEM_WEIGHTS, TT_MEM_GRADS, TT_
 static const char *const kind_what[TT_NKINDS] = {"weights", "weight gradients", "Adam m",
                                                  "Adam v"};
 
-void tt_params_alloc(tt_params *p)
+void tt_params_plan(tt_params *p)
 {
     size_t total = 0;
     for (int i = 0; i < p->n; i++) {
@@ -52,19 +52,79 @@ void tt_params_alloc(tt_params *p)
         total += p->t[i].numel;
     }
     p->total = total;
+    if (p->z.stage > 0) {
+        const size_t n = (size_t)p->z.parts;
+        p->z.padded = (total + n - 1) / n * n;
+        p->z.shard = p->z.padded / n;
+        p->z.lo = (size_t)p->z.rank * p->z.shard;
+    }
+}
+
+void tt_params_set_zero(tt_params *p, int stage, int parts, int rank)
+{
+    memset(&p->z, 0, sizeof p->z);
+    if (stage > 0 && parts > 1) {
+        p->z.stage = stage;
+        p->z.parts = parts;
+        p->z.rank = rank;
+    }
+    tt_params_plan(p);
+}
+
+/* Floats of each kind's buffer: the table's total without ZeRO; under it the
+ * weights and the gradient buffer (stage 1: the gradient; stage 2: the
+ * scratch one micro-batch's backward accumulates into) padded, the moments
+ * one shard. */
+static size_t kind_floats(const tt_zero_part *z, size_t total, tt_kind k)
+{
+    if (z->stage == 0)
+        return total;
+    return k == TT_W || k == TT_G ? z->padded : z->shard;
+}
+
+void tt_params_zero_bytes(size_t total, int stage, int parts, size_t *weights, size_t *grads,
+                          size_t *optimizer)
+{
+    tt_zero_part z = {0};
+    if (stage > 0 && parts > 1) {
+        z.stage = stage;
+        z.parts = parts;
+        z.padded = (total + (size_t)parts - 1) / (size_t)parts * (size_t)parts;
+        z.shard = z.padded / (size_t)parts;
+    }
+    *weights = 4 * kind_floats(&z, total, TT_W);
+    *grads = 4 * (kind_floats(&z, total, TT_G) + (z.stage >= 2 ? z.shard : 0));
+    *optimizer = 4 * (kind_floats(&z, total, TT_M) + kind_floats(&z, total, TT_V));
+}
+
+void tt_params_alloc(tt_params *p)
+{
+    tt_params_plan(p);
     /* One buffer per kind, each its own entry in the memory account, so a
      * technique that shards or drops one kind (ZeRO) changes only that one. */
     p->tracked = tt_mem_is_tracking();
     for (int k = 0; k < TT_NKINDS; k++) {
-        p->buf[k] = tt_calloc(total ? total : 1, sizeof(float));
-        tt_mem_account(kind_cat[k], total * sizeof(float), kind_what[k]);
+        size_t n = kind_floats(&p->z, p->total, (tt_kind)k);
+        const char *what = p->z.stage >= 2 && k == TT_G ? "gradient scratch (one micro-batch)"
+                           : p->z.stage > 0 && k >= TT_M ? (k == TT_M ? "Adam m (ZeRO shard)"
+                                                                      : "Adam v (ZeRO shard)")
+                                                         : kind_what[k];
+        p->buf[k] = tt_calloc(n ? n : 1, sizeof(float));
+        tt_mem_account(kind_cat[k], n * sizeof(float), what);
+    }
+    if (p->z.stage >= 2) {
+        p->gown = tt_calloc(p->z.shard ? p->z.shard : 1, sizeof(float));
+        tt_mem_account(TT_MEM_GRADS, p->z.shard * sizeof(float), "owned gradient shard (ZeRO)");
+    } else if (p->z.stage == 1) {
+        p->gown = p->buf[TT_G] + p->z.lo;
     }
     for (int i = 0; i < p->n; i++) {
         tt_tensor *t = &p->t[i];
         t->w = p->buf[TT_W] + t->off;
         t->g = p->buf[TT_G] + t->off;
-        t->m = p->buf[TT_M] + t->off;
-        t->v = p->buf[TT_V] + t->off;
+        /* The moments exist only for the owned shard: no per-tensor view. */
+        t->m = p->z.stage ? NULL : p->buf[TT_M] + t->off;
+        t->v = p->z.stage ? NULL : p->buf[TT_V] + t->off;
     }
 }
 
@@ -72,11 +132,44 @@ void tt_params_free(tt_params *p)
 {
     for (int k = 0; k < TT_NKINDS; k++) {
         if (p->buf[k] && p->tracked)
-            tt_mem_release(kind_cat[k], p->total * sizeof(float));
+            tt_mem_release(kind_cat[k], kind_floats(&p->z, p->total, (tt_kind)k) * sizeof(float));
         free(p->buf[k]);
+    }
+    if (p->z.stage >= 2 && p->gown) {
+        if (p->tracked)
+            tt_mem_release(TT_MEM_GRADS, p->z.shard * sizeof(float));
+        free(p->gown);
     }
     free(p->t);
     memset(p, 0, sizeof *p);
+}
+
+size_t tt_tensor_owned(const tt_params *p, const tt_tensor *t, size_t *a, size_t *b)
+{
+    if (p->z.stage == 0) {
+        *a = 0;
+        *b = t->numel;
+        return t->numel;
+    }
+    const size_t lo = p->z.lo, hi = p->z.lo + p->z.shard;
+    size_t s = t->off > lo ? t->off : lo, e = t->off + t->numel < hi ? t->off + t->numel : hi;
+    if (e <= s)
+        s = e = t->off; /* nothing owned: an empty range */
+    *a = s - t->off;
+    *b = e - t->off;
+    return *b - *a;
+}
+
+float *tt_owned_data(const tt_params *p, const tt_tensor *t, tt_kind k, size_t a)
+{
+    if (p->z.stage == 0 || k == TT_W)
+        return tt_tensor_data(t, k) + a;
+    /* Flat element t->off + a sits at (t->off + a - lo) of a shard buffer;
+     * an empty range (a at the tensor's end) may point one past it. */
+    size_t at = t->off + a >= p->z.lo ? t->off + a - p->z.lo : 0;
+    if (at > p->z.shard)
+        at = p->z.shard;
+    return (k == TT_G ? p->gown : p->buf[k]) + at;
 }
 
 float *tt_params_buffer(const tt_params *p, tt_kind k) { return p->buf[k]; }
@@ -191,7 +284,9 @@ void tt_params_init(tt_params *p, uint64_t seed, int n_layers)
 void tt_params_zero_grads(tt_params *p)
 {
     if (p->buf[TT_G])
-        memset(p->buf[TT_G], 0, p->total * sizeof(float));
+        memset(p->buf[TT_G], 0, kind_floats(&p->z, p->total, TT_G) * sizeof(float));
+    if (p->z.stage >= 2 && p->gown)
+        memset(p->gown, 0, p->z.shard * sizeof(float));
 }
 
 size_t tt_tensor_real_numel(const tt_tensor *t)

@@ -70,7 +70,15 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
             SAY("  %s: samples %d..%d of every step\n",
                 tt_gpu_name(g, tt_grid_rank_of(g, d, 0, 0), name, sizeof name), d * local,
                 (d + 1) * local - 1);
-    if (g->dp > 1) {
+    if (g->dp > 1 && m->P.z.stage) {
+        const tt_zero_part *z = &m->P.z;
+        char h[32];
+        SAY("ZeRO-%d over each DP group: %zu floats padded to %zu (%s), each DP rank owns "
+            "%zu; per step %s, then AdamW on the owned shard and one all-gather of the "
+            "weights\n", z->stage, m->P.total, z->padded, tt_mem_human(z->padded * 4, h, sizeof h),
+            z->shard, z->stage >= 2 ? "one gradient reduce-scatter per micro-batch"
+                                    : "one gradient reduce-scatter");
+    } else if (g->dp > 1) {
         size_t n = m->P.total;
         char h[32];
         SAY("DP gradient sync: %zu floats (%s) summed per step in %ld all-reduce bucket%s "

@@ -38,12 +38,30 @@ typedef struct {
  * table: weights, their gradients, Adam's first and second moments. */
 typedef enum { TT_W, TT_G, TT_M, TT_V, TT_NKINDS } tt_kind;
 
+/* ZeRO's partition of the table over a DP group (DESIGN section 10): the
+ * flat buffer of `total` elements is padded with zeros to a multiple of
+ * `parts` and cut into equal shards; DP rank `rank` owns flat elements
+ * [lo, lo + shard). Padding is at most parts - 1 elements, all at the end
+ * (owned by the last ranks), belongs to no tensor and stays zero; the
+ * buffers that hold it are booked with it in the memory account. */
+typedef struct {
+    int stage;              /* 0: no ZeRO (every kind whole on every replica) */
+    int parts, rank;        /* DP group size and this GPU's DP rank */
+    size_t padded;          /* total rounded up to a multiple of parts */
+    size_t shard;           /* padded / parts */
+    size_t lo;              /* rank * shard */
+} tt_zero_part;
+
 typedef struct {
     int n, cap;
     tt_tensor *t;
     size_t total;           /* local elements over all shards (per kind) */
     float *buf[TT_NKINDS];  /* one allocation per kind, carved by the table */
     int tracked;            /* booked in the virtual GPU's memory account */
+    tt_zero_part z;         /* ZeRO (z.stage > 0): see tt_params_set_zero */
+    float *gown;            /* ZeRO: the summed gradient of the owned shard
+                               (z.shard floats for flat [lo, lo + shard)):
+                               stage 1 inside buf[TT_G], stage 2 its own buffer */
 } tt_params;
 
 /* Adds a tensor to the table (before tt_params_alloc). The slice is rows or
@@ -54,6 +72,32 @@ int tt_params_add(tt_params *p, const char *name, int ndim, int rows, int cols,
                   tt_split split, int offset, int local);
 /* Allocates the four buffers (zeroed) and points every shard into them. */
 void tt_params_alloc(tt_params *p);
+/* Computes every shard's `off` and the table's `total` (tt_params_alloc does
+ * this first; a table that is never allocated can call it alone). */
+void tt_params_plan(tt_params *p);
+/* Before tt_params_alloc (or on a table never allocated, to know another
+ * rank's partition): ZeRO stage 1, 2 or 3 over a DP group of `parts` GPUs
+ * of which this is `rank`; stage 0 or parts 1 leaves the table unsharded.
+ * Allocation then follows the stage: the Adam moments are z.shard floats
+ * (t->m, t->v are NULL: use tt_owned_data); stage 1 keeps the whole padded
+ * gradient buffer, stage 2 keeps it only as a scratch for one micro-batch's
+ * backward plus the owned shard's gradient (p->gown); the weights stay whole
+ * (padded). */
+void tt_params_set_zero(tt_params *p, int stage, int parts, int rank);
+/* Bytes of the four kinds of a table of `total` elements under ZeRO `stage`
+ * over `parts` GPUs, by category: weights, gradients, optimizer (what
+ * tt_params_alloc books; the closed form doc/memory.md gives). */
+void tt_params_zero_bytes(size_t total, int stage, int parts, size_t *weights, size_t *grads,
+                          size_t *optimizer);
+/* The local elements [*a, *b) of shard t (row-major over lshape) whose
+ * gradient and Adam moments this GPU owns: all of them without ZeRO, the
+ * part inside [lo, lo + shard) with it. Returns *b - *a. */
+size_t tt_tensor_owned(const tt_params *p, const tt_tensor *t, size_t *a, size_t *b);
+/* Where this GPU keeps element *a (of tt_tensor_owned) of kind k of t: the
+ * weights of the shard, the summed gradient (after the DP reduction) and the
+ * Adam moments of the owned part; n = *b - *a elements follow. Without ZeRO:
+ * tt_tensor_data(t, k) + a. */
+float *tt_owned_data(const tt_params *p, const tt_tensor *t, tt_kind k, size_t a);
 void tt_params_free(tt_params *p);
 int tt_params_find(const tt_params *p, const char *name); /* -1 if absent */
 

@@ -35,6 +35,8 @@ typedef struct {
     int first_stage, last_stage;
     int mlp_gather;             /* --tp-mlp gather: all-gather fc1's output */
     int nchunks;                /* 0 or 1: one chunk; else the ranges below */
+    int zero_stage, dp_size, dp_rank; /* --zero: the table is partitioned over the DP
+                                 group (tt_params_set_zero); 0: not */
     int chunk_begin[TT_MAX_CHUNKS], chunk_end[TT_MAX_CHUNKS];
 } tt_shard_spec;
 

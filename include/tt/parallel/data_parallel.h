@@ -16,6 +16,28 @@
  * batch: PyTorch DDP's average of per-replica means, without the division. */
 void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes);
 
+/* Under ZeRO (p->z.stage > 0) tt_dp_sync_grads does not all-reduce: stage 1
+ * reduce-scatters the whole padded gradient buffer once (no buckets), so each
+ * DP rank gets the sum of the shard it owns (p->gown); stage 2 has done that
+ * per micro-batch already (tt_zero_reduce_micro_batch) and does nothing. */
+
+/* ZeRO stage 2, after each micro-batch's backward on this stage (the pipeline
+ * executor calls it): the scratch gradient buffer is reduce-scattered over
+ * the DP group, the owned shard's sum added to p->gown, the scratch zeroed
+ * for the next micro-batch. Collective over DP. */
+void tt_zero_reduce_micro_batch(const tt_grid *g, tt_params *p);
+/* ZeRO, after the update of the owned shard: the weights are all-gathered
+ * over the DP group (in place: every shard sits at its rank's offset of the
+ * padded buffer), so every replica holds the whole updated weights. */
+void tt_zero_gather_weights(const tt_grid *g, tt_params *p);
+/* The DP traffic under ZeRO (p->z.stage > 0) on one GPU, for `steps` steps
+ * of `micro_batches` micro-batches, added to *add, in buffer bytes as comm
+ * counts them (doc/memory.md): per step, stage 1 one reduce-scatter of the
+ * padded buffer (4 x padded bytes) and one all-gather of it (4 x padded);
+ * stage 2 one reduce-scatter per micro-batch and one all-gather. */
+void tt_zero_expected_traffic(tt_comm_stats *add, const tt_params *p, int micro_batches,
+                              long steps);
+
 /* Number of all-reduce calls tt_dp_sync_grads makes for n floats. */
 long tt_dp_buckets(size_t n_floats, size_t bucket_bytes);
 
@@ -25,7 +47,8 @@ void tt_dp_expected_traffic(tt_comm_stats *add, const tt_params *p, size_t bucke
                             long steps);
 
 /* 1 when every DP replica holds the same bytes of weights and Adam moments
- * (a CRC of the buffers compared across the group; booked as other). The
+ * (a CRC of the buffers compared across the group; booked as other); under
+ * ZeRO, where each replica holds other moments, the weights only. The
  * verdict is the same on every rank. */
 int tt_dp_replicas_identical(const tt_grid *g, const tt_params *p);
 /* 1 when the replicated tensors (LayerNorms, row-parallel biases, positions)
