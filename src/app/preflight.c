@@ -43,7 +43,7 @@ int tt_preflight_memory(const tt_run_config *rc, const tt_grid *g, const tt_shar
         tt_params table;
         size_t w, gr, opt;
         tt_model_shard_table(&table, &rc->model, spec);
-        tt_params_zero_bytes(table.total, spec->zero_stage, spec->dp_size, &w, &gr, &opt);
+        tt_params_zero_bytes(&table, &w, &gr, &opt);
         tt_params_free(&table);
         params = (uint64_t)w + gr + opt;
     }

@@ -80,6 +80,7 @@ static int run_build(tt_run *r)
     /* Activations for one micro-batch; eval runs in chunks of the same size. */
     tt_model_init(&r->model, &rc->model, &spec, tt_micro_batch_size(rc, g->dp), rc->seed);
     r->model.grid = g;
+    tt_zero_attach(&r->model, g); /* ZeRO-2: reduce each unit as its backward ends */
     r->have_model = 1;
     r->have_pipe = 1; /* tt_pipe_free releases what a failed init leaves */
     if (tt_pipe_init(&r->pipe, &r->model, rc, g, &e))

@@ -24,11 +24,12 @@ long tt_dp_buckets(size_t n_floats, size_t bucket_bytes)
     return (long)((n_floats + b - 1) / b);
 }
 
-/* ZeRO: the owned shard's sum of the padded gradient buffer `grads`, which
- * MPI leaves at the start of the buffer when reducing in place. */
-static void reduce_scatter_owned(const tt_grid *g, const tt_params *p, float *grads)
+/* ZeRO: unit u's reduce-scatter over DP, in place on its padded run `run`
+ * (n floats): MPI leaves this rank's summed piece at the start of it. */
+static void reduce_scatter_unit(const tt_grid *g, const tt_params *p, float *run, size_t n)
 {
-    tt_reduce_scatter(g, TT_GROUP_DP, MPI_IN_PLACE, grads, (int)p->z.shard, MPI_FLOAT);
+    tt_reduce_scatter(g, TT_GROUP_DP, MPI_IN_PLACE, run, (int)(n / (size_t)p->z.parts),
+                      MPI_FLOAT);
 }
 
 void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
@@ -37,11 +38,15 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
         return;
     if (p->z.stage >= 2)
         return; /* reduced micro-batch by micro-batch */
-    if (p->z.stage == 1) {
+    if (p->z.stage == 1) { /* unit by unit, each piece back to its own place */
         float *grads = tt_params_buffer(p, TT_G);
-        reduce_scatter_owned(g, p, grads);
-        if (p->z.lo) /* to the owned shard's own place: p->gown */
-            memmove(p->gown, grads, p->z.shard * sizeof(float));
+        for (int u = 0; u < p->z.nunits; u++) {
+            size_t begin, n, lo;
+            tt_zero_unit(p, u, &begin, &n, &lo);
+            reduce_scatter_unit(g, p, grads + begin, n);
+            if (lo != begin)
+                memmove(grads + lo, grads + begin, n / (size_t)p->z.parts * sizeof(float));
+        }
         return;
     }
     float *grads = tt_params_buffer(p, TT_G);
@@ -52,39 +57,60 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
     }
 }
 
-void tt_zero_reduce_micro_batch(const tt_grid *g, tt_params *p)
+void tt_zero_reduce_unit(void *grid, tt_params *p, int tensor)
 {
+    const tt_grid *g = grid;
     if (p->z.stage < 2)
         return;
-    float *scratch = tt_params_buffer(p, TT_G);
+    size_t begin, n, lo;
+    const int u = p->t[tensor].unit;
+    tt_zero_unit(p, u, &begin, &n, &lo);
+    const size_t piece = n / (size_t)p->z.parts;
+    float *scratch = tt_params_buffer(p, TT_G), *own = p->gown + begin / (size_t)p->z.parts;
     const float *sum = scratch;
     if (tt_fault_active(TT_FAULT_DP_NO_SYNC)) /* planted: this replica's own share only */
-        sum = scratch + p->z.lo;
+        sum = scratch + (lo - begin);
     else
-        reduce_scatter_owned(g, p, scratch);
-    for (size_t e = 0; e < p->z.shard; e++)
-        p->gown[e] += sum[e];
-    memset(scratch, 0, p->z.padded * sizeof(float));
+        reduce_scatter_unit(g, p, scratch, n);
+    for (size_t e = 0; e < piece; e++)
+        own[e] += sum[e];
+    memset(scratch, 0, n * sizeof(float));
+}
+
+void tt_zero_attach(tt_model *m, const tt_grid *g)
+{
+    if (m->P.z.stage < 2)
+        return;
+    m->grads_ready = tt_zero_reduce_unit;
+    m->grads_ready_ctx = (void *)g;
 }
 
 void tt_zero_gather_weights(const tt_grid *g, tt_params *p)
 {
     if (p->z.stage == 0)
         return;
-    tt_allgather(g, TT_GROUP_DP, MPI_IN_PLACE, tt_params_buffer(p, TT_W), (int)p->z.shard,
-                 MPI_FLOAT);
+    float *w = tt_params_buffer(p, TT_W);
+    for (int u = 0; u < p->z.nunits; u++) {
+        size_t begin, n, lo;
+        tt_zero_unit(p, u, &begin, &n, &lo);
+        tt_allgather(g, TT_GROUP_DP, MPI_IN_PLACE, w + begin, (int)(n / (size_t)p->z.parts),
+                     MPI_FLOAT);
+    }
 }
 
 void tt_zero_expected_traffic(tt_comm_stats *add, const tt_params *p, int micro_batches,
                               long steps)
 {
     /* comm books a reduce-scatter by its whole input and an all-gather by
-     * its whole output: both are the padded buffer, 4 x padded bytes. */
+     * its whole output: one padded unit each call, so the calls of a step
+     * add up to 4 x padded bytes. Stage 2 reduces every unit once per
+     * micro-batch (each block sits in one chunk: one backward per
+     * micro-batch). */
     const long long bytes = 4 * (long long)p->z.padded;
     const long rs = p->z.stage >= 2 ? micro_batches : 1;
-    add->c[TT_GROUP_DP][TT_OP_REDUCE_SCATTER].calls += steps * rs;
+    add->c[TT_GROUP_DP][TT_OP_REDUCE_SCATTER].calls += steps * rs * p->z.nunits;
     add->c[TT_GROUP_DP][TT_OP_REDUCE_SCATTER].bytes += steps * rs * bytes;
-    add->c[TT_GROUP_DP][TT_OP_ALLGATHER].calls += steps;
+    add->c[TT_GROUP_DP][TT_OP_ALLGATHER].calls += steps * p->z.nunits;
     add->c[TT_GROUP_DP][TT_OP_ALLGATHER].bytes += steps * bytes;
 }
 
@@ -102,7 +128,8 @@ int tt_dp_replicas_identical(const tt_grid *g, const tt_params *p)
     const tt_kind kept[] = {TT_W, TT_M, TT_V};
     uint32_t crc = 0;
     for (int k = 0; k < (p->z.stage ? 1 : 3); k++)
-        crc = tt_crc32(crc, tt_params_buffer(p, kept[k]), p->total * sizeof(float));
+        crc = tt_crc32(crc, tt_params_buffer(p, kept[k]),
+                       (p->z.stage ? p->z.padded : p->total) * sizeof(float));
     return tt_group_all_equal(g, TT_GROUP_DP, crc);
 }
 

@@ -17,7 +17,6 @@
 #include "tt/comm/comm.h"
 #include "tt/core/memory.h"
 #include "tt/core/events.h"
-#include "tt/parallel/data_parallel.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -148,7 +147,6 @@ typedef struct {
     size_t n;      /* floats in one micro-batch's activation (or its gradient) */
     double loss;   /* sum of (mean loss x sequences) over the micro-batches */
     int held;      /* (mb, chunk) pairs forwarded and not yet backwarded */
-    int backwards; /* backward actions run (ZeRO-2 reduces every v of them) */
 } step_state;
 
 /* Runs action i of this stage's list. Chunk 0 reads the tokens and the last
@@ -192,11 +190,6 @@ static void run_action(tt_pipe *pipe, int i, step_state *st)
         tt_slot_release(m, pipe->held[key]);
         pipe->held[key] = NULL;
         st->held--;
-        /* ZeRO-2: a micro-batch's worth of backwards (one per local chunk)
-         * is reduce-scattered into the owned gradient shard before the
-         * next one accumulates into the scratch. */
-        if (pipe->g && m->P.z.stage >= 2 && ++st->backwards % pipe->v == 0)
-            tt_zero_reduce_micro_batch(pipe->g, &m->P);
         /* m->dres is overwritten by the next backward: into the send buffer */
         if (!first)
             memcpy(pipe->grad_out[key], m->dres, st->n * sizeof(float));

@@ -73,11 +73,14 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
     if (g->dp > 1 && m->P.z.stage) {
         const tt_zero_part *z = &m->P.z;
         char h[32];
-        SAY("ZeRO-%d over each DP group: %zu floats padded to %zu (%s), each DP rank owns "
-            "%zu; per step %s, then AdamW on the owned shard and one all-gather of the "
-            "weights\n", z->stage, m->P.total, z->padded, tt_mem_human(z->padded * 4, h, sizeof h),
-            z->shard, z->stage >= 2 ? "one gradient reduce-scatter per micro-batch"
-                                    : "one gradient reduce-scatter");
+        SAY("ZeRO-%d over each DP group: %zu floats in %d units (embeddings, blocks, head), "
+            "padded to %zu (%s); each DP rank owns 1/%d of every unit (%zu floats); per step "
+            "%s, AdamW on the owned pieces, one all-gather of the weights per unit\n",
+            z->stage, m->P.total, z->nunits, z->padded, tt_mem_human(z->padded * 4, h, sizeof h),
+            z->parts, z->shard,
+            z->stage >= 2 ? "each unit's gradients reduce-scattered as its backward ends, "
+                            "every micro-batch"
+                          : "one gradient reduce-scatter per unit");
     } else if (g->dp > 1) {
         size_t n = m->P.total;
         char h[32];

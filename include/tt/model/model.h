@@ -113,6 +113,11 @@ typedef struct {
     float *dfull, *dfull2; /* tp,B,T,Hl  (--tp-mlp gather only) */
     float *datt_scratch;   /* T,T */
     size_t err_bytes;      /* the scratch above, in the memory account */
+    /* Called as the backward finishes the gradients of a unit (ZeRO's
+     * units: the head, a block, the embeddings), with a tensor of it;
+     * NULL: nothing (ZeRO-2 installs its reduce-scatter here). */
+    void (*grads_ready)(void *ctx, tt_params *P, int tensor);
+    void *grads_ready_ctx;
     int tracked;           /* allocations booked in the virtual GPU's account */
 } tt_model;
 

@@ -9,6 +9,7 @@
 #include "tt/comm/comm.h"
 #include "tt/comm/grid.h"
 #include "tt/core/params.h"
+#include "tt/model/model.h"
 
 /* All-reduce (sum) of the gradient buffer over the DP group in buckets of at
  * most bucket_bytes, front to back. Each replica's gradient already carries the
@@ -17,24 +18,28 @@
 void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes);
 
 /* Under ZeRO (p->z.stage > 0) tt_dp_sync_grads does not all-reduce: stage 1
- * reduce-scatters the whole padded gradient buffer once (no buckets), so each
- * DP rank gets the sum of the shard it owns (p->gown); stage 2 has done that
- * per micro-batch already (tt_zero_reduce_micro_batch) and does nothing. */
+ * reduce-scatters the padded gradient buffer unit by unit (no buckets: the
+ * units are the buckets), each piece left at its own place, so each DP rank
+ * holds the sum of the pieces it owns; stage 2 has done that as each unit's
+ * backward ended (tt_zero_reduce_unit) and does nothing. */
 
-/* ZeRO stage 2, after each micro-batch's backward on this stage (the pipeline
- * executor calls it): the scratch gradient buffer is reduce-scattered over
- * the DP group, the owned shard's sum added to p->gown, the scratch zeroed
- * for the next micro-batch. Collective over DP. */
-void tt_zero_reduce_micro_batch(const tt_grid *g, tt_params *p);
-/* ZeRO, after the update of the owned shard: the weights are all-gathered
- * over the DP group (in place: every shard sits at its rank's offset of the
- * padded buffer), so every replica holds the whole updated weights. */
+/* ZeRO stage 2, as the backward of the unit holding tensor `tensor` ends
+ * (the model's grads_ready hook; grid is the tt_grid): the scratch holding
+ * that unit's gradient of one micro-batch is reduce-scattered over the DP
+ * group, the owned piece's sum added to p->gown, the scratch zeroed for the
+ * next unit. Collective over DP. */
+void tt_zero_reduce_unit(void *grid, tt_params *p, int tensor);
+/* Installs tt_zero_reduce_unit as m's hook when m's table is under ZeRO-2. */
+void tt_zero_attach(tt_model *m, const tt_grid *g);
+/* ZeRO, after the update of the owned pieces: the weights are all-gathered
+ * over the DP group unit by unit (in place: every piece sits at its rank's
+ * place in the padded unit), so every replica holds the whole weights. */
 void tt_zero_gather_weights(const tt_grid *g, tt_params *p);
 /* The DP traffic under ZeRO (p->z.stage > 0) on one GPU, for `steps` steps
  * of `micro_batches` micro-batches, added to *add, in buffer bytes as comm
- * counts them (doc/memory.md): per step, stage 1 one reduce-scatter of the
- * padded buffer (4 x padded bytes) and one all-gather of it (4 x padded);
- * stage 2 one reduce-scatter per micro-batch and one all-gather. */
+ * counts them (doc/memory.md): per step, stage 1 one reduce-scatter and one
+ * all-gather per unit, together 4 x padded bytes each way; stage 2 the
+ * reduce-scatters once per micro-batch. */
 void tt_zero_expected_traffic(tt_comm_stats *add, const tt_params *p, int micro_batches,
                               long steps);
 
