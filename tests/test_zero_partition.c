@@ -1,4 +1,4 @@
-/* test_zero.c - ZeRO's partition of the parameter table, without MPI: the
+/* test_zero_partition.c - ZeRO's partition of the parameter table, without MPI: the
  * memory account of each stage against bytes worked out by hand, every
  * element owned by exactly one DP rank, the clipping norm counting each
  * element once, and AdamW on the owned pieces giving the unsharded update
