@@ -42,8 +42,10 @@ static void print_param_memory(const tt_model *m, const tt_grid *g)
     if (pad)
         printf(", %+ld for the padded vocabulary", pad);
     char h[32];
-    printf(") + %ld replicated = %ld floats, %s of weights (x4 with gradients and "
-           "Adam moments)\n", repl, total, tt_mem_human((size_t)total * 4, h, sizeof h));
+    printf(") + %ld replicated = %ld floats, %s of weights (%s)\n", repl, total,
+           tt_mem_human((size_t)total * 4, h, sizeof h),
+           m->P.z.stage ? "gradients and Adam moments sharded by ZeRO, see below"
+                        : "x4 with gradients and Adam moments");
 }
 
 #define SAY(...) do { if (rank == 0) printf(__VA_ARGS__); } while (0)
