@@ -128,6 +128,10 @@ const tt_flag tt_flags[] = {
              "for this layout, then exit (no training)"},
     {SIZE("--dp-bucket", dp_bucket), .metavar = "SIZE", IN(LAYOUT),
      .help = "bytes per gradient all-reduce bucket, e.g. 256K, 4M\n(default %D)"},
+    {INT("--zero", zero, 0, 3), .metavar = "N", IN(LAYOUT),
+     .help = "ZeRO over each DP group (needs dp > 1; default %D):\n"
+             "1 shards the Adam moments and the update, 2 also the\n"
+             "gradients (reduce-scattered per micro-batch); 0 = off"},
     /* The default is spelt out: each word has its own description. */
     {.name = "--tp-mlp", .kind = TT_FLAG_CHOICE, .words = tp_mlp_words,
      .metavar = "megatron|gather", IN(LAYOUT),

@@ -167,7 +167,9 @@ static int run_reports(tt_run *r)
     }
     if (g->dp > 1) {
         int same = tt_dp_replicas_identical(g, &r->model.P);
-        SAY("DP replicas bit-identical (weights and Adam moments): %s\n", same ? "yes" : "NO");
+        SAY("DP replicas bit-identical (%s): %s\n",
+            r->model.P.z.stage ? "weights; ZeRO shards the Adam moments" : "weights and Adam moments",
+            same ? "yes" : "NO");
         status = same ? status : TT_EXIT_RUNTIME;
     }
     if (rc->report_memory)

@@ -35,6 +35,16 @@ static int run_check(tt_run *r)
                 r->g->dp, rc->micro_batches);
         return fail_with(r, &e, TT_EXIT_USAGE);
     }
+    if (rc->zero > 0 && r->g->dp == 1) {
+        tt_fail(&e, "--zero %d needs a data-parallel group: ZeRO shards the optimizer state "
+                    "over the dp GPUs, and this layout has dp 1 (use --dp 2 or more, or --zero 0)",
+                rc->zero);
+        return fail_with(r, &e, TT_EXIT_USAGE);
+    }
+    if (rc->zero == 3) {
+        tt_fail(&e, "--zero 3 (sharded weights) is not built yet; stages 1 and 2 are");
+        return fail_with(r, &e, TT_EXIT_USAGE);
+    }
     const int K = r->g->pp * rc->virtual_stages;
     if (K > (int)(sizeof r->chunk_layers / sizeof r->chunk_layers[0])) {
         tt_fail(&e, "pp %d x virtual stages %d is more chunks than this build supports",
@@ -83,6 +93,7 @@ static int run_build(tt_run *r)
     /* Activations for one micro-batch; eval runs in chunks of the same size. */
     tt_model_init(&r->model, &rc->model, &spec, tt_micro_batch_size(rc, g->dp), rc->seed);
     r->model.grid = g;
+    tt_zero_attach(&r->model, g); /* ZeRO-2: reduce each unit as its backward ends */
     r->have_model = 1;
     r->have_pipe = 1; /* tt_pipe_free releases what a failed init leaves */
     if (tt_pipe_init(&r->pipe, &r->model, rc, g, &e))

@@ -26,7 +26,9 @@ void tt_comm_expected(tt_comm_stats *exp, const tt_run_config *rc, const tt_grid
     }
     if (g->pp > 1)
         tt_pipe_expected_traffic(exp, rc, g, steps);
-    if (g->dp > 1)
+    if (g->dp > 1 && m->P.z.stage)
+        tt_zero_expected_traffic(exp, &m->P, rc->micro_batches, steps);
+    else if (g->dp > 1)
         tt_dp_expected_traffic(exp, &m->P, rc->dp_bucket, steps);
 }
 

@@ -80,7 +80,10 @@ void tt_inject_after_backward(tt_model *m, const tt_grid *g)
     if (i < 0 || dp_rank != 0 || tp_rank != tp - 1)
         return;
     const tt_tensor *t = &m->P.t[i];
-    float *grad = tt_tensor_data(t, TT_G);
-    for (size_t e = 0, n = tt_tensor_real_numel(t); e < n; e++)
-        grad[e] *= 1.01f;
+    /* Under ZeRO, the part of the summed gradient this GPU owns. */
+    size_t a, b, real = tt_tensor_real_numel(t);
+    tt_tensor_owned(&m->P, t, &a, &b);
+    float *grad = tt_owned_data(&m->P, t, TT_G, a);
+    for (size_t e = a; e < b && e < real; e++)
+        grad[e - a] *= 1.01f;
 }

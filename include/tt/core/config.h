@@ -56,6 +56,8 @@ typedef struct {
     int show_grid;            /* --show-grid: print every GPU and group */
     size_t dp_bucket;         /* bytes per DP gradient all-reduce bucket */
     int tp_mlp_gather;        /* --tp-mlp gather (1) or megatron (0) */
+    int zero;                 /* --zero 0..3: ZeRO stage over each DP group (not a
+                                 hyper-parameter: checkpoints do not depend on it) */
     int report_comm;          /* --report comm: every GPU's traffic table */
     int report_memory;        /* --report memory: every GPU's memory table */
     size_t gpu_mem;           /* --gpu-mem: bytes per virtual GPU, 0 = unlimited */
