@@ -28,8 +28,16 @@ static int run_check(tt_run *r)
     tt_err e;
     if (run_plant_fault(r))
         return TT_EXIT_USAGE;
-    if (tt_config_check(rc, &e))
+    if (tt_config_check(rc, &e)) {
+        /* A resumed run's values partly come from its checkpoint: say so. */
+        if (rc->resume) {
+            size_t n = strlen(e.msg);
+            snprintf(e.msg + n, sizeof e.msg - n,
+                     " (values not given on the command line come from checkpoint '%s')",
+                     rc->resume);
+        }
         return fail_with(r, &e, TT_EXIT_USAGE);
+    }
     if (rc->batch % r->g->dp || (rc->batch / r->g->dp) % rc->micro_batches) {
         tt_fail(&e, "--batch %d must split into dp %d replicas of --micro-batches %d", rc->batch,
                 r->g->dp, rc->micro_batches);
