@@ -94,6 +94,9 @@ static void print_version(FILE *out)
 
 static const tt_flag_word tp_mlp_words[] = {
     {"megatron", AT(tp_mlp_gather), 0}, {"gather", AT(tp_mlp_gather), 1}, {NULL, 0, 0}};
+static const tt_flag_word recompute_words[] = {
+    {"none", AT(recompute), TT_RECOMPUTE_NONE}, {"selective", AT(recompute), TT_RECOMPUTE_SELECTIVE},
+    {"full", AT(recompute), TT_RECOMPUTE_FULL}, {NULL, 0, 0}};
 static const tt_flag_word clock_words[] = {
     {"virtual", AT(clock_wall), 0}, {"wall", AT(clock_wall), 1}, {NULL, 0, 0}};
 static const tt_flag_word report_words[] = {
@@ -132,6 +135,12 @@ const tt_flag tt_flags[] = {
      .help = "ZeRO over each DP group (needs dp > 1; default %D):\n"
              "1 shards the Adam moments and the update, 2 also the\n"
              "gradients (reduce-scattered per micro-batch); 0 = off"},
+    {.name = "--recompute", .kind = TT_FLAG_CHOICE, .words = recompute_words,
+     .metavar = "none|selective|full", IN(LAYOUT),
+     .help = "activation recomputation: none (default); selective:\n"
+             "the attention probabilities (T x T) are dropped and\n"
+             "recomputed in the backward; full: each block keeps\n"
+             "only its input and is recomputed in the backward"},
     /* The default is spelt out: each word has its own description. */
     {.name = "--tp-mlp", .kind = TT_FLAG_CHOICE, .words = tp_mlp_words,
      .metavar = "megatron|gather", IN(LAYOUT),

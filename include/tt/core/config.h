@@ -35,6 +35,9 @@ enum {
     TT_GIVEN_VIRTUAL = 1 << 15
 };
 
+/* --recompute (DESIGN section 10): what a block keeps for its backward. */
+enum { TT_RECOMPUTE_NONE, TT_RECOMPUTE_SELECTIVE, TT_RECOMPUTE_FULL };
+
 typedef struct {
     tt_config model;
     tt_optim_config optim;
@@ -56,6 +59,7 @@ typedef struct {
     int show_grid;            /* --show-grid: print every GPU and group */
     size_t dp_bucket;         /* bytes per DP gradient all-reduce bucket */
     int tp_mlp_gather;        /* --tp-mlp gather (1) or megatron (0) */
+    int recompute;            /* --recompute: TT_RECOMPUTE_NONE, _SELECTIVE, _FULL */
     int zero;                 /* --zero 0..3: ZeRO stage over each DP group (not a
                                  hyper-parameter: checkpoints do not depend on it) */
     int report_comm;          /* --report comm: every GPU's traffic table */
