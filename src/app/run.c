@@ -190,9 +190,9 @@ static void run_sample(tt_run *r)
 {
     const tt_run_config *rc = &r->rc;
     char *out = tt_malloc(strlen(rc->prompt) + (size_t)rc->sample_len + 2);
-    tt_generate(&r->pipe, rc->prompt, rc->sample_len, out);
+    size_t n = tt_generate(&r->pipe, rc->prompt, rc->sample_len, out);
     if (r->g->world_rank == 0)
-        tt_sample_print(out);
+        tt_sample_print(stdout, out, n);
     free(out);
 }
 
