@@ -189,8 +189,9 @@ const tt_flag tt_flags[] = {
     {LONG("--steps", steps, 0, BIG), .given = TT_GIVEN_STEPS, .metavar = "S", IN(TRAINING),
      .help = "total optimizer steps of the run (default %D)"},
     {LONG("--stop-at", stop_at, 1, BIG), .metavar = "K", IN(TRAINING),
-     .help = "stop this process after step K (saving if --save),\n"
-             "keeping the schedule of --steps; --resume continues"},
+     .help = "stop before step K, once step K-1 is done (saving if\n"
+             "--save; the checkpoint resumes at step K), keeping the\n"
+             "lr schedule of --steps; --resume continues"},
     {DOUBLE("--lr", optim.lr, 0.0, 10.0), .given = TT_GIVEN_LR, .metavar = "X", IN(TRAINING),
      .help = "peak learning rate (default %D)"},
     {DOUBLE("--lr-min", optim.lr_min, 0.0, 10.0), .given = TT_GIVEN_LR_MIN, .metavar = "X",
