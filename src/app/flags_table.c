@@ -224,6 +224,10 @@ const tt_flag tt_flags[] = {
      .help = "... and every K steps"},
     {STRING("--resume", resume), .metavar = "FILE", IN(FILES),
      .help = "continue from a checkpoint up to --steps"},
+    {STRING("--plot", plot), .metavar = "FILE.svg", IN(FILES),
+     .help = "loss and eval loss against step as an SVG chart:\n"
+             "this run's; or, given --log CSVs after it\n"
+             "(--plot OUT.svg a.csv b.csv), theirs overlaid, no training"},
     {STRING("--log", log), .metavar = "FILE", IN(FILES),
      .help = "CSV, one row per step: step,loss,lr,grad_norm,ms,\n"
              "tokens_per_s,eval_loss,mfu,wall_ms (ms, tokens_per_s\n"
