@@ -74,7 +74,8 @@ int tt_layout_check(int world, int tp, int pp, int dp, const tt_layout_rules *r,
 }
 
 /* Layouts that pass the rules, best first by the preference of tt_grid_choose;
- * fixed sizes (non-zero) are kept. Returns how many were found. */
+ * fixed sizes (non-zero) are kept. Returns how many there are; the first
+ * cap of them (in the order found) are in out, sorted. */
 static int candidates(int world, int tp0, int pp0, int dp0, const tt_layout_rules *r,
                       int (*out)[3], int cap)
 {
@@ -98,10 +99,8 @@ static int candidates(int world, int tp0, int pp0, int dp0, const tt_layout_rule
             n++;
         }
     }
-    if (n > cap)
-        n = cap;
     /* Order: more sizes > 1 first, then smaller tp, then larger pp. */
-    for (int i = 1; i < n; i++)
+    for (int i = 1; i < (n < cap ? n : cap); i++)
         for (int j = i; j > 0; j--) {
             int *a = out[j - 1], *b = out[j];
             int ka = (a[0] > 1) + (a[1] > 1) + (a[2] > 1), kb = (b[0] > 1) + (b[1] > 1) + (b[2] > 1);
@@ -143,8 +142,9 @@ static void add_mpirun(char *buf, size_t n, int w, int tp, int pp, int dp, const
 static void add_table(char *buf, size_t n, int world, const tt_layout_rules *r)
 {
     int list[128][3];
-    int count = candidates(world, -1, -1, -1, r, list, 128);
-    if (count == 0) {
+    int total = candidates(world, -1, -1, -1, r, list, 128);
+    int count = total < 128 ? total : 128;
+    if (total == 0) {
         add(buf, n, "\nNo layout works on %d rank(s) for this model and batch.", world);
         return;
     }
@@ -174,8 +174,8 @@ static void add_table(char *buf, size_t n, int world, const tt_layout_rules *r)
             add(buf, n, "%s  %2d %2d %2d", c ? "  " : "", list[shown][0], list[shown][1],
                 list[shown][2]);
     }
-    if (shown < count)
-        add(buf, n, "\n  (and %d more)", count - shown);
+    if (shown < total)
+        add(buf, n, "\n  (and %d more)", total - shown);
 }
 
 int tt_grid_choose(int world, int *tp, int *pp, int *dp, const tt_layout_rules *r, tt_err *e)
