@@ -96,16 +96,24 @@ int tt_resume_check_state(const tt_params *p, const char *path, tt_err *e)
         {TT_W, ""}, {TT_M, "optim.m."}, {TT_V, "optim.v."}};
     for (int i = 0; i < p->n; i++)
         for (size_t k = 0; k < sizeof arrays / sizeof arrays[0]; k++) {
-            const float *a = tt_tensor_data(&p->t[i], arrays[k].kind);
-            for (size_t j = 0; j < p->t[i].numel; j++) {
+            /* Weights whole; under ZeRO only the owned part of the moments
+             * is held here (the other DP ranks check theirs). */
+            const tt_tensor *t = &p->t[i];
+            size_t lo = 0, hi = t->numel;
+            const float *a = tt_tensor_data(t, arrays[k].kind);
+            if (arrays[k].kind != TT_W) {
+                tt_tensor_owned(p, t, &lo, &hi);
+                a = hi > lo ? tt_owned_data(p, t, arrays[k].kind, lo) : NULL;
+            }
+            for (size_t j = 0; j < hi - lo; j++) {
                 if (!isfinite(a[j]))
                     return tt_fail(e, "checkpoint '%s': tensor '%s%s' holds a non-finite "
-                                      "value (%g)", path, arrays[k].prefix, p->t[i].name,
+                                      "value (%g)", path, arrays[k].prefix, t->name,
                                    (double)a[j]);
                 if (arrays[k].kind == TT_V && a[j] < 0.0f)
                     return tt_fail(e, "checkpoint '%s': tensor '%s%s' holds a negative second "
                                       "moment (%g; Adam's v is a mean of squares)", path,
-                                   arrays[k].prefix, p->t[i].name, (double)a[j]);
+                                   arrays[k].prefix, t->name, (double)a[j]);
             }
         }
     return 0;
