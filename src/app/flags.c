@@ -312,6 +312,18 @@ void tt_config_usage(FILE *out)
 int tt_config_check(const tt_run_config *c, tt_err *e)
 {
     const tt_config *m = &c->model;
+    if (!c->plan) {
+        /* The planner's own flags, and what only the planner can do yet. */
+        if (c->given & TT_GIVEN_VOCAB)
+            return tt_fail(e, "--vocab is for --plan only: training is byte-level (vocabulary "
+                              "256)");
+        if (c->given & TT_GIVEN_PLAN_ONLY)
+            return tt_fail(e, "--plan-json, --gpus, --precision and --train-tokens are for "
+                              "--plan only");
+        if (c->zero || c->recompute || c->sequence_parallel)
+            return tt_fail(e, "--zero, --recompute and --sequence-parallel are not built into "
+                              "training yet; --plan plans them");
+    }
     if (m->C % m->NH != 0)
         return tt_fail(e, "--heads %d must divide --dim %d (head size = dim / heads)", m->NH, m->C);
     if (c->batch % c->micro_batches != 0)

@@ -8,6 +8,9 @@
  * Every product and sum saturates at UINT64_MAX: the flags allow shapes
  * whose byte counts do not fit 64 bits (batch x heads x seq^2). */
 #include "tt/model/model.h"
+#include "tt/model/cost.h"
+
+#include <string.h>
 
 #include <stdint.h>
 
@@ -70,30 +73,40 @@ static uint64_t slot_floats(const widths *w, const tt_shard_spec *sh, uint64_t B
     return add(n, mul(2, N));
 }
 
-uint64_t tt_model_bytes_bound(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
-                              int slots)
+void tt_shard_memory_of(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
+                        tt_shard_memory *out)
 {
+    memset(out, 0, sizeof *out);
     const widths w = local_widths(cfg, sh);
     const int nchunks = sh->nchunks > 1 ? sh->nchunks : 1;
-    uint64_t acts = 0;
     const uint64_t B = Bmax > 0 ? (uint64_t)Bmax : 0, N = mul(B, w.T);
-    for (int j = 0; j < nchunks; j++) {
+    out->param_floats = param_floats(cfg, sh);
+    if (B == 0)
+        return;
+    for (int j = 0; j < nchunks && j < TT_MAX_CHUNKS; j++) {
         int b = sh->nchunks > 1 ? sh->chunk_begin[j] : sh->layer_begin;
         int e = sh->nchunks > 1 ? sh->chunk_end[j] : sh->layer_end;
         uint64_t nb = e > b ? (uint64_t)(e - b) : 0;
-        if (B > 0)
-            acts = add(acts, slot_floats(&w, sh, B, nb, sh->last_stage && j == nchunks - 1));
+        out->slot_bytes[j] =
+            mul(sizeof(float), slot_floats(&w, sh, B, nb, sh->last_stage && j == nchunks - 1));
     }
-    uint64_t floats = mul(4, param_floats(cfg, sh)); /* W, G, Adam m and v */
-    floats = add(floats, mul(acts, slots > 0 ? (uint64_t)slots : 1));
-    if (B > 0) {
-        /* The gradient scratch of tt_model_init. */
-        uint64_t wide = w.C > w.Hl ? w.C : w.Hl;
-        wide = wide > w.Vl ? wide : w.Vl;
-        uint64_t err = mul(N, add(add(2 * w.C, wide), add(mul(4, w.Cl), w.Hl)));
-        if (sh->mlp_gather && w.tp > 1)
-            err = add(err, mul(2, mul(w.tp, mul(N, w.Hl))));
-        floats = add(floats, add(err, mul(w.T, w.T)));
-    }
-    return mul(floats, sizeof(float));
+    /* The gradient scratch of tt_model_init. */
+    uint64_t wide = w.C > w.Hl ? w.C : w.Hl;
+    wide = wide > w.Vl ? wide : w.Vl;
+    uint64_t err = mul(N, add(add(2 * w.C, wide), add(mul(4, w.Cl), w.Hl)));
+    if (sh->mlp_gather && w.tp > 1)
+        err = add(err, mul(2, mul(w.tp, mul(N, w.Hl))));
+    out->scratch_bytes = mul(sizeof(float), add(err, mul(w.T, w.T)));
+}
+
+uint64_t tt_model_bytes_bound(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
+                              int slots)
+{
+    tt_shard_memory sm;
+    tt_shard_memory_of(cfg, sh, Bmax, &sm);
+    const int nchunks = sh->nchunks > 1 ? sh->nchunks : 1;
+    uint64_t bytes = mul(4 * sizeof(float), sm.param_floats); /* W, G, Adam m and v */
+    for (int j = 0; j < nchunks && j < TT_MAX_CHUNKS; j++)
+        bytes = add(bytes, mul(sm.slot_bytes[j], slots > 0 ? (uint64_t)slots : 1));
+    return add(bytes, sm.scratch_bytes);
 }

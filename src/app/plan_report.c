@@ -1,0 +1,194 @@
+/* plan_report.c - the planner's answer: a ranked table a person reads, the
+ * JSON of DESIGN section 11 a program reads, and --plan's entry point. */
+#include "tt/app/plan.h"
+#include "tt/model/cost.h"
+#include "tt/parallel/pipeline.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GIB 1073741824.0
+
+static const char *const recompute_names[] = {"none", "selective", "full"};
+
+static void layout_text(char *buf, size_t n, const tt_plan_candidate *c)
+{
+    char sched[32];
+    if (c->pp == 1)
+        snprintf(sched, sizeof sched, "-");
+    else if (c->virtual_stages > 1)
+        snprintf(sched, sizeof sched, "%s v%d", tt_schedule_name(c->schedule), c->virtual_stages);
+    else
+        snprintf(sched, sizeof sched, "%s", tt_schedule_name(c->schedule));
+    snprintf(buf, n, "tp%-2d pp%-2d dp%-4d z%d %-9s %-2s %-14s m%-4d", c->tp, c->pp, c->dp,
+             c->zero, recompute_names[c->recompute], c->sequence_parallel ? "sp" : "", sched,
+             c->micro_batches);
+}
+
+static void human_seconds(char *buf, size_t n, double s)
+{
+    if (s < 1)
+        snprintf(buf, n, "%.1f ms", s * 1e3);
+    else if (s < 120)
+        snprintf(buf, n, "%.2f s", s);
+    else if (s < 7200)
+        snprintf(buf, n, "%.1f min", s / 60);
+    else if (s < 3 * 86400)
+        snprintf(buf, n, "%.1f h", s / 3600);
+    else
+        snprintf(buf, n, "%.1f days", s / 86400);
+}
+
+void tt_plan_print(FILE *out, const tt_plan *pl, int rows)
+{
+    const tt_cluster *cl = &pl->cluster;
+    const tt_config *m = &pl->model;
+    fprintf(out, "Plan: %d layers, dim %d, %d heads, seq %d, vocab %d: %.4g parameters; "
+                 "global batch %d sequences\n",
+            m->L, m->C, m->NH, m->T, m->V, pl->parameters, pl->batch);
+    fprintf(out, "on %d GPUs of %s (%d per server, %.0f GiB each, %s peak %.4g FLOP/s x GEMM "
+                 "efficiency %.2f); precision %s\n",
+            pl->gpus, cl->name, cl->gpus_per_server, cl->gpu_memory_bytes / GIB,
+            pl->mixed ? "16-bit" : "FP32", pl->mixed ? cl->peak_flops : cl->peak_flops_fp32,
+            cl->gemm_efficiency, pl->mixed ? "mixed (2+2+12 bytes per parameter)"
+                                           : "fp32 (the emulator's 4+4+8 bytes per parameter)");
+    int fit = 0;
+    for (int i = 0; i < pl->n; i++)
+        fit += pl->c[i].fits;
+    fprintf(out, "%d layouts evaluated, %d fit; memory is the worst GPU's, time the virtual "
+                 "clocks' cost model (doc/planner.md)\n\n", pl->n, fit);
+    const int money = pl->train_tokens > 0;
+    fprintf(out, " #  %-58s %9s %6s %10s %6s %6s", "layout", "mem GiB", "fits", "step",
+            "bubble", "MFU");
+    if (money)
+        fprintf(out, " %9s %9s %11s", "days", "MWh", "cost $");
+    fprintf(out, "  why it loses\n");
+    /* The best `rows` that fit, then the best few that do not. */
+    int shown = 0, shown_nofit = 0;
+    for (int i = 0; i < pl->n; i++) {
+        const tt_plan_candidate *c = &pl->c[i];
+        if (c->fits ? shown >= rows : shown_nofit >= (rows + 1) / 2)
+            continue;
+        if (c->fits)
+            shown++;
+        else
+            shown_nofit++;
+        char lay[96], st[32];
+        layout_text(lay, sizeof lay, c);
+        human_seconds(st, sizeof st, c->step_seconds);
+        fprintf(out, "%2d  %-58s %9.2f %6s %10s %5.1f%% %5.1f%%", i + 1, lay,
+                c->memory[TT_PMEM_TOTAL] / GIB, c->fits ? "yes" : "NO", st, 100 * c->bubble,
+                100 * c->mfu);
+        if (money)
+            fprintf(out, " %9.2f %9.1f %11.0f", c->train_seconds / 86400, c->energy_kwh / 1e3,
+                    c->cost);
+        fprintf(out, "  %s\n", c->why);
+    }
+    const tt_plan_candidate *b = &pl->c[0];
+    fprintf(out, "\nBest: %s\n", b->fits ? "" : "(none fits: the smallest shown)");
+    fprintf(out, "  memory of its worst GPU (stage %d): weights %.2f, gradients %.2f, optimizer "
+                 "%.2f, activations %.2f, comm buffers %.2f = %.2f GiB\n",
+            b->worst_stage, b->memory[TT_PMEM_WEIGHTS] / GIB, b->memory[TT_PMEM_GRADIENTS] / GIB,
+            b->memory[TT_PMEM_OPTIMIZER] / GIB, b->memory[TT_PMEM_ACTIVATIONS] / GIB,
+            b->memory[TT_PMEM_COMM] / GIB, b->memory[TT_PMEM_TOTAL] / GIB);
+    fprintf(out, "  step %.6g s: pipeline %.6g s (bubble %.1f%%), TP collectives %.3g s of it, "
+                 "gradient sync %.3g s; %.4g model FLOPs (%.4g hardware), MFU %.1f%%\n",
+            b->step_seconds, b->pipeline_seconds, 100 * b->bubble, b->tp_seconds, b->dp_seconds,
+            b->flops, b->hardware_flops, 100 * b->mfu);
+    if (money) {
+        char iv[32], wr[32];
+        human_seconds(iv, sizeof iv, pl->checkpoint_interval);
+        human_seconds(wr, sizeof wr, pl->checkpoint_write_seconds);
+        fprintf(out, "  %.4g tokens: %.2f days, %.1f MWh (x PUE %.2f), $%.0f at $%.3f per kWh\n",
+                pl->train_tokens, b->train_seconds / 86400, b->energy_kwh / 1e3, cl->pue, b->cost,
+                cl->price_per_kwh);
+        fprintf(out, "  checkpoint %.4g GB written in %s; job MTBF %.1f h; save every %s "
+                     "(Young/Daly)\n",
+                pl->checkpoint_bytes / 1e9, wr, pl->job_mtbf_seconds / 3600, iv);
+    }
+}
+
+int tt_plan_write_json(const tt_plan *pl, const char *path, tt_err *e)
+{
+    const tt_cluster *cl = &pl->cluster;
+    cJSON *root = cJSON_CreateObject(), *m = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddNumberToObject(m, "layers", pl->model.L);
+    cJSON_AddNumberToObject(m, "dim", pl->model.C);
+    cJSON_AddNumberToObject(m, "heads", pl->model.NH);
+    cJSON_AddNumberToObject(m, "vocab", pl->model.V);
+    cJSON_AddNumberToObject(m, "seq", pl->model.T);
+    cJSON_AddNumberToObject(m, "parameters", pl->parameters);
+    cJSON_AddNumberToObject(root, "global_batch", pl->batch);
+    cJSON_AddStringToObject(root, "precision", pl->mixed ? "mixed" : "fp32");
+    cJSON *c = cJSON_AddObjectToObject(root, "cluster");
+    cJSON_AddStringToObject(c, "name", cl->name);
+    cJSON_AddNumberToObject(c, "gpus", pl->gpus);
+    cJSON_AddNumberToObject(c, "gpus_per_server", cl->gpus_per_server);
+    cJSON_AddNumberToObject(c, "gpu_memory_bytes", cl->gpu_memory_bytes);
+    cJSON_AddNumberToObject(c, "peak_flops", pl->mixed ? cl->peak_flops : cl->peak_flops_fp32);
+    cJSON_AddNumberToObject(c, "gpu_watts", cl->gpu_watts);
+    cJSON_AddNumberToObject(c, "price_per_kwh", cl->price_per_kwh);
+    cJSON_AddNumberToObject(c, "gemm_efficiency", cl->gemm_efficiency);
+    cJSON_AddNumberToObject(c, "pue", cl->pue);
+    cJSON_AddNumberToObject(c, "gpu_mtbf_hours", cl->gpu_mtbf_hours);
+    cJSON_AddNumberToObject(c, "storage_bandwidth", cl->storage_bandwidth);
+    cJSON_AddNumberToObject(c, "checkpoint_write_seconds", pl->checkpoint_write_seconds);
+    cJSON_AddNumberToObject(c, "checkpoint_interval_seconds", pl->checkpoint_interval);
+    cJSON *arr = cJSON_AddArrayToObject(root, "candidates");
+    static const char *const mem_keys[TT_PMEM_N] = {"weights", "gradients", "optimizer",
+                                                    "activations", "comm", "total"};
+    for (int i = 0; i < pl->n; i++) {
+        const tt_plan_candidate *p = &pl->c[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "tp", p->tp);
+        cJSON_AddNumberToObject(o, "pp", p->pp);
+        cJSON_AddNumberToObject(o, "dp", p->dp);
+        cJSON_AddNumberToObject(o, "zero", p->zero);
+        cJSON_AddStringToObject(o, "recompute", recompute_names[p->recompute]);
+        cJSON_AddBoolToObject(o, "sequence_parallel", p->sequence_parallel);
+        cJSON_AddStringToObject(o, "schedule", tt_schedule_name(p->schedule));
+        cJSON_AddNumberToObject(o, "micro_batches", p->micro_batches);
+        cJSON_AddBoolToObject(o, "fits", p->fits);
+        cJSON *mb = cJSON_AddObjectToObject(o, "memory_bytes");
+        for (int k = 0; k < TT_PMEM_N; k++)
+            cJSON_AddNumberToObject(mb, mem_keys[k], p->memory[k]);
+        cJSON_AddNumberToObject(o, "flops_per_step", p->flops);
+        cJSON_AddNumberToObject(o, "hardware_flops_per_step", p->hardware_flops);
+        cJSON_AddNumberToObject(o, "step_seconds", p->step_seconds);
+        cJSON_AddNumberToObject(o, "bubble", p->bubble);
+        cJSON_AddNumberToObject(o, "mfu", p->mfu);
+        cJSON_AddNumberToObject(o, "train_seconds", p->train_seconds);
+        cJSON_AddNumberToObject(o, "energy_kwh", p->energy_kwh);
+        cJSON_AddNumberToObject(o, "cost", p->cost);
+        cJSON_AddItemToArray(arr, o);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    FILE *f = fopen(path, "w");
+    int rc = 0;
+    if (!f || fputs(text, f) < 0 || fputc('\n', f) < 0)
+        rc = tt_fail(e, "--plan-json %s: cannot write", path);
+    if (f && fclose(f) && !rc)
+        rc = tt_fail(e, "--plan-json %s: cannot write", path);
+    free(text);
+    return rc;
+}
+
+int tt_plan_main(const tt_run_config *rc)
+{
+    tt_plan pl;
+    tt_err e;
+    if (tt_plan_make(&pl, rc, &e)) {
+        fprintf(stderr, "tiny_transformer: %s\n", e.msg);
+        return TT_EXIT_USAGE;
+    }
+    tt_plan_print(stdout, &pl, 10);
+    int status = 0;
+    if (rc->plan_json && tt_plan_write_json(&pl, rc->plan_json, &e)) {
+        fprintf(stderr, "tiny_transformer: %s\n", e.msg);
+        status = TT_EXIT_RUNTIME;
+    }
+    tt_plan_free(&pl);
+    return status;
+}
