@@ -403,6 +403,11 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
     const int N = pl->gpus;
     const int pinned_sched = !!(rc->given & TT_GIVEN_SCHEDULE);
     const int pinned_m = !!(rc->given & TT_GIVEN_MICRO);
+    /* With the whole layout given (--tp, --pp, --dp, --zero, --recompute),
+     * sequence parallelism is what the flags say too: off unless given. */
+    const int pinned_sp = (rc->given & TT_GIVEN_SP) ||
+                          (rc->tp > 0 && rc->pp > 0 && rc->dp > 0 &&
+                           (rc->given & TT_GIVEN_ZERO) && (rc->given & TT_GIVEN_RECOMPUTE));
     tt_err why_none = {{0}};
     snprintf(why_none.msg, sizeof why_none.msg, "no layout of %d GPUs divides the model and batch",
              N);
@@ -438,7 +443,7 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
                         if ((rc->given & TT_GIVEN_RECOMPUTE) && rec != rc->recompute)
                             continue;
                         for (int sp = 0; sp < 2; sp++) {
-                            if ((rc->given & TT_GIVEN_SP) ? sp != rc->sequence_parallel
+                            if (pinned_sp ? sp != rc->sequence_parallel
                                                          : sp && tp == 1)
                                 continue;
                             if (sp && (tp == 1 || (per_dp / m * cfg->T) % tp))

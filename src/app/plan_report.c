@@ -10,6 +10,10 @@
 
 #define GIB 1073741824.0
 
+/* Memory in GiB, or in MiB on a cluster of small GPUs (classroom). */
+static double mem_unit(const tt_plan *pl) { return pl->cluster.gpu_memory_bytes < 4 * GIB ? 1048576.0 : GIB; }
+static const char *mem_name(const tt_plan *pl) { return mem_unit(pl) == GIB ? "GiB" : "MiB"; }
+
 static const char *const recompute_names[] = {"none", "selective", "full"};
 
 static void layout_text(char *buf, size_t n, const tt_plan_candidate *c)
@@ -47,9 +51,10 @@ void tt_plan_print(FILE *out, const tt_plan *pl, int rows)
     fprintf(out, "Plan: %d layers, dim %d, %d heads, seq %d, vocab %d: %.4g parameters; "
                  "global batch %d sequences\n",
             m->L, m->C, m->NH, m->T, m->V, pl->parameters, pl->batch);
-    fprintf(out, "on %d GPUs of %s (%d per server, %.0f GiB each, %s peak %.4g FLOP/s x GEMM "
+    const double U = mem_unit(pl);
+    fprintf(out, "on %d GPUs of %s (%d per server, %.0f %s each, %s peak %.4g FLOP/s x GEMM "
                  "efficiency %.2f); precision %s\n",
-            pl->gpus, cl->name, cl->gpus_per_server, cl->gpu_memory_bytes / GIB,
+            pl->gpus, cl->name, cl->gpus_per_server, cl->gpu_memory_bytes / U, mem_name(pl),
             pl->mixed ? "16-bit" : "FP32", pl->mixed ? cl->peak_flops : cl->peak_flops_fp32,
             cl->gemm_efficiency, pl->mixed ? "mixed (2+2+12 bytes per parameter)"
                                            : "fp32 (the emulator's 4+4+8 bytes per parameter)");
@@ -59,7 +64,9 @@ void tt_plan_print(FILE *out, const tt_plan *pl, int rows)
     fprintf(out, "%d layouts evaluated, %d fit; memory is the worst GPU's, time the virtual "
                  "clocks' cost model (doc/planner.md)\n\n", pl->n, fit);
     const int money = pl->train_tokens > 0;
-    fprintf(out, " #  %-58s %9s %6s %10s %6s %6s", "layout", "mem GiB", "fits", "step",
+    char memh[16];
+    snprintf(memh, sizeof memh, "mem %s", mem_name(pl));
+    fprintf(out, " #  %-58s %9s %6s %10s %6s %6s", "layout", memh, "fits", "step",
             "bubble", "MFU");
     if (money)
         fprintf(out, " %9s %9s %11s", "days", "MWh", "cost $");
@@ -78,7 +85,7 @@ void tt_plan_print(FILE *out, const tt_plan *pl, int rows)
         layout_text(lay, sizeof lay, c);
         human_seconds(st, sizeof st, c->step_seconds);
         fprintf(out, "%2d  %-58s %9.2f %6s %10s %5.1f%% %5.1f%%", i + 1, lay,
-                c->memory[TT_PMEM_TOTAL] / GIB, c->fits ? "yes" : "NO", st, 100 * c->bubble,
+                c->memory[TT_PMEM_TOTAL] / U, c->fits ? "yes" : "NO", st, 100 * c->bubble,
                 100 * c->mfu);
         if (money)
             fprintf(out, " %9.2f %9.1f %11.0f", c->train_seconds / 86400, c->energy_kwh / 1e3,
@@ -87,11 +94,11 @@ void tt_plan_print(FILE *out, const tt_plan *pl, int rows)
     }
     const tt_plan_candidate *b = &pl->c[0];
     fprintf(out, "\nBest: %s\n", b->fits ? "" : "(none fits: the smallest shown)");
-    fprintf(out, "  memory of its worst GPU (stage %d): weights %.2f, gradients %.2f, optimizer "
-                 "%.2f, activations %.2f, comm buffers %.2f = %.2f GiB\n",
-            b->worst_stage, b->memory[TT_PMEM_WEIGHTS] / GIB, b->memory[TT_PMEM_GRADIENTS] / GIB,
-            b->memory[TT_PMEM_OPTIMIZER] / GIB, b->memory[TT_PMEM_ACTIVATIONS] / GIB,
-            b->memory[TT_PMEM_COMM] / GIB, b->memory[TT_PMEM_TOTAL] / GIB);
+    fprintf(out, "  memory of its worst GPU (stage %d): weights %.3f, gradients %.3f, optimizer "
+                 "%.3f, activations %.3f, comm buffers %.3f = %.3f %s\n",
+            b->worst_stage, b->memory[TT_PMEM_WEIGHTS] / U, b->memory[TT_PMEM_GRADIENTS] / U,
+            b->memory[TT_PMEM_OPTIMIZER] / U, b->memory[TT_PMEM_ACTIVATIONS] / U,
+            b->memory[TT_PMEM_COMM] / U, b->memory[TT_PMEM_TOTAL] / U, mem_name(pl));
     fprintf(out, "  step %.6g s: pipeline %.6g s (bubble %.1f%%), TP collectives %.3g s of it, "
                  "gradient sync %.3g s; %.4g model FLOPs (%.4g hardware), MFU %.1f%%\n",
             b->step_seconds, b->pipeline_seconds, 100 * b->bubble, b->tp_seconds, b->dp_seconds,
