@@ -108,21 +108,32 @@ static void add_candidate(tt_plan *p, const tt_plan_candidate *c)
     p->c[p->n++] = *c;
 }
 
+/* What a stage's shard and its schedule make it hold, whatever the ZeRO
+ * stage: computed once per layout and reused for the four stages of ZeRO. */
+typedef struct {
+    tt_shard_memory sm;
+    int slots[TT_MAX_CHUNKS], nbuf;
+} stage_shape;
+
+static void stage_shape_of(const ctx *x, const tt_grid *g, const int *chunk_layers, int s,
+                           const tt_action_list *list, int mbs, stage_shape *out)
+{
+    tt_run_config r = *x->rc;
+    r.tp_mlp_gather = 0;
+    tt_shard_spec sh = tt_stage_spec(g, &r, chunk_layers, tt_grid_rank_of(g, 0, s, 0));
+    tt_shard_memory_of(&r.model, &sh, mbs, &out->sm);
+    tt_schedule_buffers(list, g->pp, r.virtual_stages, out->slots, &out->nbuf);
+}
+
 /* What one stage holds, by category (bytes), for one candidate. */
-static void stage_memory(const ctx *x, const tt_grid *g, const int *chunk_layers, int s,
-                         const tt_action_list *list, int mbs, int zero, int recompute, int sp,
+static void stage_memory(const ctx *x, const tt_grid *g, const int *chunk_layers, int s, int v,
+                         const stage_shape *sh, int mbs, int zero, int recompute, int sp,
                          double *mem)
 {
     const tt_run_config *rc = x->rc;
-    tt_run_config r = *rc;
-    r.tp_mlp_gather = 0;
-    const int v = r.virtual_stages;
-    tt_shard_spec sh = tt_stage_spec(g, &r, chunk_layers, tt_grid_rank_of(g, 0, s, 0));
-    tt_shard_memory sm;
-    tt_shard_memory_of(&rc->model, &sh, mbs, &sm);
-    int slots[TT_MAX_CHUNKS], nbuf;
-    tt_schedule_buffers(list, g->pp, v, slots, &nbuf);
-    const double P = (double)sm.param_floats, dp = g->dp;
+    const tt_shard_memory *sm = &sh->sm;
+    const int *slots = sh->slots;
+    const double P = (double)sm->param_floats, dp = g->dp;
     const double msg = (double)mbs * rc->model.T * rc->model.C; /* elements of one transfer */
     /* ZeRO's stages: 1 shards the optimizer state, 2 the gradients, 3 the weights. */
     const double os = zero >= 1 ? dp : 1, gs = zero >= 2 ? dp : 1, ws = zero >= 3 ? dp : 1;
@@ -133,16 +144,16 @@ static void stage_memory(const ctx *x, const tt_grid *g, const int *chunk_layers
         mem[TT_PMEM_WEIGHTS] = 4 * P / ws;
         mem[TT_PMEM_GRADIENTS] = 4 * P / gs;
         mem[TT_PMEM_OPTIMIZER] = 8 * P / os;
-        double act = (double)sm.scratch_bytes;
+        double act = (double)sm->scratch_bytes;
         for (int j = 0; j < v; j++)
-            act += (double)sm.slot_bytes[j] * (slots[j] > 0 ? slots[j] : 1);
+            act += (double)sm->slot_bytes[j] * (slots[j] > 0 ? slots[j] : 1);
         /* Recomputation and sequence parallelism are not run by the emulator
          * yet: their saving is Korthikanti et al.'s ratio to no technique. */
         if (recompute || sp)
             act *= tt_plan_layer_activation_bytes(&rc->model, mbs, g->tp, sp, recompute) /
                    tt_plan_layer_activation_bytes(&rc->model, mbs, g->tp, 0, 0);
         mem[TT_PMEM_ACTIVATIONS] = act;
-        mem[TT_PMEM_COMM] = 4 * msg * nbuf;
+        mem[TT_PMEM_COMM] = 4 * msg * sh->nbuf;
     } else {
         /* ZeRO paper: 2 (fp16 weights) + 2 (gradients) + 12 (fp32 master
          * weights, m and v: K = 12) bytes per parameter. */
@@ -165,22 +176,14 @@ static void stage_memory(const ctx *x, const tt_grid *g, const int *chunk_layers
         if (recompute == TT_RECOMPUTE_FULL)
             act += tt_plan_layer_activation_bytes(&rc->model, mbs, g->tp, sp, 0);
         mem[TT_PMEM_ACTIVATIONS] = act;
-        mem[TT_PMEM_COMM] = 2 * msg * nbuf;
+        /* A real pipeline reuses its transfer buffers: one activation and one
+         * gradient each way per local chunk (the emulator keeps one per
+         * transfer of the step, which the fp32 account counts). */
+        mem[TT_PMEM_COMM] = g->pp > 1 ? 2 * msg * 4 * v : 0;
     }
     mem[TT_PMEM_TOTAL] = 0;
     for (int i = 0; i < TT_PMEM_TOTAL; i++)
-        mem[TT_PMEM_TOTAL] += mem[i];
-}
-
-/* Parameters (floats of one kind) of the rank (dp 0, stage s, tp 0). */
-static double stage_params(const ctx *x, const tt_grid *g, const int *chunk_layers, int s)
-{
-    tt_run_config r = *x->rc;
-    r.tp_mlp_gather = 0;
-    tt_shard_spec sh = tt_stage_spec(g, &r, chunk_layers, tt_grid_rank_of(g, 0, s, 0));
-    tt_shard_memory sm;
-    tt_shard_memory_of(&r.model, &sh, 0, &sm);
-    return (double)sm.param_floats;
+        mem[i] = mem[i] > 0 ? mem[i] : 0, mem[TT_PMEM_TOTAL] += mem[i];
 }
 
 /* The gradient synchronisation of one stage's DP group, as data_parallel.c
@@ -210,20 +213,23 @@ static double dp_sync_seconds(const ctx *x, const tt_link *l, int dp, double P, 
     return rs + 2.0 * m * ag;
 }
 
-/* One candidate: the pipeline simulated with the chunk costs, then the
- * step's tail as tt_train_step runs it. Returns -1 if the schedule cannot
- * run it. */
-static int evaluate(const ctx *x, tt_plan_candidate *c, tt_err *e)
+/* One layout (all but ZeRO): the pipeline simulated with the chunk costs,
+ * then for each ZeRO stage zeros[i] the step's tail as tt_train_step runs
+ * it; the candidates are added to the plan. Returns -1 if the schedule
+ * cannot run the layout. */
+static int evaluate(const ctx *x, const tt_plan_candidate *base, const int *zeros, int nz,
+                    tt_err *e)
 {
     const tt_run_config *rc = x->rc;
     const tt_cluster *cl = x->cl;
     const tt_config *cfg = &rc->model;
-    const int p = c->pp, v = tt_schedule_chunks_per_stage(c->schedule, c->virtual_stages);
-    const int K = p * v, m = c->micro_batches;
-    const int mbs = rc->batch / c->dp / m;
-    const tt_grid g = sizes_grid(c->tp, c->pp, c->dp);
-    c->virtual_stages = v;
-    if (tt_schedule_validate_args(c->schedule, p, m, v, e))
+    tt_plan_candidate c0 = *base;
+    const int p = c0.pp, v = tt_schedule_chunks_per_stage(c0.schedule, c0.virtual_stages);
+    const int K = p * v, m = c0.micro_batches;
+    const int mbs = rc->batch / c0.dp / m;
+    const tt_grid g = sizes_grid(c0.tp, c0.pp, c0.dp);
+    c0.virtual_stages = v;
+    if (tt_schedule_validate_args(c0.schedule, p, m, v, e))
         return -1;
     int *chunk_layers = tt_malloc((size_t)K * sizeof *chunk_layers);
     if (tt_stage_split(chunk_layers, cfg, K, NULL, e)) {
@@ -231,9 +237,9 @@ static int evaluate(const ctx *x, tt_plan_candidate *c, tt_err *e)
         return -1;
     }
     /* Time of every chunk, and of every message between neighbours. */
-    tt_cost_ctx cx = {cl, x->plan->mixed, c->tp, NULL, c->sequence_parallel,
-                      (tt_recompute)c->recompute};
-    cx.tp_link = tp_link(cl, &g, &c->tp_across_servers);
+    tt_cost_ctx cx = {cl, x->plan->mixed, c0.tp, NULL, c0.sequence_parallel,
+                      (tt_recompute)c0.recompute};
+    cx.tp_link = tp_link(cl, &g, &c0.tp_across_servers);
     double *cost = tt_malloc(3 * (size_t)K * sizeof *cost);
     double *fwd = cost, *bwd = cost + K, *link = cost + 2 * K;
     double tp_comm = 0;
@@ -249,73 +255,80 @@ static int evaluate(const ctx *x, tt_plan_candidate *c, tt_err *e)
     }
     tt_action_list *lists = tt_calloc((size_t)p, sizeof *lists);
     for (int s = 0; s < p; s++)
-        tt_schedule_build(&lists[s], (tt_schedule_kind)c->schedule, p, m, v, s);
+        tt_schedule_build(&lists[s], (tt_schedule_kind)c0.schedule, p, m, v, s);
     tt_sim_result res;
     tt_sim_costs sc = {fwd, bwd, link};
     int rc_sim = tt_schedule_simulate(lists, p, m, v, &sc, &res, e);
-    if (rc_sim == 0) {
-        /* Memory: the stage that holds the most. */
-        c->memory[TT_PMEM_TOTAL] = -1;
-        double tail_dp = 0, adam = 0, busy = 0;
+    stage_shape *shape = rc_sim ? NULL : tt_calloc((size_t)p, sizeof *shape);
+    double busy = 0;
+    for (int s = 0; s < p && !rc_sim; s++) {
+        stage_shape_of(x, &g, chunk_layers, s, &lists[s], mbs, &shape[s]);
+        busy += res.busy[s];
+    }
+    /* The loss and the clipping norm: one double summed over the world. */
+    const int N = c0.tp * c0.pp * c0.dp;
+    const double ar8 = tt_cost_collective(tt_cluster_link(cl, 0, N - 1), TT_COLL_ALLREDUCE, N,
+                                          8.0);
+    const tt_plan *pl = x->plan;
+    const double peak = pl->mixed ? cl->peak_flops : cl->peak_flops_fp32;
+    for (int i = 0; i < nz && !rc_sim; i++) {
+        tt_plan_candidate c = c0;
+        c.zero = zeros[i];
+        c.memory[TT_PMEM_TOTAL] = -1;
+        double tail_dp = 0, adam = 0;
         for (int s = 0; s < p; s++) {
             double mem[TT_PMEM_N];
-            stage_memory(x, &g, chunk_layers, s, &lists[s], mbs, c->zero, c->recompute,
-                         c->sequence_parallel, mem);
-            if (mem[TT_PMEM_TOTAL] > c->memory[TT_PMEM_TOTAL]) {
-                memcpy(c->memory, mem, sizeof mem);
-                c->worst_stage = s;
+            stage_memory(x, &g, chunk_layers, s, v, &shape[s], mbs, c.zero, c.recompute,
+                         c.sequence_parallel, mem);
+            if (mem[TT_PMEM_TOTAL] > c.memory[TT_PMEM_TOTAL]) {
+                memcpy(c.memory, mem, sizeof mem);
+                c.worst_stage = s;
             }
             /* After the pipeline (tt_train_step): the DP sync, then the
              * clipping norm's sum of squares on the rank that counts the
              * replicated tensors (dp 0, tp 0), then AdamW, each stage's
              * on its own shard (a ZeRO rank on its 1/dp). */
-            const double P = stage_params(x, &g, chunk_layers, s);
-            const double own = c->zero >= 1 ? P / c->dp : P;
+            const double P = (double)shape[s].sm.param_floats;
+            const double own = c.zero >= 1 ? P / c.dp : P;
             const tt_kcost sq = tt_kcost_sumsq(own), ad = tt_kcost_adamw(own);
-            double t = dp_sync_seconds(x, dp_link(cl, &g, s), c->dp, P, c->zero, m) +
+            double t = dp_sync_seconds(x, dp_link(cl, &g, s), c.dp, P, c.zero, m) +
                        tt_cost_compute(cl, sq.flops, 4.0 * sq.floats);
             tail_dp = t > tail_dp ? t : tail_dp;
             double a = tt_cost_compute(cl, ad.flops, 4.0 * ad.floats);
             adam = a > adam ? a : adam;
-            busy += res.busy[s];
         }
-        /* The loss and the clipping norm: one double summed over the world. */
-        const int N = c->tp * c->pp * c->dp;
-        const double ar8 = tt_cost_collective(tt_cluster_link(cl, 0, N - 1), TT_COLL_ALLREDUCE,
-                                              N, 8.0);
-        c->pipeline_seconds = res.span;
-        c->bubble = res.span > 0 ? 1.0 - busy / p / res.span : 0.0;
-        c->tp_seconds = tp_comm;
-        c->dp_seconds = tail_dp;
-        c->step_seconds = res.span + ar8 + tail_dp + ar8 + adam;
-        tt_sim_result_free(&res);
+        c.pipeline_seconds = res.span;
+        c.bubble = res.span > 0 ? 1.0 - busy / p / res.span : 0.0;
+        c.tp_seconds = tp_comm;
+        c.dp_seconds = tail_dp;
+        c.step_seconds = res.span + ar8 + tail_dp + ar8 + adam;
+        c.fits = c.memory[TT_PMEM_TOTAL] <= cl->gpu_memory_bytes;
+        c.flops = tt_model_flops(cfg, rc->batch);
+        /* Hardware FLOPs: what recomputation runs again (Narayanan et al.:
+         * full recomputation is one more forward, 4/3 of the model's). */
+        c.hardware_flops = c.flops;
+        if (c.recompute == TT_RECOMPUTE_FULL)
+            c.hardware_flops += c.flops / 3.0;
+        else if (c.recompute == TT_RECOMPUTE_SELECTIVE)
+            c.hardware_flops += 4.0 * cfg->T * cfg->C * cfg->L * (double)rc->batch * cfg->T;
+        c.mfu = c.flops / (c.step_seconds * pl->gpus * peak);
+        if (pl->train_tokens > 0) {
+            const double steps = pl->train_tokens / ((double)rc->batch * cfg->T);
+            c.train_seconds = steps * c.step_seconds;
+            c.energy_kwh = pl->gpus * cl->gpu_watts * c.train_seconds / 3.6e6 * cl->pue;
+            c.cost = c.energy_kwh * cl->price_per_kwh;
+        }
+        add_candidate(x->plan, &c);
     }
+    if (!rc_sim)
+        tt_sim_result_free(&res);
     for (int s = 0; s < p; s++)
         tt_action_list_free(&lists[s]);
     free(lists);
+    free(shape);
     free(cost);
     free(chunk_layers);
-    if (rc_sim)
-        return -1;
-    const tt_plan *pl = x->plan;
-    c->fits = c->memory[TT_PMEM_TOTAL] <= cl->gpu_memory_bytes;
-    c->flops = tt_model_flops(cfg, rc->batch);
-    /* Hardware FLOPs: what recomputation runs again (Narayanan et al.: full
-     * recomputation is one more forward, 4/3 of the model's FLOPs). */
-    c->hardware_flops = c->flops;
-    if (c->recompute == TT_RECOMPUTE_FULL)
-        c->hardware_flops += c->flops / 3.0;
-    else if (c->recompute == TT_RECOMPUTE_SELECTIVE)
-        c->hardware_flops += 4.0 * cfg->T * cfg->C * cfg->L * (double)rc->batch * cfg->T;
-    const double peak = pl->mixed ? cl->peak_flops : cl->peak_flops_fp32;
-    c->mfu = c->flops / (c->step_seconds * pl->gpus * peak);
-    if (pl->train_tokens > 0) {
-        const double steps = pl->train_tokens / ((double)rc->batch * cfg->T);
-        c->train_seconds = steps * c->step_seconds;
-        c->energy_kwh = pl->gpus * cl->gpu_watts * c->train_seconds / 3.6e6 * cl->pue;
-        c->cost = c->energy_kwh * cl->price_per_kwh;
-    }
-    return 0;
+    return rc_sim ? -1 : 0;
 }
 
 static int divides(long a, long b) { return a > 0 && b % a == 0; }
@@ -448,24 +461,21 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
                                 continue;
                             if (sp && (tp == 1 || (per_dp / m * cfg->T) % tp))
                                 continue;
-                            for (int z = 0; z < 4; z++) {
-                                if ((rc->given & TT_GIVEN_ZERO) ? z != rc->zero : z && dp == 1)
-                                    continue;
-                                tt_plan_candidate c = {.tp = tp, .pp = pp, .dp = dp, .zero = z,
-                                                       .recompute = rec, .sequence_parallel = sp,
-                                                       .schedule = sched,
-                                                       .virtual_stages = rc->virtual_stages,
-                                                       .micro_batches = m};
-                                if (sched == TT_SCHED_INTERLEAVED &&
-                                    !(rc->given & TT_GIVEN_VIRTUAL) && c.virtual_stages < 2)
-                                    c.virtual_stages = 2;
-                                tt_err ce;
-                                if (evaluate(&x, &c, &ce)) {
-                                    why_none = ce;
-                                    continue;
-                                }
-                                add_candidate(pl, &c);
-                            }
+                            int zeros[4], nz = 0;
+                            for (int z = 0; z < 4; z++)
+                                if ((rc->given & TT_GIVEN_ZERO) ? z == rc->zero : !z || dp > 1)
+                                    zeros[nz++] = z;
+                            tt_plan_candidate c = {.tp = tp, .pp = pp, .dp = dp,
+                                                   .recompute = rec, .sequence_parallel = sp,
+                                                   .schedule = sched,
+                                                   .virtual_stages = rc->virtual_stages,
+                                                   .micro_batches = m};
+                            if (sched == TT_SCHED_INTERLEAVED &&
+                                !(rc->given & TT_GIVEN_VIRTUAL) && c.virtual_stages < 2)
+                                c.virtual_stages = 2;
+                            tt_err ce;
+                            if (evaluate(&x, &c, zeros, nz, &ce))
+                                why_none = ce;
                         }
                     }
                 }
