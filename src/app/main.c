@@ -12,6 +12,7 @@
 #include "tt/app/flags.h"
 #include "tt/comm/grid.h"
 #include "tt/app/plan.h"
+#include "tt/comm/comm.h"
 #include "tt/app/run.h"
 #include "tt/train/resume.h"
 
@@ -55,7 +56,7 @@ int main(int argc, char **argv)
          * its status and leave with it (so mpirun reports one outcome). */
         if (rank == 0)
             status = tt_plan_main(&rc);
-        MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        status = tt_agree_status_world(status);
     } else if (parsed == 0) {
         /* The values on their own first, then the layout they allow: sizes
          * not given are chosen from the world size, and a layout that cannot

@@ -310,6 +310,12 @@ void tt_wait_all(int n, MPI_Request *reqs)
 
 /* ---- agreement ---- */
 
+int tt_agree_status_world(int status)
+{
+    MPI_Allreduce(MPI_IN_PLACE, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return status;
+}
+
 int tt_agree_status(const tt_grid *g, int status)
 {
     tt_allreduce(g, TT_GROUP_OTHER, &status, 1, MPI_INT, MPI_MAX);
