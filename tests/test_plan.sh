@@ -13,6 +13,7 @@
 #  4. Narayanan et al. 2021: GPT-3 175B, 300e9 tokens, 1024 GPUs at 140
 #     TFLOP/s with free links and full recomputation: their 8TP/(nX) estimate
 #     is about 34 days; the plan is within 5% of it.
+#     The seed book's power example: 25,200 MWh and $2.52M within 0.1%.
 #  5. The emulator: for tp2 pp2, pp4, dp2 pp2 and tp2 dp2 on 4 classroom GPUs
 #     and tp2 pp2 dp2 on 8 (two servers: the pipeline crosses the network),
 #     the planned worst-GPU memory equals --report memory's peak within 5% and
@@ -113,6 +114,17 @@ c = json.load(open(sys.argv[1] + '/days.json'))['candidates'][0]
 days = c['train_seconds'] / 86400
 paper = 8 * 300e9 * 175e9 / (1024 * 140e12) / 86400
 print('%.2f days, 8TP/(nX) = %.2f days (%+.1f%%)' % (days, paper, 100*(days/paper - 1))); sys.exit(abs(days/paper - 1) > 0.05)"
+
+# 4b. The seed book's power example (doc/planner.md, worked example 1): 50,000
+#     GPUs at 350 W for two months at $0.10 per kWh: 25,200 MWh, $2.52M.
+plan seed --cluster "$TT_SRCDIR/../doc/seed-book-cluster.json" --gpus 50000 --tp 1 --pp 1 --dp 50000 --zero 0 --recompute none --micro-batches 1 --batch 50000 --train-tokens 5.5296e12
+py "the seed book's 50,000 GPUs for two months" "
+import json, sys
+c = json.load(open(sys.argv[1] + '/seed.json'))['candidates'][0]
+mwh, usd, days = c['energy_kwh'] / 1e3, c['cost'], c['train_seconds'] / 86400
+want = 350 * 50000 * 60 * 24 / 1e6
+print('%.2f days, %.1f MWh (book %.0f), \$%.0f (book \$2.52M)' % (days, mwh, want, usd))
+sys.exit(abs(mwh / want - 1) > 1e-3 or abs(usd / 2.52e6 - 1) > 1e-3)"
 
 # 5. Against the emulator (4 virtual GPUs of classroom, one step).
 run="--steps 1 --sample-len 0 --eval-every 0 --no-spot-check --report memory --quiet"

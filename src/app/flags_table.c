@@ -127,7 +127,8 @@ const tt_flag tt_flags[] = {
              "must equal N. Sizes not given are chosen from N.\n"
              "tp must divide --heads; pp x virtual stages <= --layers."},
     {INT("--pp", pp, 0, 4096), .metavar = "N", IN(LAYOUT)},
-    {INT("--dp", dp, 0, 4096), .metavar = "N", IN(LAYOUT)},
+    /* dp reaches tens of thousands in a plan (the seed book's 50,000 GPUs). */
+    {INT("--dp", dp, 0, 1 << 20), .metavar = "N", IN(LAYOUT)},
     {SWITCH("--show-grid", show_grid, 1), IN(LAYOUT),
      .help = "print every virtual GPU and its TP, PP and DP groups\n"
              "for this layout, then exit (no training)"},
