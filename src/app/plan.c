@@ -97,14 +97,7 @@ typedef struct {
 
 static void add_candidate(tt_plan *p, const tt_plan_candidate *c)
 {
-    if (p->n == p->cap) {
-        p->cap = p->cap ? 2 * p->cap : 64;
-        tt_plan_candidate *n = tt_malloc((size_t)p->cap * sizeof *n);
-        if (p->n)
-            memcpy(n, p->c, (size_t)p->n * sizeof *n);
-        free(p->c);
-        p->c = n;
-    }
+    p->c = tt_grow(p->c, p->n, &p->cap, sizeof *p->c);
     p->c[p->n++] = *c;
 }
 

@@ -116,6 +116,13 @@ void tt_plan_print(FILE *out, const tt_plan *pl, int rows)
     }
 }
 
+/* Number fields from two parallel arrays. */
+static void add_numbers(cJSON *o, const char *const *keys, const double *values, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cJSON_AddNumberToObject(o, keys[i], values[i]);
+}
+
 int tt_plan_write_json(const tt_plan *pl, const char *path, tt_err *e)
 {
     const tt_cluster *cl = &pl->cluster;
@@ -130,18 +137,16 @@ int tt_plan_write_json(const tt_plan *pl, const char *path, tt_err *e)
     cJSON_AddStringToObject(root, "precision", pl->mixed ? "mixed" : "fp32");
     cJSON *c = cJSON_AddObjectToObject(root, "cluster");
     cJSON_AddStringToObject(c, "name", cl->name);
-    cJSON_AddNumberToObject(c, "gpus", pl->gpus);
-    cJSON_AddNumberToObject(c, "gpus_per_server", cl->gpus_per_server);
-    cJSON_AddNumberToObject(c, "gpu_memory_bytes", cl->gpu_memory_bytes);
-    cJSON_AddNumberToObject(c, "peak_flops", pl->mixed ? cl->peak_flops : cl->peak_flops_fp32);
-    cJSON_AddNumberToObject(c, "gpu_watts", cl->gpu_watts);
-    cJSON_AddNumberToObject(c, "price_per_kwh", cl->price_per_kwh);
-    cJSON_AddNumberToObject(c, "gemm_efficiency", cl->gemm_efficiency);
-    cJSON_AddNumberToObject(c, "pue", cl->pue);
-    cJSON_AddNumberToObject(c, "gpu_mtbf_hours", cl->gpu_mtbf_hours);
-    cJSON_AddNumberToObject(c, "storage_bandwidth", cl->storage_bandwidth);
-    cJSON_AddNumberToObject(c, "checkpoint_write_seconds", pl->checkpoint_write_seconds);
-    cJSON_AddNumberToObject(c, "checkpoint_interval_seconds", pl->checkpoint_interval);
+    static const char *const cluster_keys[] = {
+        "gpus", "gpus_per_server", "gpu_memory_bytes", "peak_flops", "gpu_watts",
+        "price_per_kwh", "gemm_efficiency", "pue", "gpu_mtbf_hours", "storage_bandwidth",
+        "checkpoint_write_seconds", "checkpoint_interval_seconds"};
+    const double cluster_values[] = {
+        pl->gpus, cl->gpus_per_server, cl->gpu_memory_bytes,
+        pl->mixed ? cl->peak_flops : cl->peak_flops_fp32, cl->gpu_watts, cl->price_per_kwh,
+        cl->gemm_efficiency, cl->pue, cl->gpu_mtbf_hours, cl->storage_bandwidth,
+        pl->checkpoint_write_seconds, pl->checkpoint_interval};
+    add_numbers(c, cluster_keys, cluster_values, sizeof cluster_values / sizeof(double));
     cJSON *arr = cJSON_AddArrayToObject(root, "candidates");
     static const char *const mem_keys[TT_PMEM_N] = {"weights", "gradients", "optimizer",
                                                     "activations", "comm", "total"};
@@ -160,14 +165,12 @@ int tt_plan_write_json(const tt_plan *pl, const char *path, tt_err *e)
         cJSON *mb = cJSON_AddObjectToObject(o, "memory_bytes");
         for (int k = 0; k < TT_PMEM_N; k++)
             cJSON_AddNumberToObject(mb, mem_keys[k], p->memory[k]);
-        cJSON_AddNumberToObject(o, "flops_per_step", p->flops);
-        cJSON_AddNumberToObject(o, "hardware_flops_per_step", p->hardware_flops);
-        cJSON_AddNumberToObject(o, "step_seconds", p->step_seconds);
-        cJSON_AddNumberToObject(o, "bubble", p->bubble);
-        cJSON_AddNumberToObject(o, "mfu", p->mfu);
-        cJSON_AddNumberToObject(o, "train_seconds", p->train_seconds);
-        cJSON_AddNumberToObject(o, "energy_kwh", p->energy_kwh);
-        cJSON_AddNumberToObject(o, "cost", p->cost);
+        static const char *const keys[] = {
+            "flops_per_step", "hardware_flops_per_step", "step_seconds", "bubble", "mfu", "train_seconds", "energy_kwh",
+            "cost"};
+        const double values[] = {p->flops, p->hardware_flops, p->step_seconds, p->bubble, p->mfu,
+                                 p->train_seconds, p->energy_kwh, p->cost};
+        add_numbers(o, keys, values, sizeof values / sizeof(double));
         cJSON_AddItemToArray(arr, o);
     }
     char *text = cJSON_Print(root);
