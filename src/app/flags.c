@@ -317,7 +317,7 @@ int tt_config_check(const tt_run_config *c, tt_err *e)
         if (c->given & TT_GIVEN_VOCAB)
             return tt_fail(e, "--vocab is for --plan only: training is byte-level (vocabulary "
                               "256)");
-        if (c->given & TT_GIVEN_PLAN_ONLY)
+        if (c->plan_json || c->gpus || c->precision_mixed || c->train_tokens > 0)
             return tt_fail(e, "--plan-json, --gpus, --precision and --train-tokens are for "
                               "--plan only");
         if (c->zero || c->recompute || c->sequence_parallel)

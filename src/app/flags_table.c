@@ -269,16 +269,16 @@ const tt_flag tt_flags[] = {
              "--recompute, --sequence-parallel, --schedule and\n"
              "--micro-batches pin a value). Rank 0 plans, other\n"
              "ranks exit at once"},
-    {STRING("--plan-json", plan_json), .given = TT_GIVEN_PLAN_ONLY, .metavar = "FILE", IN(PLAN),
+    {STRING("--plan-json", plan_json), .metavar = "FILE", IN(PLAN),
      .help = "also write the plan as JSON (DESIGN section 11)"},
-    {INT("--gpus", gpus, 1, 1 << 24), .given = TT_GIVEN_PLAN_ONLY, .metavar = "N", IN(PLAN),
+    {INT("--gpus", gpus, 1, 1 << 24), .metavar = "N", IN(PLAN),
      .help = "GPUs to plan for (default: tp x pp x dp when all\nthree are given)"},
     {.name = "--precision", .kind = TT_FLAG_CHOICE, .words = precision_words,
-     .given = TT_GIVEN_PLAN_ONLY, .metavar = "fp32|mixed", IN(PLAN),
+     .metavar = "fp32|mixed", IN(PLAN),
      .help = "fp32 (default): the emulator's own 4+4+8 bytes per\n"
              "parameter at FP32 peak; mixed: 2+2+12 bytes and 16-bit\n"
              "activations at the 16-bit peak"},
-    {DOUBLE("--train-tokens", train_tokens, 1.0, 1e18), .given = TT_GIVEN_PLAN_ONLY,
+    {DOUBLE("--train-tokens", train_tokens, 1.0, 1e18),
      .metavar = "N", IN(PLAN),
      .help = "tokens to train on: adds days, energy, cost and the\n"
              "checkpoint interval to the plan"},
