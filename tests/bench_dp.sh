@@ -1,37 +1,50 @@
 #!/bin/sh
-# tests/bench_dp.sh - `make bench`: the data-parallel speed-up on this machine.
-# The same global batch is trained on 1 rank (dp 1) and on 2 ranks (dp 2),
-# alternating, several rounds; each round's figure is the median step time
-# of its run (first steps dropped), and the speed-up is the ratio of the
-# medians over rounds. Usage: bench_dp.sh TT_BIN [ROUNDS]
+# tests/bench_dp.sh - `make bench`: wall-clock throughput of this machine's
+# cores under data parallelism and under many virtual GPUs. The same global
+# batch (24 sequences, the default model) is trained, alternating, several
+# rounds, on: 1 rank (dp 1), 2 ranks (dp 2), 12 ranks as tp 2 x pp 3 x dp 2
+# and 12 ranks as dp 12. Each run's figure is the median wall time of its steps
+# (first steps dropped, the CSV's wall_ms column); each layout's figure is the
+# median over rounds. The ratios are throughputs relative to dp 2 on 2 ranks:
+# what oversubscribing the cores with waiting ranks costs.
+# Usage: bench_dp.sh TT_BIN [ROUNDS]
 set -u
 bin=$1
 rounds=${2:-3}
 launch="${MPIRUN:-mpirun} -q --oversubscribe"
 [ "$(id -u)" = 0 ] && launch="$launch --allow-run-as-root"
 export OPENBLAS_NUM_THREADS=1
-cfg="--steps 12 --batch 16 --quiet --sample-len 0 --eval-every 0"
+cfg="--steps 12 --batch 24 --quiet --sample-len 0 --eval-every 0 --no-spot-check"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# median of the ms column (5) of a log, steps >= 2
-step_ms() { awk -F, 'NR > 3 { print $5 }' "$1" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+# median of the wall_ms column (9) of a log, steps >= 2
+step_ms() { awk -F, 'NR > 3 { print $9 }' "$1" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-echo "DP speed-up: default model, global batch 16, $(nproc) cores, one BLAS thread per rank"
-: > "$tmp/one"
-: > "$tmp/two"
+# name: ranks, then the layout flags
+layouts="dp1:1:--dp 1
+dp2:2:--dp 2
+tp2pp3dp2:12:--tp 2 --pp 3 --dp 2
+dp12:12:--dp 12 --micro-batches 2"
+
+echo "wall-clock throughput: default model, global batch 24, $(nproc) cores, one BLAS thread per rank"
 r=1
 while [ "$r" -le "$rounds" ]; do
-    $launch -np 1 "$bin" $cfg --dp 1 --log "$tmp/1.csv" >/dev/null || exit 1
-    $launch -np 2 "$bin" $cfg --dp 2 --log "$tmp/2.csv" >/dev/null || exit 1
-    a=$(step_ms "$tmp/1.csv")
-    b=$(step_ms "$tmp/2.csv")
-    echo "$a" >> "$tmp/one"
-    echo "$b" >> "$tmp/two"
-    echo "round $r: dp 1 $a ms/step, dp 2 $b ms/step"
+    line="round $r:"
+    echo "$layouts" | while IFS=: read -r name np flags; do
+        $launch -np "$np" "$bin" $cfg $flags --log "$tmp/$name.csv" >/dev/null || exit 1
+        ms=$(step_ms "$tmp/$name.csv")
+        echo "$ms" >> "$tmp/$name.all"
+        printf '%s %s %s ms/step' "$line" "$name" "$ms"
+        line=","
+    done || exit 1
+    echo
     r=$((r + 1))
 done
-a=$(median < "$tmp/one")
-b=$(median < "$tmp/two")
-awk -v a="$a" -v b="$b" 'BEGIN { printf "median: dp 1 %.1f ms/step, dp 2 %.1f ms/step: speed-up %.2fx\n", a, b, a / b }'
+base=$(median < "$tmp/dp2.all")
+echo "$layouts" | while IFS=: read -r name np flags; do
+    m=$(median < "$tmp/$name.all")
+    awk -v n="$name" -v np="$np" -v m="$m" -v b="$base" \
+        'BEGIN { printf "median %-10s on %2d ranks: %7.1f ms/step wall, throughput %.2f of dp2 on 2 ranks\n", n, np, m, b / m }'
+done

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "tt/app/flags.h"
+#include "tt/parallel/pipeline.h"
 
 #include "check_run.h"
 
@@ -350,6 +351,11 @@ START_TEST(bad_values_refused)
 {
     expect_error("unknown option '--frobnicate' (see --help)", "--frobnicate", "3", NULL);
     expect_error("unknown option '--quiet' (see --help)", "--quiet=1", NULL);
+    /* A near miss names the flag that was meant. */
+    expect_error("unknown option '--micro-batch'; did you mean --micro-batches? (see --help)",
+                 "--micro-batch", "2", NULL);
+    expect_error("unknown option '--stpes'; did you mean --steps? (see --help)", "--stpes", "3",
+                 NULL);
     expect_error("unexpected argument 'stray' (options start with --; see --help)", "stray", NULL);
     expect_error("option --seq needs a value (see --help)", "--quiet", "--seq", NULL);
     expect_error("--layers expects an integer, got '2x'", "--layers", "2x", NULL);
@@ -428,6 +434,11 @@ START_TEST(special_rows)
     ck_assert_int_eq(parse(&c, &e, NULL, "--virtual-stages", "3", "--schedule=interleaved", NULL),
                      0);
     ck_assert(c.virtual_stages == 3 && (c.given & TT_GIVEN_VIRTUAL));
+    /* Schedules in the papers' spelling. */
+    ck_assert_int_eq(parse(&c, &e, NULL, "--schedule", "1F1B", NULL), 0);
+    ck_assert_int_eq(c.schedule, TT_SCHED_1F1B);
+    ck_assert_int_eq(parse(&c, &e, NULL, "--clock", "wall", "--cluster", "dgx-h100", NULL), 0);
+    ck_assert(c.clock_wall == 1 && strcmp(c.cluster, "dgx-h100") == 0);
     ck_assert_int_eq(parse(&c, &e, NULL, "--no-spot-check", "--quiet", NULL), 0);
     ck_assert(c.spot_check == 0 && c.quiet == 1 && c.given == 0);
     /* The fault module judges the name; the parser only keeps it. */

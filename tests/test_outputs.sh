@@ -101,7 +101,7 @@ for np in 1 2; do
     mkdir "$work/t.json"
     wait
     statuses=$(cat "$work"/status.* 2>/dev/null | sort -u | tr '\n' ' ')
-    rows=$(awk -F, 'NF != 7 { bad++ } END { print NR - 1 - bad }' "$work/end.csv")
+    rows=$(awk -F, 'NF != 9 { bad++ } END { print NR - 1 - bad }' "$work/end.csv")
     if [ "$statuses" = "1 " ] && grep -q "cannot write trace '$work/t.json': it is now a directory" "$work/err" \
         && [ "$(grep -c . "$work/err")" -eq 1 ]; then
         ok "trace turned into a directory ($np rank(s)): refused at the rename"
@@ -127,7 +127,7 @@ for np in 1 2; do
     done
     kill -TERM "$pid"
     wait "$pid"
-    bad=$(awk -F, 'NF != 7' "$work/killed.csv" | wc -l)
+    bad=$(awk -F, 'NF != 9' "$work/killed.csv" | wc -l)
     last=$(tail -c 1 "$work/killed.csv" | od -An -c | tr -d ' ')
     [ "$bad" -eq 0 ] && [ "$last" = '\n' ] && ok "killed run ($np rank(s)): the log ends with a whole row" \
         || not_ok "killed run ($np rank(s)): $bad partial rows, last byte '$last'"

@@ -179,6 +179,46 @@ START_TEST(dp_buckets)
 }
 END_TEST
 
+/* ---- ZeRO ---------------------------------------------------------------- */
+
+START_TEST(zero_units)
+{
+    /* Units of 40, 20 and 44 floats (embeddings, a block, the head) over dp 3
+     * pad to 42, 21, 45: 108 floats, 432 bytes. Stage 1, 5 steps: per step
+     * one reduce-scatter and one all-gather per unit, each booked at the
+     * whole padded unit: 15 calls and 5 x 432 = 2160 bytes each way. In ring
+     * bytes each is (3-1)/3 of that, together 2 x 2/3 x 432 = 576 per step:
+     * the all-reduce's 2(n-1)/n of the (padded) buffer. */
+    tt_params p;
+    memset(&p, 0, sizeof p);
+    tt_params_add(&p, "tok_emb.weight", 2, 10, 4, TT_SPLIT_NONE, 0, 0);
+    tt_params_add(&p, "blocks.0.ln1.weight", 1, 4, 1, TT_SPLIT_NONE, 0, 0);
+    tt_params_add(&p, "blocks.0.attn.q.weight", 2, 4, 4, TT_SPLIT_NONE, 0, 0);
+    tt_params_add(&p, "ln_f.weight", 1, 4, 1, TT_SPLIT_NONE, 0, 0);
+    tt_params_add(&p, "lm_head.weight", 2, 10, 4, TT_SPLIT_NONE, 0, 0);
+    tt_params_set_zero(&p, 1, 3, 0);
+    tt_comm_stats s;
+    memset(&s, 0, sizeof s);
+    tt_zero_expected_traffic(&s, &p, 4, 5);
+    ck_assert_int_eq(CALLS(s, DP, REDUCE_SCATTER), 15);
+    ck_assert_int_eq(BYTES(s, DP, REDUCE_SCATTER), 2160);
+    ck_assert_int_eq(CALLS(s, DP, ALLGATHER), 15);
+    ck_assert_int_eq(BYTES(s, DP, ALLGATHER), 2160);
+    ck_assert_int_eq(others(&s, TT_GROUP_DP), 0);
+    /* Stage 2, 4 micro-batches, 1 step: every unit reduced once per
+     * micro-batch: 12 reduce-scatters, 4 x 432 = 1728 bytes; the weights
+     * gathered once: 3 calls, 432 bytes. */
+    tt_params_set_zero(&p, 2, 3, 0);
+    memset(&s, 0, sizeof s);
+    tt_zero_expected_traffic(&s, &p, 4, 1);
+    ck_assert_int_eq(CALLS(s, DP, REDUCE_SCATTER), 12);
+    ck_assert_int_eq(BYTES(s, DP, REDUCE_SCATTER), 1728);
+    ck_assert_int_eq(CALLS(s, DP, ALLGATHER), 3);
+    ck_assert_int_eq(BYTES(s, DP, ALLGATHER), 432);
+    tt_params_free(&p);
+}
+END_TEST
+
 /* ---- one GPU of a layout: the sum ---------------------------------------- */
 
 START_TEST(expected_sums_the_groups)
@@ -230,6 +270,7 @@ int main(void)
     tcase_add_test(tc, pp_ends_and_middle);
     tcase_add_test(tc, pp_interleaved);
     tcase_add_test(tc, dp_buckets);
+    tcase_add_test(tc, zero_units);
     tcase_add_test(tc, expected_sums_the_groups);
     suite_add_tcase(s, tc);
     return tt_check_run(s);

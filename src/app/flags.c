@@ -165,6 +165,45 @@ static const tt_flag *find_flag(const char *name)
     return NULL;
 }
 
+/* Edit distance of a and b (at most 64 characters each; longer ones differ). */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 64 || m > 64)
+        return 99;
+    int d[65][65];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m];
+}
+
+/* The flag a mistyped name most likely meant: one the name starts, or within
+ * two edits; NULL when none is that close. */
+static const char *closest_flag(const char *name)
+{
+    const char *best = NULL;
+    int best_d = 3;
+    for (size_t i = 0; i < tt_flag_count; i++) {
+        const char *f = tt_flags[i].name;
+        int d = strncmp(f, name, strlen(name)) == 0 && strlen(name) > 3 ? 1
+                                                                        : edit_distance(name, f);
+        if (d < best_d)
+            best = f, best_d = d;
+    }
+    return best;
+}
+
 int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *e)
 {
     tt_config_defaults(c);
@@ -189,8 +228,13 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
         const tt_flag *f = find_flag(flag);
         int bare = f && (f->kind == TT_FLAG_SWITCH || f->kind == TT_FLAG_ANSWER);
         /* A flag without a value has no "=" spelling: --quiet=1 is unknown. */
-        if (!f || (bare && eq))
+        if (!f || (bare && eq)) {
+            const char *near = f ? NULL : closest_flag(flag);
+            if (near)
+                return tt_fail(e, "unknown option '%s'; did you mean %s? (see --help)", flag,
+                               near);
             return tt_fail(e, "unknown option '%s' (see --help)", flag);
+        }
         if (f->kind == TT_FLAG_ANSWER) {
             if (out)
                 f->answer(out);
@@ -320,9 +364,9 @@ int tt_config_check(const tt_run_config *c, tt_err *e)
         if (c->plan_json || c->gpus || c->precision_mixed || c->train_tokens > 0)
             return tt_fail(e, "--plan-json, --gpus, --precision and --train-tokens are for "
                               "--plan only");
-        if (c->zero || c->recompute || c->sequence_parallel)
-            return tt_fail(e, "--zero, --recompute and --sequence-parallel are not built into "
-                              "training yet; --plan plans them");
+        if (c->recompute || c->sequence_parallel)
+            return tt_fail(e, "--recompute and --sequence-parallel are not built into training "
+                              "yet; --plan plans them");
     }
     if (m->C % m->NH != 0)
         return tt_fail(e, "--heads %d must divide --dim %d (head size = dim / heads)", m->NH, m->C);

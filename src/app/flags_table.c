@@ -42,6 +42,7 @@ void tt_config_defaults(tt_run_config *c)
     c->schedule = TT_SCHED_1F1B;
     c->virtual_stages = 1;
     c->spot_check = 1;
+    c->watchdog = 300;
     c->cluster = "classroom";
 }
 
@@ -239,8 +240,10 @@ const tt_flag tt_flags[] = {
      .help = "write a safetensors checkpoint at the end"},
     {LONG("--save-every", save_every, 1, BIG), .metavar = "K", IN(FILES),
      .help = "... and every K steps"},
-    {STRING("--resume", resume), .metavar = "FILE", IN(FILES),
-     .help = "continue from a checkpoint up to --steps"},
+    {STRING("--resume", resume), .metavar = "FILE|auto", IN(FILES),
+     .help = "continue from a checkpoint up to --steps; auto: from\n"
+             "the --save file if it exists (a damaged one is refused\n"
+             "and kept), else from step 0"},
     {STRING("--log", log), .metavar = "FILE", IN(FILES),
      .help = "CSV, one row per step: step,loss,lr,grad_norm,ms,\n"
              "tokens_per_s,eval_loss,mfu,wall_ms (ms, tokens_per_s\n"
@@ -258,6 +261,11 @@ const tt_flag tt_flags[] = {
      .help = "the communication table of every GPU (with more than\n"
              "one GPU, rank 0's table is printed anyway) and the\n"
              "memory of every GPU by category"},
+    {DOUBLE("--watchdog", watchdog, 0.0, 1e9), .metavar = "SECONDS", IN(OUTPUT),
+     .help = "a GPU blocked in one communication this long prints\n"
+             "what it waits for (operation, group, peer, tag, step,\n"
+             "micro-batch) and what it last saw of its peers, then\n"
+             "ends the job with exit 1; 0 = off (default %D)"},
     {SIZE("--gpu-mem", gpu_mem), .metavar = "SIZE", IN(OUTPUT),
      .help = "memory of each virtual GPU, e.g. 16M; more is an\n"
              "out-of-memory error before training (default %D)"},

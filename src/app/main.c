@@ -7,12 +7,14 @@
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tt/core/common.h"
 #include "tt/app/flags.h"
 #include "tt/comm/grid.h"
 #include "tt/app/plan.h"
 #include "tt/comm/comm.h"
+#include "tt/comm/watchdog.h"
 #include "tt/app/run.h"
 #include "tt/train/resume.h"
 
@@ -27,9 +29,37 @@ static int resume_config(tt_run_config *rc, tt_err *e)
     return tt_config_check_ranges(rc, source, e);
 }
 
+/* --resume auto: the --save file when it exists, else a fresh start, said
+ * in one line by rank 0. A file that is there but cannot be continued from is
+ * refused and kept: starting over would replace it with a younger run's
+ * checkpoint. 0 or an exit status. */
+static int resume_auto(tt_run_config *rc, int rank, tt_err *e)
+{
+    int found = tt_resume_auto(rc, e);
+    if (found < 0)
+        return rc->save ? TT_EXIT_RUNTIME : TT_EXIT_USAGE;
+    if (found == 0) {
+        if (rank == 0)
+            printf("--resume auto: no checkpoint '%s' yet: starting from step 0\n", rc->save);
+        return 0;
+    }
+    if (resume_config(rc, e)) {
+        tt_err why = *e;
+        tt_fail(e, "--resume auto: checkpoint '%s' exists but cannot be continued from (kept "
+                   "as it is; move it away to start afresh): %s", rc->save, why.msg);
+        return TT_EXIT_RUNTIME;
+    }
+    if (rank == 0)
+        printf("--resume auto: continuing from checkpoint '%s' at step %ld\n", rc->save,
+               rc->resume_step);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    /* The watchdog's helper thread never calls MPI: FUNNELED is enough. */
+    int threads;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &threads);
     int rank, world;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -42,11 +72,15 @@ int main(int argc, char **argv)
     tt_err err;
     int status = 0;
     int parsed = tt_config_parse(&rc, argc, argv, rank == 0 ? stdout : NULL, &err);
+    const int is_auto = parsed == 0 && rc.resume && strcmp(rc.resume, TT_RESUME_AUTO) == 0;
     if (parsed < 0) {
         if (rank == 0)
             fprintf(stderr, "tiny_transformer: %s\n", err.msg);
         status = TT_EXIT_USAGE;
-    } else if (parsed == 0 && rc.resume && resume_config(&rc, &err)) {
+    } else if (is_auto && (status = resume_auto(&rc, rank, &err)) != 0) {
+        if (rank == 0)
+            fprintf(stderr, "tiny_transformer: %s\n", err.msg);
+    } else if (parsed == 0 && !is_auto && rc.resume && resume_config(&rc, &err)) {
         /* A checkpoint that cannot be read, or does not fit the flags. */
         if (rank == 0)
             fprintf(stderr, "tiny_transformer: %s\n", err.msg);
@@ -71,6 +105,7 @@ int main(int argc, char **argv)
         } else {
             tt_grid grid;
             tt_grid_init(&grid, tp, pp, dp, MPI_COMM_WORLD);
+            tt_watch_start(&grid, rc.watchdog);
             if (rc.show_grid) {
                 /* The map alone: a picture of the layout, no training. */
                 if (rank == 0)
@@ -78,6 +113,7 @@ int main(int argc, char **argv)
             } else {
                 status = tt_run_main(&rc, &grid);
             }
+            tt_watch_stop();
             tt_grid_free(&grid);
         }
     }

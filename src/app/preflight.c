@@ -38,7 +38,15 @@ int tt_preflight_memory(const tt_run_config *rc, const tt_grid *g, const tt_shar
     const int ranks = tt_ranks_on_host(g); /* collective: before any return */
     /* The parameter buffers are exact (four kinds: weights, gradients, Adam
      * m and v); over --gpu-mem on their own, nothing else needs building. */
-    const uint64_t params = tt_model_bytes_bound(&rc->model, spec, 0, 0);
+    uint64_t params = tt_model_bytes_bound(&rc->model, spec, 0, 0);
+    if (spec->zero_stage) { /* sharded kinds: the allocation's own figures */
+        tt_params table;
+        size_t w, gr, opt;
+        tt_model_shard_table(&table, &rc->model, spec);
+        tt_params_zero_bytes(&table, &w, &gr, &opt);
+        tt_params_free(&table);
+        params = (uint64_t)w + gr + opt;
+    }
     if (rc->gpu_mem && params > rc->gpu_mem)
         return tt_fail(e, "%s needs %.0f MiB for its weights, gradients and Adam state alone "
                           "(before activations), --gpu-mem is %.0f MiB", name, MIB(params),

@@ -19,10 +19,13 @@
  * could do at FP32 peak in that (virtual) time. NAN under --clock wall. */
 static double run_mfu(const tt_run *r, double seconds)
 {
-    if (tt_vclock_mode() == TT_CLOCK_WALL || !(seconds > 0))
+    const tt_cluster *c = tt_vclock_cluster();
+    /* Fixed chunk costs (tests, labs) are not FLOPs at a rate: no MFU. */
+    if (tt_vclock_mode() == TT_CLOCK_WALL || !(seconds > 0) || c->fixed_forward > 0 ||
+        c->fixed_backward > 0)
         return NAN;
     const double flops = tt_model_flops(&r->rc.model, r->rc.batch);
-    return flops / (seconds * r->g->world_size * tt_vclock_cluster()->peak_flops_fp32);
+    return flops / (seconds * r->g->world_size * c->peak_flops_fp32);
 }
 
 /* The per-step line and the CSV row: time, tokens/s and MFU on the clock
@@ -35,8 +38,11 @@ static void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
     if (!rc->quiet) {
         SAY("step %5ld/%ld | loss %.4f | lr %.3e | grad norm %.4f | ", s, rc->steps, st->loss,
             st->lr, st->grad_norm);
-        if (isnan(mfu))
+        if (tt_vclock_mode() == TT_CLOCK_WALL)
             SAY("%7.1f ms wall | %8.0f tok/s wall", st->seconds * 1e3, tok_s);
+        else if (isnan(mfu))
+            SAY("%7.2f ms | %8.0f tok/s | wall %6.1f ms", st->seconds * 1e3, tok_s,
+                st->wall_seconds * 1e3);
         else
             SAY("%7.2f ms | %8.0f tok/s | MFU %4.1f%% | wall %6.1f ms", st->seconds * 1e3,
                 tok_s, 100 * mfu, st->wall_seconds * 1e3);
@@ -147,8 +153,12 @@ static int run_reports(tt_run *r)
     if (trained && tt_vclock_mode() == TT_CLOCK_VIRTUAL) {
         const double per = r->clock_seconds / (double)(r->end - r->step0);
         const tt_cluster *c = tt_vclock_cluster();
-        SAY("virtual time on %s: %.3f ms per step, %.0f tokens/s, MFU %.1f%% of its FP32 peak\n",
-            c->name, per * 1e3, rc->batch * (double)rc->model.T / per, 100 * run_mfu(r, per));
+        const double mfu = run_mfu(r, per);
+        SAY("virtual time on %s: %.2f ms per step, %.0f tokens/s", c->name, per * 1e3,
+            rc->batch * (double)rc->model.T / per);
+        if (!isnan(mfu))
+            SAY(", MFU %.1f%% of its FP32 peak", 100 * mfu);
+        SAY("\n");
     }
     if (g->tp > 1) {
         int same = tt_tp_replicated_identical(g, &r->model.P);
@@ -157,7 +167,9 @@ static int run_reports(tt_run *r)
     }
     if (g->dp > 1) {
         int same = tt_dp_replicas_identical(g, &r->model.P);
-        SAY("DP replicas bit-identical (weights and Adam moments): %s\n", same ? "yes" : "NO");
+        SAY("DP replicas bit-identical (%s): %s\n",
+            r->model.P.z.stage ? "weights; ZeRO shards the Adam moments" : "weights and Adam moments",
+            same ? "yes" : "NO");
         status = same ? status : TT_EXIT_RUNTIME;
     }
     if (rc->report_memory)

@@ -28,11 +28,29 @@ static int run_check(tt_run *r)
     tt_err e;
     if (run_plant_fault(r))
         return TT_EXIT_USAGE;
-    if (tt_config_check(rc, &e))
+    if (tt_config_check(rc, &e)) {
+        /* A resumed run's values partly come from its checkpoint: say so. */
+        if (rc->resume) {
+            size_t n = strlen(e.msg);
+            snprintf(e.msg + n, sizeof e.msg - n,
+                     " (values not given on the command line come from checkpoint '%s')",
+                     rc->resume);
+        }
         return fail_with(r, &e, TT_EXIT_USAGE);
+    }
     if (rc->batch % r->g->dp || (rc->batch / r->g->dp) % rc->micro_batches) {
         tt_fail(&e, "--batch %d must split into dp %d replicas of --micro-batches %d", rc->batch,
                 r->g->dp, rc->micro_batches);
+        return fail_with(r, &e, TT_EXIT_USAGE);
+    }
+    if (rc->zero > 0 && r->g->dp == 1) {
+        tt_fail(&e, "--zero %d needs a data-parallel group: ZeRO shards the optimizer state "
+                    "over the dp GPUs, and this layout has dp 1 (use --dp 2 or more, or --zero 0)",
+                rc->zero);
+        return fail_with(r, &e, TT_EXIT_USAGE);
+    }
+    if (rc->zero == 3) {
+        tt_fail(&e, "--zero 3 (sharded weights) is not built yet; stages 1 and 2 are");
         return fail_with(r, &e, TT_EXIT_USAGE);
     }
     const int K = r->g->pp * rc->virtual_stages;
@@ -83,6 +101,7 @@ static int run_build(tt_run *r)
     /* Activations for one micro-batch; eval runs in chunks of the same size. */
     tt_model_init(&r->model, &rc->model, &spec, tt_micro_batch_size(rc, g->dp), rc->seed);
     r->model.grid = g;
+    tt_zero_attach(&r->model, g); /* ZeRO-2: reduce each unit as its backward ends */
     r->have_model = 1;
     r->have_pipe = 1; /* tt_pipe_free releases what a failed init leaves */
     if (tt_pipe_init(&r->pipe, &r->model, rc, g, &e))
@@ -121,6 +140,18 @@ static int run_check_outputs(tt_run *r)
 {
     tt_err e;
     return agreed(r, tt_config_outputs_check(&r->rc, &e) != 0, &e, TT_EXIT_RUNTIME);
+}
+
+/* What a killed run left of this run's outputs: their temporaries, removed
+ * by rank 0 (whose pid names them) before the first step; a live run's are
+ * left alone (tt_remove_stale_temps). */
+static void run_clean_temps(const tt_run *r)
+{
+    const tt_run_config *rc = &r->rc;
+    const char *outs[] = {rc->save, rc->log, rc->trace, rc->timeline};
+    for (size_t i = 0; r->g->world_rank == 0 && i < sizeof outs / sizeof outs[0]; i++)
+        if (outs[i])
+            tt_remove_stale_temps(outs[i], stdout);
 }
 
 #define LOG_HEADER "step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss,mfu,wall_ms\n"
@@ -168,6 +199,8 @@ int tt_run_setup(tt_run *r)
     if (!status)
         status = run_check_outputs(r);
     if (!status)
+        run_clean_temps(r);
+    if (!status)
         status = run_build(r);
     if (status)
         return status;
@@ -175,7 +208,8 @@ int tt_run_setup(tt_run *r)
      * the run here, before any work. */
     if (tt_check_oom(g))
         return TT_EXIT_RUNTIME;
-    int failed = rc->resume && tt_checkpoint_load(rc->resume, &r->model.P, &e);
+    int failed = rc->resume && (tt_checkpoint_load(rc->resume, &r->model.P, &e) ||
+                                tt_resume_check_state(&r->model.P, rc->resume, &e));
     if (agreed(r, failed, &e, TT_EXIT_RUNTIME))
         return TT_EXIT_RUNTIME;
     if (rc->log && g->world_rank == 0) {

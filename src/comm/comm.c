@@ -2,11 +2,13 @@
  * logic that calls MPI's transfers (checkpoint files use MPI-IO in
  * src/train/ckpt_mpiio.c). */
 #include "tt/comm/comm.h"
+#include "tt/comm/watchdog.h"
 #include "tt/core/common.h"
 #include "tt/core/vclock.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const char *const tt_group_names[TT_NGROUPS] = {"TP", "PP", "DP", "other"};
 const char *const tt_op_names[TT_NOPS] = {"all-reduce", "all-gather", "reduce-scatter",
@@ -48,6 +50,7 @@ static void count_peer(int where, tt_op op, long long bytes, double t0, int peer
     int row = (where & TT_BOOKKEEPING) ? TT_GROUP_OTHER : (where & ~TT_BOOKKEEPING);
     tt_comm_count *c = &stats.c[row][op];
     double t1 = tt_clock_now();
+    tt_watch_end();
     c->calls++;
     c->bytes += bytes;
     c->seconds += t1 - t0;
@@ -59,6 +62,13 @@ static void count(int where, tt_op op, long long bytes, double t0)
 {
     count_peer(where, op, bytes, t0, -1);
 }
+
+/* The watchdog's hooks before a blocking call (tt/comm/watchdog.h); the
+ * call's end is booked in count_peer, after the clocks' exchanges too. */
+#define WATCH_COLLECTIVE(op, g, where) \
+    tt_watch_begin(TT_WATCH_COLLECTIVE, tt_op_names[op], tt_group_comm(g, where), -1, -1)
+#define WATCH_P2P(kind, op, g, peer, tag) \
+    tt_watch_begin(kind, tt_op_names[op], (g)->pp_comm, peer, tag)
 
 static long long type_size(MPI_Datatype type)
 {
@@ -106,11 +116,43 @@ static const tt_link *group_link(const tt_grid *g, int where)
     return tt_cluster_link(c, lo, hi);
 }
 
-/* A collective starts for all when the last member arrives. */
-static double clock_latest_entry(MPI_Comm comm)
+/* ---- waiting without holding a core ----------------------------------------
+ * Many virtual GPUs share few cores: a rank that waits for a peer must give
+ * its core to the ranks with work, not poll for it. So every wait here tests
+ * its request and sleeps between tests, 20 us at first, doubling to 500 us
+ * (a message that arrives costs a rank at most that much more latency). */
+static void wait_politely(MPI_Request *req)
 {
-    double t = tt_vclock_now();
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
+    int done = 0;
+    long ns = 20000;
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    while (!done) {
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        ns = ns < 500000 / 2 ? 2 * ns : 500000;
+        MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    }
+}
+
+/* A collective starts for all when the last member arrives: the members wait
+ * for each other politely (a non-blocking maximum of their clocks while the
+ * clocks tick, else a non-blocking barrier), so the blocking collective that
+ * follows finds everyone there and does not spin. MPI_MAX of doubles is
+ * exact in any order, so no result depends on the algorithm. Returns the
+ * latest entry time (0 when the clocks do not tick). */
+static double arrive(MPI_Comm comm, int ticking)
+{
+    int n;
+    MPI_Comm_size(comm, &n);
+    double t = ticking ? tt_vclock_now() : 0.0;
+    if (n == 1)
+        return t;
+    MPI_Request req;
+    if (ticking)
+        MPI_Iallreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm, &req);
+    else
+        MPI_Ibarrier(comm, &req);
+    wait_politely(&req);
     return t;
 }
 
@@ -123,7 +165,12 @@ static void clock_collective(const tt_grid *g, int where, double latest, tt_coll
 
 double tt_clock_max(const tt_grid *g, int where, double t)
 {
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, tt_group_comm(g, where));
+    WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, where);
+    MPI_Comm comm = tt_group_comm(g, where);
+    MPI_Request req;
+    MPI_Iallreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm, &req);
+    wait_politely(&req);
+    tt_watch_end();
     return t;
 }
 
@@ -149,7 +196,7 @@ static void clock_wait_sends(void)
 {
     while (clock_msgs) {
         clock_msg *m = clock_msgs;
-        MPI_Wait(&m->req, MPI_STATUS_IGNORE);
+        wait_politely(&m->req);
         clock_msgs = m->next;
         free(m);
     }
@@ -172,8 +219,9 @@ void tt_allreduce(const tt_grid *g, int where, void *buf, int count_, MPI_Dataty
 {
     double t0 = tt_clock_now();
     MPI_Comm comm = tt_group_comm(g, where);
+    WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, where);
     const int ticking = tt_vclock_ticking();
-    double latest = ticking ? clock_latest_entry(comm) : 0.0;
+    double latest = arrive(comm, ticking);
     MPI_Allreduce(MPI_IN_PLACE, buf, count_, type, op, comm);
     const long long bytes = (long long)count_ * type_size(type);
     if (ticking)
@@ -188,8 +236,9 @@ void tt_allgather(const tt_grid *g, int where, const void *send, void *recv, int
     MPI_Comm comm = tt_group_comm(g, where);
     int n;
     MPI_Comm_size(comm, &n);
+    WATCH_COLLECTIVE(TT_OP_ALLGATHER, g, where);
     const int ticking = tt_vclock_ticking();
-    double latest = ticking ? clock_latest_entry(comm) : 0.0;
+    double latest = arrive(comm, ticking);
     MPI_Allgather(send, count_, type, recv, count_, type, comm);
     const long long bytes = (long long)n * count_ * type_size(type);
     if (ticking)
@@ -204,8 +253,9 @@ void tt_reduce_scatter(const tt_grid *g, int where, const void *send, void *recv
     MPI_Comm comm = tt_group_comm(g, where);
     int n;
     MPI_Comm_size(comm, &n);
+    WATCH_COLLECTIVE(TT_OP_REDUCE_SCATTER, g, where);
     const int ticking = tt_vclock_ticking();
-    double latest = ticking ? clock_latest_entry(comm) : 0.0;
+    double latest = arrive(comm, ticking);
     MPI_Reduce_scatter_block(send, recv, count_, type, MPI_SUM, comm);
     const long long bytes = (long long)n * count_ * type_size(type);
     if (ticking)
@@ -221,8 +271,9 @@ void tt_gatherv(const tt_grid *g, int where, const void *send, int count_, void 
     int me, n;
     MPI_Comm_rank(comm, &me);
     MPI_Comm_size(comm, &n);
+    WATCH_COLLECTIVE(TT_OP_GATHER, g, where);
     const int ticking = tt_vclock_ticking();
-    double latest = ticking ? clock_latest_entry(comm) : 0.0;
+    double latest = arrive(comm, ticking);
     MPI_Gatherv(send, count_, type, recv, counts, displs, type, root, comm);
     long long elems = count_;
     if (me == root)
@@ -238,8 +289,9 @@ void tt_bcast(const tt_grid *g, int where, void *buf, int count_, MPI_Datatype t
 {
     double t0 = tt_clock_now();
     MPI_Comm comm = tt_group_comm(g, where);
+    WATCH_COLLECTIVE(TT_OP_BCAST, g, where);
     const int ticking = tt_vclock_ticking();
-    double latest = ticking ? clock_latest_entry(comm) : 0.0;
+    double latest = arrive(comm, ticking);
     MPI_Bcast(buf, count_, type, root, comm);
     const long long bytes = (long long)count_ * type_size(type);
     if (ticking)
@@ -265,6 +317,7 @@ void tt_send(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, i
     if (dest == MPI_PROC_NULL)
         return;
     double t0 = tt_clock_now();
+    WATCH_P2P(TT_WATCH_SEND, TT_OP_SEND, g, stage_world_rank(g, dest), tag);
     MPI_Send(buf, count_, type, dest, tag, g->pp_comm);
     if (tt_vclock_ticking()) {
         double t = tt_vclock_now();
@@ -282,6 +335,7 @@ void tt_isend(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, 
         return;
     }
     double t0 = tt_clock_now();
+    WATCH_P2P(TT_WATCH_SEND, TT_OP_SEND, g, stage_world_rank(g, dest), tag);
     MPI_Isend(buf, count_, type, dest, tag, g->pp_comm, req);
     if (tt_vclock_ticking())
         clock_isend(g, dest, tag);
@@ -294,7 +348,10 @@ void tt_recv(const tt_grid *g, void *buf, int count_, MPI_Datatype type, int src
     if (src == MPI_PROC_NULL)
         return;
     double t0 = tt_clock_now();
-    MPI_Recv(buf, count_, type, src, tag, g->pp_comm, MPI_STATUS_IGNORE);
+    WATCH_P2P(TT_WATCH_RECV, TT_OP_RECV, g, stage_world_rank(g, src), tag);
+    MPI_Request req;
+    MPI_Irecv(buf, count_, type, src, tag, g->pp_comm, &req);
+    wait_politely(&req);
     const long long bytes = (long long)count_ * type_size(type);
     if (tt_vclock_ticking())
         clock_recv(g, src, tag, bytes);
@@ -303,9 +360,11 @@ void tt_recv(const tt_grid *g, void *buf, int count_, MPI_Datatype type, int src
 
 void tt_wait_all(int n, MPI_Request *reqs)
 {
-    if (n > 0)
-        MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
+    tt_watch_begin(TT_WATCH_SENDS, "wait for the posted sends", MPI_COMM_NULL, -1, -1);
+    for (int i = 0; i < n; i++)
+        wait_politely(&reqs[i]);
     clock_wait_sends();
+    tt_watch_end();
 }
 
 /* ---- agreement ---- */

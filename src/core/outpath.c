@@ -9,8 +9,10 @@
 #include "tt/core/outpath.h"
 #include "tt/core/config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,6 +226,67 @@ char *tt_temp_name(const char *path, long pid)
     char *tmp = tt_malloc(cap);
     snprintf(tmp, cap, "%s.tmp.%ld", path, pid);
     return tmp;
+}
+
+/* The pid of a name that is "<base>.tmp.<digits>", else -1. */
+static long temp_pid(const char *name, const char *base)
+{
+    size_t n = strlen(base);
+    if (strncmp(name, base, n) != 0 || strncmp(name + n, ".tmp.", 5) != 0)
+        return -1;
+    const char *d = name + n + 5;
+    size_t k = strspn(d, "0123456789");
+    if (k == 0 || k > 10 || d[k] != '\0')
+        return -1;
+    return strtol(d, NULL, 10);
+}
+
+/* Is pid a running process on this host? kill(pid, 0) fails with ESRCH only
+ * when there is no such process; a zombie (a killed rank whose parent, mpirun,
+ * left without reaping it) is dead all the same, as its /proc stat says. */
+static int pid_running(long pid)
+{
+    if (pid <= 0 || pid > INT_MAX || (kill((pid_t)pid, 0) != 0 && errno == ESRCH))
+        return 0;
+    char stat_path[64], buf[256];
+    snprintf(stat_path, sizeof stat_path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(stat_path, "r");
+    if (!f)
+        return 1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')'); /* the name may hold spaces */
+    return !(paren && paren[1] == ' ' && paren[2] == 'Z');
+}
+
+int tt_remove_stale_temps(const char *path, FILE *out)
+{
+    char *dir = dir_of(path);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    DIR *d = opendir(dir);
+    int removed = 0;
+    for (struct dirent *ent; d && (ent = readdir(d));) {
+        long pid = temp_pid(ent->d_name, base);
+        if (pid <= 0 || pid_running(pid))
+            continue;
+        /* Named as the writer named it: in path's directory, as given. */
+        size_t cap = (size_t)(base - path) + strlen(ent->d_name) + 1;
+        char *full = tt_malloc(cap);
+        snprintf(full, cap, "%.*s%s", (int)(base - path), path, ent->d_name);
+        struct stat st;
+        if (lstat(full, &st) == 0 && S_ISREG(st.st_mode) && unlink(full) == 0) {
+            removed++;
+            if (out)
+                fprintf(out, "removed '%s', the temporary of an interrupted write of '%s'\n",
+                        full, path);
+        }
+        free(full);
+    }
+    if (d)
+        closedir(d);
+    free(dir);
+    return removed;
 }
 
 int tt_replace_file(const char *tmp, const char *path, const char *what, tt_err *e)

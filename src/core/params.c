@@ -37,27 +37,118 @@ static const tt_mem_cat kind_cat[TT_NKINDS] = {TT_MEM_WEIGHTS, TT_MEM_GRADS, TT_
 static const char *const kind_what[TT_NKINDS] = {"weights", "weight gradients", "Adam m",
                                                  "Adam v"};
 
-void tt_params_alloc(tt_params *p)
+/* Which unit of the backward a tensor belongs to (tt_zero_part): its block,
+ * or the embeddings (-1), or the head (-2). */
+static int unit_key(const char *name)
 {
-    size_t total = 0;
+    int layer;
+    if (sscanf(name, "blocks.%d.", &layer) == 1)
+        return layer;
+    return strncmp(name, "tok_emb.", 8) == 0 || strncmp(name, "pos_emb.", 8) == 0 ? -1 : -2;
+}
+
+void tt_params_plan(tt_params *p)
+{
+    size_t total = 0, flat = 0;
+    tt_zero_part *z = &p->z;
+    const size_t parts = z->stage > 0 ? (size_t)z->parts : 1;
+    free(z->ubegin);
+    z->ubegin = NULL;
+    z->nunits = 0;
+    if (z->stage > 0)
+        z->ubegin = tt_malloc(((size_t)p->n + 1) * sizeof *z->ubegin);
     for (int i = 0; i < p->n; i++) {
-        p->t[i].off = total;
-        total += p->t[i].numel;
+        tt_tensor *t = &p->t[i];
+        if (z->stage > 0 && (i == 0 || unit_key(t->name) != unit_key(p->t[i - 1].name))) {
+            flat = (flat + parts - 1) / parts * parts; /* the previous unit's padding */
+            z->ubegin[z->nunits++] = flat;
+        }
+        t->unit = z->nunits - 1;
+        t->off = flat;
+        flat += t->numel;
+        total += t->numel;
     }
     p->total = total;
+    if (z->stage > 0) {
+        flat = (flat + parts - 1) / parts * parts;
+        z->ubegin[z->nunits] = flat;
+        z->padded = flat;
+        z->shard = flat / parts;
+        z->max_unit = 0;
+        for (int u = 0; u < z->nunits; u++)
+            if (z->ubegin[u + 1] - z->ubegin[u] > z->max_unit)
+                z->max_unit = z->ubegin[u + 1] - z->ubegin[u];
+    }
+}
+
+void tt_params_set_zero(tt_params *p, int stage, int parts, int rank)
+{
+    free(p->z.ubegin);
+    memset(&p->z, 0, sizeof p->z);
+    if (stage > 0 && parts > 1) {
+        p->z.stage = stage;
+        p->z.parts = parts;
+        p->z.rank = rank;
+    }
+    tt_params_plan(p);
+}
+
+void tt_zero_unit(const tt_params *p, int u, size_t *begin, size_t *n, size_t *lo)
+{
+    *begin = p->z.ubegin[u];
+    *n = p->z.ubegin[u + 1] - p->z.ubegin[u];
+    *lo = *begin + (size_t)p->z.rank * (*n / (size_t)p->z.parts);
+}
+
+/* Floats of each kind's buffer: the table's total without ZeRO; under it the
+ * weights and stage 1's gradients padded, stage 2's gradient scratch one
+ * (padded) unit, the moments the owned pieces. */
+static size_t kind_floats(const tt_zero_part *z, size_t total, tt_kind k)
+{
+    if (z->stage == 0)
+        return total;
+    if (k == TT_G)
+        return z->stage >= 2 ? z->max_unit : z->padded;
+    return k == TT_W ? z->padded : z->shard;
+}
+
+void tt_params_zero_bytes(const tt_params *p, size_t *weights, size_t *grads,
+                          size_t *optimizer)
+{
+    const tt_zero_part *z = &p->z;
+    *weights = 4 * kind_floats(z, p->total, TT_W);
+    *grads = 4 * (kind_floats(z, p->total, TT_G) + (z->stage >= 2 ? z->shard : 0));
+    *optimizer = 4 * (kind_floats(z, p->total, TT_M) + kind_floats(z, p->total, TT_V));
+}
+
+void tt_params_alloc(tt_params *p)
+{
+    tt_params_plan(p);
     /* One buffer per kind, each its own entry in the memory account, so a
      * technique that shards or drops one kind (ZeRO) changes only that one. */
     p->tracked = tt_mem_is_tracking();
     for (int k = 0; k < TT_NKINDS; k++) {
-        p->buf[k] = tt_calloc(total ? total : 1, sizeof(float));
-        tt_mem_account(kind_cat[k], total * sizeof(float), kind_what[k]);
+        size_t n = kind_floats(&p->z, p->total, (tt_kind)k);
+        const char *what = p->z.stage >= 2 && k == TT_G ? "gradient scratch (one unit)"
+                           : p->z.stage > 0 && k == TT_M ? "Adam m (ZeRO pieces)"
+                           : p->z.stage > 0 && k == TT_V ? "Adam v (ZeRO pieces)"
+                                                         : kind_what[k];
+        p->buf[k] = tt_calloc(n ? n : 1, sizeof(float));
+        tt_mem_account(kind_cat[k], n * sizeof(float), what);
+    }
+    if (p->z.stage >= 2) {
+        p->gown = tt_calloc(p->z.shard ? p->z.shard : 1, sizeof(float));
+        tt_mem_account(TT_MEM_GRADS, p->z.shard * sizeof(float), "owned gradient pieces (ZeRO)");
     }
     for (int i = 0; i < p->n; i++) {
         tt_tensor *t = &p->t[i];
         t->w = p->buf[TT_W] + t->off;
-        t->g = p->buf[TT_G] + t->off;
-        t->m = p->buf[TT_M] + t->off;
-        t->v = p->buf[TT_V] + t->off;
+        /* Stage 2: every unit accumulates in the one scratch, at its place
+         * within the unit (one unit's backward at a time). */
+        t->g = p->buf[TT_G] + (p->z.stage >= 2 ? t->off - p->z.ubegin[t->unit] : t->off);
+        /* The moments exist only for the owned pieces: no per-tensor view. */
+        t->m = p->z.stage ? NULL : p->buf[TT_M] + t->off;
+        t->v = p->z.stage ? NULL : p->buf[TT_V] + t->off;
     }
 }
 
@@ -65,11 +156,47 @@ void tt_params_free(tt_params *p)
 {
     for (int k = 0; k < TT_NKINDS; k++) {
         if (p->buf[k] && p->tracked)
-            tt_mem_release(kind_cat[k], p->total * sizeof(float));
+            tt_mem_release(kind_cat[k], kind_floats(&p->z, p->total, (tt_kind)k) * sizeof(float));
         free(p->buf[k]);
     }
+    if (p->z.stage >= 2 && p->gown) {
+        if (p->tracked)
+            tt_mem_release(TT_MEM_GRADS, p->z.shard * sizeof(float));
+        free(p->gown);
+    }
+    free(p->z.ubegin);
     free(p->t);
     memset(p, 0, sizeof *p);
+}
+
+size_t tt_tensor_owned(const tt_params *p, const tt_tensor *t, size_t *a, size_t *b)
+{
+    if (p->z.stage == 0) {
+        *a = 0;
+        *b = t->numel;
+        return t->numel;
+    }
+    size_t begin, n, lo;
+    tt_zero_unit(p, t->unit, &begin, &n, &lo);
+    const size_t hi = lo + n / (size_t)p->z.parts;
+    size_t s = t->off > lo ? t->off : lo, e = t->off + t->numel < hi ? t->off + t->numel : hi;
+    if (e <= s)
+        s = e = t->off; /* nothing owned: an empty range */
+    *a = s - t->off;
+    *b = e - t->off;
+    return *b - *a;
+}
+
+float *tt_owned_data(const tt_params *p, const tt_tensor *t, tt_kind k, size_t a)
+{
+    /* Weights, and stage 1's reduced gradients, stay at their flat place. */
+    if (p->z.stage == 0 || k == TT_W || (k == TT_G && p->z.stage == 1))
+        return p->buf[k] + t->off + a;
+    /* The owned buffers hold unit u's piece at ubegin[u] / parts. */
+    size_t begin, n, lo;
+    tt_zero_unit(p, t->unit, &begin, &n, &lo);
+    size_t at = begin / (size_t)p->z.parts + (t->off + a >= lo ? t->off + a - lo : 0);
+    return (k == TT_G ? p->gown : p->buf[k]) + at;
 }
 
 float *tt_params_buffer(const tt_params *p, tt_kind k) { return p->buf[k]; }
@@ -184,7 +311,9 @@ void tt_params_init(tt_params *p, uint64_t seed, int n_layers)
 void tt_params_zero_grads(tt_params *p)
 {
     if (p->buf[TT_G])
-        memset(p->buf[TT_G], 0, p->total * sizeof(float));
+        memset(p->buf[TT_G], 0, kind_floats(&p->z, p->total, TT_G) * sizeof(float));
+    if (p->z.stage >= 2 && p->gown)
+        memset(p->gown, 0, p->z.shard * sizeof(float));
 }
 
 size_t tt_tensor_real_numel(const tt_tensor *t)

@@ -147,6 +147,13 @@ double tt_chunk_forward(tt_model *m, tt_slot *s, const int *idx, const int *targ
     return sum / N;
 }
 
+/* The unit holding tensor i has its gradient of this backward complete. */
+static void grads_ready(tt_model *m, int i)
+{
+    if (m->grads_ready)
+        m->grads_ready(m->grads_ready_ctx, &m->P, i);
+}
+
 void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss)
 {
     const int B = s->B, T = m->cfg.T, C = m->cfg.C, N = B * T, j = s->chunk;
@@ -163,14 +170,18 @@ void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss)
         memset(m->dres, 0, (size_t)N * C * sizeof(float));
         layernorm_backward(m->dres, G(m->ln_f_w), G(m->ln_f_b), m->dln, s->x_out, W(m->ln_f_w),
                            s->lnf_mean, s->lnf_rstd, N, C);
+        grads_ready(m, m->ln_f_w);
     } else {
         memcpy(m->dres, dout, (size_t)N * C * sizeof(float));
     }
-    for (int i = m->chunk_len[j] - 1; i >= 0; i--)
+    for (int i = m->chunk_len[j] - 1; i >= 0; i--) {
         block_backward(m, s, i);
+        grads_ready(m, m->blk[m->chunk_first[j] + i].ln1_w);
+    }
     if (tt_has_embedding(m, j)) {
         posemb_backward(G(m->pos_emb), m->dres, B, T, C);
         embedding_backward(G(m->tok_emb), m->dres, s->idx, N, C, m->v0, m->Vl);
+        grads_ready(m, m->tok_emb);
     }
 }
 

@@ -106,6 +106,7 @@ void tt_model_shard_table(tt_params *P, const tt_config *cfg, const tt_shard_spe
 {
     tt_model m;
     build_table(&m, cfg, sh);
+    tt_params_set_zero(&m.P, sh->zero_stage, sh->dp_size, sh->dp_rank); /* offsets, partition */
     *P = m.P;
     free(m.blk);
 }
@@ -115,6 +116,7 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
 {
     build_table(m, cfg, sh);
     m->tracked = tt_mem_is_tracking();
+    tt_params_set_zero(&m->P, sh->zero_stage, sh->dp_size, sh->dp_rank);
     tt_params_alloc(&m->P);
     tt_params_init(&m->P, seed, cfg->L);
     /* Activations come per slot (tt_slot_acquire); the gradient scratch is

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static size_t bucket_floats(size_t bucket_bytes)
 {
@@ -23,16 +24,94 @@ long tt_dp_buckets(size_t n_floats, size_t bucket_bytes)
     return (long)((n_floats + b - 1) / b);
 }
 
+/* ZeRO: unit u's reduce-scatter over DP, in place on its padded run `run`
+ * (n floats): MPI leaves this rank's summed piece at the start of it. */
+static void reduce_scatter_unit(const tt_grid *g, const tt_params *p, float *run, size_t n)
+{
+    tt_reduce_scatter(g, TT_GROUP_DP, MPI_IN_PLACE, run, (int)(n / (size_t)p->z.parts),
+                      MPI_FLOAT);
+}
+
 void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
 {
     if (g->dp == 1 || tt_fault_active(TT_FAULT_DP_NO_SYNC)) /* a planted fault (--inject-bug) */
         return;
+    if (p->z.stage >= 2)
+        return; /* reduced micro-batch by micro-batch */
+    if (p->z.stage == 1) { /* unit by unit, each piece back to its own place */
+        float *grads = tt_params_buffer(p, TT_G);
+        for (int u = 0; u < p->z.nunits; u++) {
+            size_t begin, n, lo;
+            tt_zero_unit(p, u, &begin, &n, &lo);
+            reduce_scatter_unit(g, p, grads + begin, n);
+            if (lo != begin)
+                memmove(grads + lo, grads + begin, n / (size_t)p->z.parts * sizeof(float));
+        }
+        return;
+    }
     float *grads = tt_params_buffer(p, TT_G);
     size_t b = bucket_floats(bucket_bytes);
     for (size_t off = 0; off < p->total; off += b) {
         size_t n = p->total - off < b ? p->total - off : b;
         tt_allreduce(g, TT_GROUP_DP, grads + off, (int)n, MPI_FLOAT, MPI_SUM);
     }
+}
+
+void tt_zero_reduce_unit(void *grid, tt_params *p, int tensor)
+{
+    const tt_grid *g = grid;
+    if (p->z.stage < 2)
+        return;
+    size_t begin, n, lo;
+    const int u = p->t[tensor].unit;
+    tt_zero_unit(p, u, &begin, &n, &lo);
+    const size_t piece = n / (size_t)p->z.parts;
+    float *scratch = tt_params_buffer(p, TT_G), *own = p->gown + begin / (size_t)p->z.parts;
+    const float *sum = scratch;
+    if (tt_fault_active(TT_FAULT_DP_NO_SYNC)) /* planted: this replica's own share only */
+        sum = scratch + (lo - begin);
+    else
+        reduce_scatter_unit(g, p, scratch, n);
+    for (size_t e = 0; e < piece; e++)
+        own[e] += sum[e];
+    memset(scratch, 0, n * sizeof(float));
+}
+
+void tt_zero_attach(tt_model *m, const tt_grid *g)
+{
+    if (m->P.z.stage < 2)
+        return;
+    m->grads_ready = tt_zero_reduce_unit;
+    m->grads_ready_ctx = (void *)g;
+}
+
+void tt_zero_gather_weights(const tt_grid *g, tt_params *p)
+{
+    if (p->z.stage == 0)
+        return;
+    float *w = tt_params_buffer(p, TT_W);
+    for (int u = 0; u < p->z.nunits; u++) {
+        size_t begin, n, lo;
+        tt_zero_unit(p, u, &begin, &n, &lo);
+        tt_allgather(g, TT_GROUP_DP, MPI_IN_PLACE, w + begin, (int)(n / (size_t)p->z.parts),
+                     MPI_FLOAT);
+    }
+}
+
+void tt_zero_expected_traffic(tt_comm_stats *add, const tt_params *p, int micro_batches,
+                              long steps)
+{
+    /* comm books a reduce-scatter by its whole input and an all-gather by
+     * its whole output: one padded unit each call, so the calls of a step
+     * add up to 4 x padded bytes. Stage 2 reduces every unit once per
+     * micro-batch (each block sits in one chunk: one backward per
+     * micro-batch). */
+    const long long bytes = 4 * (long long)p->z.padded;
+    const long rs = p->z.stage >= 2 ? micro_batches : 1;
+    add->c[TT_GROUP_DP][TT_OP_REDUCE_SCATTER].calls += steps * rs * p->z.nunits;
+    add->c[TT_GROUP_DP][TT_OP_REDUCE_SCATTER].bytes += steps * rs * bytes;
+    add->c[TT_GROUP_DP][TT_OP_ALLGATHER].calls += steps * p->z.nunits;
+    add->c[TT_GROUP_DP][TT_OP_ALLGATHER].bytes += steps * bytes;
 }
 
 void tt_dp_expected_traffic(tt_comm_stats *add, const tt_params *p, size_t bucket_bytes,
@@ -48,8 +127,9 @@ int tt_dp_replicas_identical(const tt_grid *g, const tt_params *p)
     /* Weights and both moments (the gradients differ until synchronised). */
     const tt_kind kept[] = {TT_W, TT_M, TT_V};
     uint32_t crc = 0;
-    for (int k = 0; k < 3; k++)
-        crc = tt_crc32(crc, tt_params_buffer(p, kept[k]), p->total * sizeof(float));
+    for (int k = 0; k < (p->z.stage ? 1 : 3); k++)
+        crc = tt_crc32(crc, tt_params_buffer(p, kept[k]),
+                       (p->z.stage ? p->z.padded : p->total) * sizeof(float));
     return tt_group_all_equal(g, TT_GROUP_DP, crc);
 }
 
@@ -60,9 +140,11 @@ int tt_tp_replicated_identical(const tt_grid *g, const tt_params *p)
         const tt_tensor *t = &p->t[i];
         if (!tt_tensor_replicated(t))
             continue;
+        size_t a, b;
+        size_t n = tt_tensor_owned(p, t, &a, &b); /* TP peers share the partition */
         crc = tt_crc32(crc, t->w, t->numel * sizeof(float));
-        crc = tt_crc32(crc, t->m, t->numel * sizeof(float));
-        crc = tt_crc32(crc, t->v, t->numel * sizeof(float));
+        crc = tt_crc32(crc, tt_owned_data(p, t, TT_M, a), n * sizeof(float));
+        crc = tt_crc32(crc, tt_owned_data(p, t, TT_V, a), n * sizeof(float));
     }
     return tt_group_all_equal(g, TT_GROUP_TP, crc);
 }

@@ -15,6 +15,7 @@
  * the number of chunks, M the micro-batches per step. */
 #include "tt/parallel/pipeline_run.h"
 #include "tt/comm/comm.h"
+#include "tt/comm/watchdog.h"
 #include "tt/core/memory.h"
 #include "tt/core/events.h"
 #include "tt/core/vclock.h"
@@ -219,6 +220,7 @@ double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss)
     for (int i = 0; i < pipe->list.n; i++) {
         const tt_action *a = &pipe->list.a[i];
         double t0 = tt_clock_now();
+        tt_watch_context(step, a->mb);
         run_action(pipe, i, &st);
         if (use_fixed && (a->kind == TT_ACT_FWD || a->kind == TT_ACT_BWD))
             tt_vclock_advance(fixed[a->kind == TT_ACT_BWD]);
@@ -235,6 +237,7 @@ double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss)
         pipe->rec[i].t0 = t0 - t_start;
         pipe->rec[i].t1 = t1 - t_start;
     }
+    tt_watch_context(step, -1);
     complete_sends(pipe);
     pipe->step_seconds = tt_clock_now() - t_start;
     /* The bubble's window (DESIGN section 12): from the pipeline's first

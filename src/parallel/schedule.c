@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ---- building blocks shared by every builder ---------------------------- */
 
@@ -219,8 +220,9 @@ int tt_schedule_parse(const char *name)
 {
     if (!name)
         return -1;
+    /* Papers write 1F1B and GPipe: any case is accepted. */
     for (int k = 0; k < N_ROWS; k++)
-        if (strcmp(name, rows[k].name) == 0)
+        if (strcasecmp(name, rows[k].name) == 0)
             return k;
     return -1;
 }

@@ -109,6 +109,11 @@ tt_shard_spec tt_stage_spec(const tt_grid *g, const tt_run_config *rc, const int
     sh.tp_rank = g ? tt_grid_tp_of(g, r) : 0;
     sh.tp_size = g ? g->tp : 1;
     sh.mlp_gather = rc->tp_mlp_gather;
+    if (g && g->dp > 1 && rc->zero > 0) {
+        sh.zero_stage = rc->zero;
+        sh.dp_size = g->dp;
+        sh.dp_rank = tt_grid_dp_of(g, r);
+    }
     /* Stage s holds global chunks s, s+p, ...; chunk k starts after the
      * blocks of chunks 0..k-1. */
     sh.nchunks = v;

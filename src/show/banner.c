@@ -42,8 +42,10 @@ static void print_param_memory(const tt_model *m, const tt_grid *g)
     if (pad)
         printf(", %+ld for the padded vocabulary", pad);
     char h[32];
-    printf(") + %ld replicated = %ld floats, %s of weights (x4 with gradients and "
-           "Adam moments)\n", repl, total, tt_mem_human((size_t)total * 4, h, sizeof h));
+    printf(") + %ld replicated = %ld floats, %s of weights (%s)\n", repl, total,
+           tt_mem_human((size_t)total * 4, h, sizeof h),
+           m->P.z.stage ? "gradients and Adam moments sharded by ZeRO, see below"
+                        : "x4 with gradients and Adam moments");
 }
 
 #define SAY(...) do { if (rank == 0) printf(__VA_ARGS__); } while (0)
@@ -70,7 +72,18 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
             SAY("  %s: samples %d..%d of every step\n",
                 tt_gpu_name(g, tt_grid_rank_of(g, d, 0, 0), name, sizeof name), d * local,
                 (d + 1) * local - 1);
-    if (g->dp > 1) {
+    if (g->dp > 1 && m->P.z.stage) {
+        const tt_zero_part *z = &m->P.z;
+        char h[32];
+        SAY("ZeRO-%d over each DP group: %zu floats in %d units (embeddings, blocks, head), "
+            "padded to %zu (%s); each DP rank owns 1/%d of every unit (%zu floats); per step "
+            "%s, AdamW on the owned pieces, one all-gather of the weights per unit\n",
+            z->stage, m->P.total, z->nunits, z->padded, tt_mem_human(z->padded * 4, h, sizeof h),
+            z->parts, z->shard,
+            z->stage >= 2 ? "each unit's gradients reduce-scattered as its backward ends, "
+                            "every micro-batch"
+                          : "one gradient reduce-scatter per unit");
+    } else if (g->dp > 1) {
         size_t n = m->P.total;
         char h[32];
         SAY("DP gradient sync: %zu floats (%s) summed per step in %ld all-reduce bucket%s "

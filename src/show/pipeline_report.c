@@ -95,24 +95,34 @@ void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pipe, const tt_grid *g)
             printf(", v %d", pipe->v);
         printf("): idle fraction per GPU, median over %d step%s\n", b->n, b->n == 1 ? "" : "s");
         const int wall = tt_vclock_mode() == TT_CLOCK_WALL;
-        printf("  %-20s %9s %11s %9s %13s %12s\n", "GPU", wall ? "wall" : "virtual", "simulated",
-               "theory", "peak held", "compute/mb");
+        printf("  %-20s %9s %11s %9s %13s\n", "GPU", wall ? "wall" : "virtual", "simulated",
+               "theory", "peak held");
         for (int r = 0; r < g->world_size; r++) {
             char name[48];
             int s = tt_grid_pp_of(g, r);
             double simulated = 1.0 - sim->busy[s] / sim->span;
-            printf("  %-20s %8.1f%% %10.1f%% %8.1f%% %6d of %-3d %9.2f ms\n",
+            printf("  %-20s %8.1f%% %10.1f%% %8.1f%% %6d of %d\n",
                    tt_gpu_name(g, r, name, sizeof name), 100 * all[3 * r], 100 * simulated,
-                   100 * theory, (int)all[3 * r + 1], pipe->M * pipe->v,
-                   1e3 * all[3 * r + 2] / pipe->M);
+                   100 * theory, (int)all[3 * r + 1], pipe->M * pipe->v);
         }
+        double mean = 0.0, mean_sim = 0.0;
+        for (int r = 0; r < g->world_size; r++) {
+            mean += all[3 * r] / g->world_size;
+            mean_sim += (1.0 - sim->busy[tt_grid_pp_of(g, r)] / sim->span) / g->world_size;
+        }
+        printf("  %-20s %8.1f%% %10.1f%% %8.1f%%\n", "mean of the GPUs", 100 * mean,
+               100 * mean_sim, 100 * theory);
         printf("  theory: %s; simulated: this schedule with a backward costing two forwards;\n"
                "  %s: 1 - compute / %s (%s)\n",
                tt_schedule_formula(pipe->kind), wall ? "wall" : "virtual",
                wall ? "step" : "window from the pipeline's first forward to its last backward",
                tt_clock_label());
-        printf("  compute/mb: forward + backward per micro-batch (all chunks); the theory "
-               "assumes it equal on every stage, the slowest stage sets the pace\n");
+        /* Why unequal stages idle unequally: the theory assumes equal ones. */
+        printf("  compute per micro-batch (forward + backward, %s):",
+               wall ? "wall clock" : "virtual");
+        for (int s = 0; s < pipe->p; s++)
+            printf(" stage %d %.2f ms%s", s, 1e3 * all[3 * tt_grid_rank_of(g, 0, s, 0) + 2] / pipe->M,
+                   s + 1 < pipe->p ? "," : "\n");
         free(all);
     }
 }

@@ -5,6 +5,7 @@
  * this file only adds them up, compares and prints. */
 #include "tt/show/report_comm.h"
 #include "tt/comm/tensor_parallel.h"
+#include "tt/core/vclock.h"
 #include "tt/parallel/data_parallel.h"
 #include "tt/parallel/pipeline_run.h"
 
@@ -25,7 +26,9 @@ void tt_comm_expected(tt_comm_stats *exp, const tt_run_config *rc, const tt_grid
     }
     if (g->pp > 1)
         tt_pipe_expected_traffic(exp, rc, g, steps);
-    if (g->dp > 1)
+    if (g->dp > 1 && m->P.z.stage)
+        tt_zero_expected_traffic(exp, &m->P, rc->micro_batches, steps);
+    else if (g->dp > 1)
         tt_dp_expected_traffic(exp, &m->P, rc->dp_bucket, steps);
 }
 
@@ -87,6 +90,8 @@ int tt_report_comm(FILE *out, const tt_run_config *rc, const tt_grid *g, const t
         for (int r = 0; r < (all_gpus ? g->world_size : 1); r++)
             print_one(out, g, r, &all[r].measured, &all[r].expected);
         fprintf(out, "every GPU's TP/PP/DP traffic equals its formula: %s\n", ok ? "yes" : "NO");
+        fprintf(out, "seconds: %s inside the calls, waiting for the other members included\n",
+                tt_clock_label());
     }
     free(all);
     return ok;

@@ -95,6 +95,17 @@ static void write_axis(FILE *f, const tt_svg_layout *L)
             L->axis_y, PLOT_X + L->plot_w, L->axis_y);
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">time (ms, %s) from the step's first event</text>\n",
             PLOT_X + L->plot_w / 2, L->axis_y + 32, tt_clock_label());
+    /* Under the idle column, the mean over the GPUs: the pipeline's bubble,
+     * the figure the schedule's formula predicts for equal stages. */
+    double sum = 0.0;
+    int n = 0;
+    for (int r = 0; r < L->g->world_size; r++)
+        if (L->win_hi[r] > L->win_lo[r])
+            sum += 1.0 - L->busy[r] / (L->win_hi[r] - L->win_lo[r]), n++;
+    if (n > 0)
+        fprintf(f, "<text class=\"idle-mean\" x=\"%d\" y=\"%d\" font-size=\"12.5\" "
+                   "text-anchor=\"end\" fill=\"#222\">mean %.1f%%</text>\n",
+                PLOT_X + L->plot_w + IDLE_W - 8, L->axis_y + 16, 100.0 * sum / n);
     fprintf(f, "</g>\n");
 }
 

@@ -8,6 +8,7 @@
  * until proven otherwise, and a message names the key and the bad value. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -147,7 +148,8 @@ static int meta_long(const ckpt_file *cf, const char *key, long lo, long hi, lon
     char *end, buf[72];
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi)
+    /* strtol skips leading blanks; our writer never puts any there. */
+    if (end == s || *end || errno || isspace((unsigned char)s[0]) || v < lo || v > hi)
         return tt_fail(e, "checkpoint '%s': __metadata__ '%s' = '%s' is not an integer in "
                           "[%ld, %ld]", cf->path, key, ckpt_printable(s, buf, sizeof buf), lo,
                        hi);
@@ -171,7 +173,7 @@ static int meta_double(const ckpt_file *cf, const char *key, double *out, tt_err
         return tt_fail(e, "checkpoint '%s': __metadata__ has no '%s'", cf->path, key);
     char *end, buf[72];
     double v = strtod(s, &end);
-    if (end == s || *end || !isfinite(v))
+    if (end == s || *end || isspace((unsigned char)s[0]) || !isfinite(v))
         return tt_fail(e, "checkpoint '%s': __metadata__ '%s' = '%s' is not a finite number",
                        cf->path, key, ckpt_printable(s, buf, sizeof buf));
     *out = v;

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "tt/comm/comm.h"
+#include "tt/core/faults.h"
 #include "tt/core/outpath.h"
 #include "tt/model/model.h"
 
@@ -146,6 +147,30 @@ static int write_slice(MPI_File fh, MPI_Offset base, const tt_tensor *t, int kin
     return MPI_SUCCESS;
 }
 
+/* Writes elements [a, a + n) (local, row-major, real rows) of array src of
+ * shard t into the stored global tensor at byte `base`: what a GPU owns of
+ * the Adam moments under ZeRO. A row or whole slice keeps its rows whole, so
+ * the run is contiguous in the file; a column slice is one piece per row. */
+static int write_range(MPI_File fh, MPI_Offset base, const tt_tensor *t, const float *src,
+                       size_t a, size_t n, unsigned char *scratch)
+{
+    const size_t gcols = (size_t)t->gshape[1], lcols = (size_t)t->lshape[1];
+    int r0, c0;
+    tt_tensor_origin(t, &r0, &c0);
+    if (t->split != TT_SPLIT_COLS)
+        return write_floats(fh, base + (MPI_Offset)(4 * ((size_t)r0 * gcols + a)), src, n,
+                            scratch);
+    for (size_t e = a; e < a + n;) {
+        size_t r = e / lcols, c = e % lcols, k = lcols - c < a + n - e ? lcols - c : a + n - e;
+        MPI_Offset at = base + (MPI_Offset)(4 * (r * gcols + (size_t)c0 + c));
+        int rc = write_floats(fh, at, src + (e - a), k, scratch);
+        if (rc != MPI_SUCCESS)
+            return rc;
+        e += k;
+    }
+    return MPI_SUCCESS;
+}
+
 /* CRC-32 of the n bytes at byte `at` of the file, as it now holds them. */
 static int read_crc(MPI_File fh, MPI_Offset at, uint64_t n, unsigned char *scratch,
                     uint32_t *crc)
@@ -264,14 +289,26 @@ static int write_slices(save_job *s)
     const tt_grid *g = s->g;
     int err = g->world_rank == 0 ? write_bytes(s->fh, 0, s->header, (int)s->hsize)
                                  : MPI_SUCCESS;
-    for (int i = 0; i < s->local->n && err == MPI_SUCCESS; i++) {
-        const tt_tensor *t = &s->local->t[i];
-        if (!tt_tensor_canonical(t, g->dp_rank, g->tp_rank))
-            continue;
+    const tt_params *p = s->local;
+    for (int i = 0; i < p->n && err == MPI_SUCCESS; i++) {
+        const tt_tensor *t = &p->t[i];
         int j = tt_params_find(&s->whole, t->name);
         for (int kind = 0; kind < CKPT_KINDS && err == MPI_SUCCESS; kind++) {
             MPI_Offset at = (MPI_Offset)(s->hsize + s->off[kind * s->whole.n + j]);
-            err = write_slice(s->fh, at, t, kind, s->scratch);
+            if (kind == CKPT_KIND_W || !p->z.stage) {
+                if (tt_tensor_canonical(t, g->dp_rank, g->tp_rank))
+                    err = write_slice(s->fh, at, t, kind, s->scratch);
+                continue;
+            }
+            /* ZeRO: the moments are written by the DP rank that owns them
+             * (the ranks' shards tile the buffer, so each element once). */
+            size_t a, b, real = tt_tensor_real_numel(t);
+            tt_tensor_owned(p, t, &a, &b);
+            if (!tt_tensor_canonical(t, 0, g->tp_rank) || a >= real)
+                continue;
+            const tt_kind k = kind == CKPT_KIND_M ? TT_M : TT_V;
+            err = write_range(s->fh, at, t, tt_owned_data(p, t, k, a), a,
+                              (b < real ? b : real) - a, s->scratch);
         }
     }
     /* MPI-IO shows a rank the bytes another rank wrote only after
@@ -283,6 +320,15 @@ static int write_slices(save_job *s)
     if (err != MPI_SUCCESS)
         io_fail(&s->msg, s->path, err);
     return tt_agree_error(g, err != MPI_SUCCESS, &s->msg);
+}
+
+/* 4b. The window a crash test aims at: data in the temporary, the
+ *     checkpoint's name untouched (tt_fault_pause_in_save, a no-op unless a
+ *     test asks for it). */
+static int test_pause(save_job *s)
+{
+    tt_fault_pause_in_save(s->info->step, s->g->world_rank);
+    return 0;
 }
 
 /* 5. Each stored array's checksum, read back from the file by one rank
@@ -376,7 +422,7 @@ int tt_checkpoint_save_sharded(const char *path, const tt_grid *g, const tt_para
     job_begin(&s, path, g, local, info);
     /* Every step's verdict is agreed, so all ranks stop at the same one. */
     int rc = check_shards(&s) || placeholder_header(&s) || open_temporary(&s) ||
-                     write_slices(&s) || checksum_file(&s) || finalise_header(&s) ||
+                     write_slices(&s) || test_pause(&s) || checksum_file(&s) || finalise_header(&s) ||
                      close_file(&s) || rename_into_place(&s)
                  ? -1
                  : 0;

@@ -36,7 +36,7 @@ static int check_local_shards(const char *path, const tt_grid *g, const tt_param
                               "inconsistent shard (%dx%d at offset %d of %dx%d)", path, gpu,
                            t->name, t->lshape[0], t->lshape[1], t->offset, t->gshape[0],
                            t->gshape[1]);
-        if (!t->w || !t->m || !t->v)
+        if (!t->w || (!local->z.stage && (!t->m || !t->v))) /* ZeRO: moments owned */
             return tt_fail(e, "cannot write checkpoint '%s': %s holds tensor '%s' without "
                               "its buffers", path, gpu, t->name);
     }

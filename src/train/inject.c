@@ -31,6 +31,11 @@ static const fault_row rows[] = {
      "the DP gradient all-reduce is skipped: each replica steps on the gradient of its own "
      "share of the batch, every gradient diverges and the replicas drift apart; no effect "
      "with dp 1"},
+    {TT_FAULT_STALL, "stall",
+     "comm/watchdog.c, tt_watch_begin: before the last GPU's first communication of step 1",
+     "not a numerical bug, a hang: the last GPU (highest world rank) stops for 30 s, its "
+     "peers wait for it, and --watchdog (e.g. --watchdog 3) reports the wait and ends the "
+     "job; needs at least 2 GPUs and 2 steps"},
 };
 enum { NROWS = sizeof rows / sizeof rows[0] };
 
@@ -75,7 +80,10 @@ void tt_inject_after_backward(tt_model *m, const tt_grid *g)
     if (i < 0 || dp_rank != 0 || tp_rank != tp - 1)
         return;
     const tt_tensor *t = &m->P.t[i];
-    float *grad = tt_tensor_data(t, TT_G);
-    for (size_t e = 0, n = tt_tensor_real_numel(t); e < n; e++)
-        grad[e] *= 1.01f;
+    /* Under ZeRO, the part of the summed gradient this GPU owns. */
+    size_t a, b, real = tt_tensor_real_numel(t);
+    tt_tensor_owned(&m->P, t, &a, &b);
+    float *grad = tt_owned_data(&m->P, t, TT_G, a);
+    for (size_t e = a; e < b && e < real; e++)
+        grad[e - a] *= 1.01f;
 }

@@ -23,11 +23,18 @@ double tt_grad_sumsq(const tt_params *p, int dp_rank, int tp_rank)
     double sum = 0.0;
     for (int i = 0; i < p->n; i++) {
         const tt_tensor *t = &p->t[i];
-        if (!tt_tensor_canonical(t, dp_rank, tp_rank))
+        /* Under ZeRO every DP rank holds the summed gradient of its own
+         * shard only, so each counts its shard (the DP ranks' shards tile
+         * the buffer); across TP the rule is the usual one. */
+        if (p->z.stage ? !(tt_tensor_canonical(t, 0, tp_rank))
+                       : !tt_tensor_canonical(t, dp_rank, tp_rank))
             continue;
-        for (size_t e = 0; e < t->numel; e++)
-            sum += (double)t->g[e] * (double)t->g[e];
-        const tt_kcost k = tt_kcost_sumsq((double)t->numel);
+        size_t a, b;
+        const size_t n = tt_tensor_owned(p, t, &a, &b);
+        const float *g = tt_owned_data(p, t, TT_G, a);
+        for (size_t e = 0; e < n; e++)
+            sum += (double)g[e] * (double)g[e];
+        const tt_kcost k = tt_kcost_sumsq((double)n);
         tt_vclock_compute(k.flops, 4.0 * k.floats);
     }
     return sum;
@@ -85,7 +92,13 @@ void tt_adamw_step(tt_params *p, const tt_optim_config *o, double lr, long step_
     for (int i = 0; i < p->n; i++) {
         tt_tensor *t = &p->t[i];
         const float decay = t->decay ? (float)(1.0 - lr * o->weight_decay) : 1.0f;
-        adamw_update(t->w, t->m, t->v, t->g, t->numel, decay, b1, one_b1, b2, one_b2, step_size,
-                     bc2_sqrt, (float)o->eps, (float)grad_scale);
+        /* Without ZeRO the whole shard; with it only the part this GPU owns
+         * (its moments exist for that part only; the rest comes back with
+         * the all-gather of the updated weights). */
+        size_t a, b;
+        const size_t n = tt_tensor_owned(p, t, &a, &b);
+        adamw_update(tt_owned_data(p, t, TT_W, a), tt_owned_data(p, t, TT_M, a),
+                     tt_owned_data(p, t, TT_V, a), tt_owned_data(p, t, TT_G, a), n, decay, b1,
+                     one_b1, b2, one_b2, step_size, bc2_sqrt, (float)o->eps, (float)grad_scale);
     }
 }

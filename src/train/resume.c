@@ -5,7 +5,10 @@
 #include "tt/train/resume.h"
 #include "tt/train/checkpoint.h"
 
+#include <errno.h>
+#include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Adopts the checkpoint's model config and hyper-parameters for every flag the
  * user did not give, and refuses a model shape that contradicts it. */
@@ -60,6 +63,51 @@ int tt_resume_prepare(tt_run_config *rc, tt_err *e)
     if (tt_checkpoint_read_info(rc->resume, &info, e) || merge_resume(rc, &info, e))
         return -1;
     rc->resume_step = info.step;
+    return 0;
+}
+
+int tt_resume_auto(tt_run_config *rc, tt_err *e)
+{
+    if (!rc->save)
+        return tt_fail(e, "--resume auto needs --save FILE: the checkpoint it continues from "
+                          "when it exists, and where the run saves");
+    struct stat st;
+    if (lstat(rc->save, &st) != 0) {
+        if (errno != ENOENT)
+            return tt_fail(e, "--resume auto: cannot check checkpoint '%s': %s", rc->save,
+                           strerror(errno));
+        rc->resume = NULL;
+        return 0;
+    }
+    /* Whatever is there is examined by the reader: a damaged file, a
+     * directory or a link is refused there, and kept. */
+    rc->resume = rc->save;
+    return 1;
+}
+
+/* The loader carries bytes (its tests store NaN payloads); a run needs
+ * values it can train from: a NaN or infinite weight or moment, or a
+ * negative second moment (a running mean of squared gradients; Adam divides
+ * by its root, so the weights would turn NaN one step later, far from the
+ * cause), is a damaged file even when its checksums hold. */
+int tt_resume_check_state(const tt_params *p, const char *path, tt_err *e)
+{
+    static const struct { tt_kind kind; const char *prefix; } arrays[] = {
+        {TT_W, ""}, {TT_M, "optim.m."}, {TT_V, "optim.v."}};
+    for (int i = 0; i < p->n; i++)
+        for (size_t k = 0; k < sizeof arrays / sizeof arrays[0]; k++) {
+            const float *a = tt_tensor_data(&p->t[i], arrays[k].kind);
+            for (size_t j = 0; j < p->t[i].numel; j++) {
+                if (!isfinite(a[j]))
+                    return tt_fail(e, "checkpoint '%s': tensor '%s%s' holds a non-finite "
+                                      "value (%g)", path, arrays[k].prefix, p->t[i].name,
+                                   (double)a[j]);
+                if (arrays[k].kind == TT_V && a[j] < 0.0f)
+                    return tt_fail(e, "checkpoint '%s': tensor '%s%s' holds a negative second "
+                                      "moment (%g; Adam's v is a mean of squares)", path,
+                                   arrays[k].prefix, p->t[i].name, (double)a[j]);
+            }
+        }
     return 0;
 }
 

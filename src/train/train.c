@@ -17,7 +17,8 @@
  * gradient of its shards, so one replica (dp 0) counts; across it the TP
  * ranks' slices and the pipeline stages' tensors add up, and the replicated
  * tensors (identical on every TP rank) are counted once, by TP rank 0: the
- * norm torch.nn.utils.clip_grad_norm_ sees on the unsharded model. */
+ * norm torch.nn.utils.clip_grad_norm_ sees on the unsharded model. Under
+ * ZeRO each replica holds the sum of its own shard only, and counts that. */
 static double grad_norm(const tt_model *m, const tt_grid *g)
 {
     if (!g || g->world_size == 1)
@@ -70,6 +71,8 @@ tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_val
     st.lr = tt_lr_at(&rc->optim, step, rc->steps);
     tt_adamw_step(&m->P, &rc->optim, st.lr, step + 1, tt_clip_coef(rc->optim.clip, st.grad_norm));
     tt_events_add(TT_EV_OPTIMIZER, "optimizer step", NULL, t_opt, tt_clock_now(), -1, -1, -1, 0);
+    if (g) /* ZeRO: each replica updated its own shard; all of them take all */
+        tt_zero_gather_weights(g, &m->P);
     if (val) {
         tt_vclock_pause();
         tt_validate_update(val, step);

@@ -8,10 +8,40 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Each distinct slice is gathered and compared once: the canonical copy. */
-static int counts(const tt_grid *g, const tt_tensor *t)
+/* The elements [*a, *b) of shard t (local, row-major; real rows only) whose
+ * array of kind k the GPU at (dp_rank, tp_rank) with table p sends and
+ * compares: the canonical copy's whole slice, except for what ZeRO shards
+ * (gradients after the reduction, Adam moments), where each DP rank holds
+ * and counts the part it owns. Returns *b - *a. */
+static size_t counted_range(const tt_params *p, const tt_tensor *t, tt_kind k, int dp_rank,
+                            int tp_rank, size_t *a, size_t *b)
 {
-    return tt_tensor_canonical(t, g->dp_rank, g->tp_rank);
+    const size_t real = tt_tensor_real_numel(t);
+    *a = *b = 0;
+    if (k == TT_W || p->z.stage == 0) {
+        if (tt_tensor_canonical(t, dp_rank, tp_rank))
+            *b = real;
+        return *b;
+    }
+    if (!tt_tensor_canonical(t, 0, tp_rank))
+        return 0;
+    tt_tensor_owned(p, t, a, b);
+    if (*b > real)
+        *b = real;
+    if (*a > *b)
+        *a = *b;
+    return *b - *a;
+}
+
+/* Elements [a, a + n) of shard t, from src, to their places in the whole
+ * tensor `whole` (gshape, row-major). */
+static void place(const tt_tensor *t, const float *src, size_t a, size_t n, float *whole)
+{
+    const size_t lc = (size_t)t->lshape[1], gc = (size_t)t->gshape[1];
+    int r0, c0;
+    tt_tensor_origin(t, &r0, &c0);
+    for (size_t e = a; e < a + n; e++)
+        whole[((size_t)r0 + e / lc) * gc + (size_t)c0 + e % lc] = src[e - a];
 }
 
 void tt_validate_init(tt_validator *v, const tt_grid *g, const tt_run_config *rc,
@@ -31,16 +61,18 @@ void tt_validate_init(tt_validator *v, const tt_grid *g, const tt_run_config *rc
     for (size_t k = 0; k < sizeof arrs / sizeof arrs[0]; k++)
         *arrs[k] = tt_calloc((size_t)v->n, sizeof(double));
 
-    /* What each rank sends when the weights are gathered: its counted slices. */
-    size_t np = 0;
-    for (int i = 0; i < sharded->P.n; i++)
-        if (counts(g, &sharded->P.t[i]))
-            np += tt_tensor_real_numel(&sharded->P.t[i]);
     /* Every step: the weights; a spot check also takes the Adam moments. */
     v->kinds = every_step ? 1 : 3;
     v->every_step = every_step;
-    v->npack = (int)np * v->kinds;
-    v->pack = tt_malloc((np ? (size_t)v->npack : 1) * sizeof(float));
+    /* What each rank sends when the weights are gathered: its counted slices. */
+    static const tt_kind kinds[3] = {TT_W, TT_M, TT_V};
+    size_t np = 0, a, b;
+    for (int k = 0; k < v->kinds; k++)
+        for (int i = 0; i < sharded->P.n; i++)
+            np += counted_range(&sharded->P, &sharded->P.t[i], kinds[k], g->dp_rank, g->tp_rank,
+                                &a, &b);
+    v->npack = (int)np;
+    v->pack = tt_malloc((np ? np : 1) * sizeof(float));
     if (g->world_rank == 0) {
         v->tables = tt_calloc((size_t)g->world_size, sizeof(tt_params));
         v->counts = tt_calloc((size_t)g->world_size, sizeof(int));
@@ -49,12 +81,13 @@ void tt_validate_init(tt_validator *v, const tt_grid *g, const tt_run_config *rc
         for (int r = 0; r < g->world_size; r++) {
             tt_model_shard_table(&v->tables[r], &rc->model, &specs[r]);
             size_t c = 0;
-            for (int i = 0; i < v->tables[r].n; i++)
-                if (tt_tensor_canonical(&v->tables[r].t[i], tt_grid_dp_of(g, r), tt_grid_tp_of(g, r)))
-                    c += tt_tensor_real_numel(&v->tables[r].t[i]);
-            v->counts[r] = (int)c * v->kinds;
+            for (int k = 0; k < v->kinds; k++)
+                for (int i = 0; i < v->tables[r].n; i++)
+                    c += counted_range(&v->tables[r], &v->tables[r].t[i], kinds[k],
+                                       tt_grid_dp_of(g, r), tt_grid_tp_of(g, r), &a, &b);
+            v->counts[r] = (int)c;
             v->displs[r] = (int)total;
-            total += c * v->kinds;
+            total += c;
         }
         v->gathered = tt_malloc((total ? total : 1) * sizeof(float));
     }
@@ -67,14 +100,14 @@ static void sync_state(tt_validator *v, const tt_model *sharded)
     const tt_grid *g = v->g;
     static const tt_kind kinds[3] = {TT_W, TT_M, TT_V}; /* weights, then m, then v */
     float *p = v->pack;
+    size_t a, b, n;
     for (int k = 0; k < v->kinds; k++) {
         for (int i = 0; i < sharded->P.n; i++) {
             const tt_tensor *t = &sharded->P.t[i];
-            if (!counts(g, t))
-                continue;
-            size_t n = tt_tensor_real_numel(t); /* real rows come first in a shard */
-            memcpy(p, tt_tensor_data(t, kinds[k]), n * sizeof(float));
-            p += n;
+            if ((n = counted_range(&sharded->P, t, kinds[k], g->dp_rank, g->tp_rank, &a, &b))) {
+                memcpy(p, tt_owned_data(&sharded->P, t, kinds[k], a), n * sizeof(float));
+                p += n;
+            }
         }
     }
     tt_gatherv(g, TT_GROUP_OTHER, v->pack, v->npack, v->gathered, v->counts, v->displs,
@@ -87,11 +120,13 @@ static void sync_state(tt_validator *v, const tt_model *sharded)
         for (int k = 0; k < v->kinds; k++) {
             for (int i = 0; i < tab->n; i++) {
                 const tt_tensor *t = &tab->t[i];
-                if (!tt_tensor_canonical(t, tt_grid_dp_of(g, r), tt_grid_tp_of(g, r)))
+                n = counted_range(tab, t, kinds[k], tt_grid_dp_of(g, r), tt_grid_tp_of(g, r), &a,
+                                  &b);
+                if (!n)
                     continue;
                 const tt_tensor *rt = &v->ref.P.t[tt_params_find(&v->ref.P, t->name)];
-                tt_slice_copy(t, src, tt_tensor_data(rt, kinds[k]), 1);
-                src += tt_tensor_real_numel(t);
+                place(t, src, a, n, tt_tensor_data(rt, kinds[k]));
+                src += n;
             }
         }
     }
@@ -136,33 +171,44 @@ static void compare(tt_validator *v, const tt_model *sh, tt_kind which, double *
         if (li < 0)
             continue;
         const tt_tensor *t = &sh->P.t[li], *r = &v->ref.P.t[i];
-        const int counted = counts(v->g, t);
-        const float *a = tt_tensor_data(t, which), *b = tt_tensor_data(r, which);
-        const int rows = tt_tensor_real_rows(t), lc = t->lshape[1], gc = r->lshape[1];
+        /* What this GPU holds of the array: the whole shard, or under ZeRO
+         * the owned part of the gradients and moments; and the part of it
+         * that counts for the tensor's error. */
+        size_t a = 0, e_end = t->numel, ca, cb;
+        if (which != TT_W)
+            tt_tensor_owned(&sh->P, t, &a, &e_end);
+        counted_range(&sh->P, t, which, v->g->dp_rank, v->g->tp_rank, &ca, &cb);
+        const float *src = tt_owned_data(&sh->P, t, which, a), *ref = tt_tensor_data(r, which);
+        const size_t real = tt_tensor_real_numel(t), lc = (size_t)t->lshape[1];
+        const size_t gc = (size_t)r->lshape[1];
         int r0, c0;
         tt_tensor_origin(t, &r0, &c0);
-        double d2 = 0.0, b2 = 0.0, dmax = 0.0;
-        for (int y = 0; y < rows; y++)
-            for (int x = 0; x < lc; x++) {
-                double va = a[(size_t)y * lc + x], vb = b[(size_t)(r0 + y) * gc + c0 + x];
-                double d = va - vb;
-                d2 += d * d;
-                b2 += vb * vb;
-                if (fabs(d) > dmax)
-                    dmax = fabs(d);
-            }
+        double d2 = 0.0, c2 = 0.0, cb2 = 0.0, cmax = 0.0; /* held; counted */
         /* The padding rows of a vocabulary slice must stay exactly zero: they
          * count for this GPU's own error (not for the tensor's, whose
          * reference has no padding). */
         double pad2 = 0.0;
-        for (size_t e = (size_t)rows * lc; e < (size_t)t->lshape[0] * lc; e++)
-            pad2 += (double)a[e] * a[e];
-        own[i] = d2 + pad2;
-        if (counted) {
-            acc[3 * i] = d2;
-            acc[3 * i + 1] = b2;
-            acc[3 * i + 2] = dmax;
+        for (size_t e = a; e < e_end; e++) {
+            double va = src[e - a];
+            if (e >= real) {
+                pad2 += va * va;
+                continue;
+            }
+            double vb = ref[((size_t)r0 + e / lc) * gc + (size_t)c0 + e % lc];
+            double d = va - vb;
+            d2 += d * d;
+            if (e >= ca && e < cb) {
+                c2 += d * d;
+                cb2 += vb * vb;
+                if (fabs(d) > cmax)
+                    cmax = fabs(d);
+            }
         }
+        own[i] = d2 + pad2;
+        acc[3 * i] = c2;
+        acc[3 * i + 1] = cb2;
+        acc[3 * i + 2] = cmax;
+
     }
     /* Sums of squares add over slices; the max is a max. One all-reduce of
      * the sums and the maxima packed as (sum, sum, max) would need two ops,

@@ -79,6 +79,7 @@ typedef struct {
     int gpus;                 /* --gpus N: GPUs to plan for (0: tp x pp x dp if all given) */
     int precision_mixed;      /* --precision mixed (1) or fp32 (0) */
     double train_tokens;      /* --train-tokens N (0: no time, energy or cost) */
+    double watchdog;          /* --watchdog SECONDS: report and end a stuck communication; 0 = off */
     unsigned given;           /* TT_GIVEN_* bits */
 } tt_run_config;
 

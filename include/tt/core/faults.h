@@ -14,6 +14,7 @@ typedef enum {
     TT_FAULT_DROP_TP_ALLREDUCE, /* model: the copy operator of q, k, v skips its backward */
     TT_FAULT_NO_VOCAB_MASK,     /* comm: the vocabulary-parallel loss keeps the padding */
     TT_FAULT_DP_NO_SYNC,        /* parallel: the DP gradient all-reduce is skipped */
+    TT_FAULT_STALL,             /* comm: one rank stops for a while (for --watchdog) */
     TT_NFAULTS
 } tt_fault;
 
@@ -21,5 +22,13 @@ typedef enum {
 void tt_fault_set(tt_fault f);
 /* Is f the active fault? (TT_FAULT_NONE is never "active".) */
 int tt_fault_active(tt_fault f);
+
+/* A test hook, not a fault: when the environment variable TT_TEST_PAUSE_IN_SAVE
+ * holds `step`, the checkpoint writer calls this inside the save of that step
+ * (its temporary file written, not yet renamed), and every rank stops there
+ * for a minute after rank 0 says so on stderr, so that a test can kill a rank
+ * inside a save deterministically (tests/test_crash_rerun.sh). Unset (any
+ * real run), it does nothing. */
+void tt_fault_pause_in_save(long step, int world_rank);
 
 #endif

@@ -9,6 +9,8 @@
 #ifndef TT_CORE_OUTPATH_H
 #define TT_CORE_OUTPATH_H
 
+#include <stdio.h>
+
 #include "tt/core/common.h"
 #include "tt/core/config.h"
 
@@ -49,6 +51,15 @@ int tt_config_outputs_check(const tt_run_config *rc, tt_err *e);
  * it is renamed onto path (a new string; free it). The pid keeps two runs
  * aimed at the same path off each other's file. */
 char *tt_temp_name(const char *path, long pid);
+
+/* Removes what a killed writer of path left behind: the regular files in
+ * path's directory named exactly as tt_temp_name names path's temporaries
+ * ("<name>.tmp.<digits>", nothing else, not other outputs' temporaries), except
+ * one whose pid is a running process on this host (a run still writing; a
+ * zombie, as a killed rank mpirun did not reap, is not running). Each
+ * removal is said on `out` (NULL: silent). Errors are ignored: a temporary
+ * left in place is never read. Returns how many were removed. */
+int tt_remove_stale_temps(const char *path, FILE *out);
 
 /* rename(tmp, path) for a temporary written in full, re-checking first that
  * path is still a regular file or absent (it may have changed since the run

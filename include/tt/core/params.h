@@ -31,6 +31,7 @@ typedef struct {
     int decay;              /* AdamW weight decay applies (2-D tensors) */
     size_t numel;           /* local elements = lshape[0] * lshape[1] */
     size_t off;             /* offset of this shard in each of the kind buffers */
+    int unit;               /* ZeRO: its unit (tt_zero_part) */
     float *w, *g, *m, *v;   /* views: weights, gradients, Adam moments (= tt_tensor_data) */
 } tt_tensor;
 
@@ -38,12 +39,37 @@ typedef struct {
  * table: weights, their gradients, Adam's first and second moments. */
 typedef enum { TT_W, TT_G, TT_M, TT_V, TT_NKINDS } tt_kind;
 
+/* ZeRO's partition of the table over a DP group (DESIGN section 10). The
+ * table falls into units, the runs of tensors one step of the backward
+ * completes together: the embeddings, each block, the head (ln_f, lm_head).
+ * Each unit is padded with zeros to a multiple of `parts` elements and cut
+ * into `parts` equal pieces; DP rank `rank` owns piece `rank` of every unit.
+ * So every collective works on one unit's contiguous run, and a unit's
+ * gradients can be reduced the moment its backward ends (stage 2). Padding
+ * is at most parts - 1 elements per unit, at the unit's end; it belongs to
+ * no tensor, stays zero, and is booked with the buffers that hold it. */
+typedef struct {
+    int stage;              /* 0: no ZeRO (every kind whole on every replica) */
+    int parts, rank;        /* DP group size and this GPU's DP rank */
+    int nunits;
+    size_t *ubegin;         /* [nunits + 1]: flat start of each unit, padding
+                               included (ubegin[nunits] = padded) */
+    size_t padded;          /* the padded flat length (weights, stage-1 gradients) */
+    size_t shard;           /* owned elements: padded / parts; unit u's piece is
+                               at ubegin[u] / parts of the owned buffers */
+    size_t max_unit;        /* the largest padded unit (stage 2's scratch) */
+} tt_zero_part;
+
 typedef struct {
     int n, cap;
     tt_tensor *t;
     size_t total;           /* local elements over all shards (per kind) */
     float *buf[TT_NKINDS];  /* one allocation per kind, carved by the table */
     int tracked;            /* booked in the virtual GPU's memory account */
+    tt_zero_part z;         /* ZeRO (z.stage > 0): see tt_params_set_zero */
+    float *gown;            /* ZeRO stage 2: the summed gradient of the owned
+                               pieces (z.shard floats); stage 1 keeps it in
+                               place in buf[TT_G] */
 } tt_params;
 
 /* Adds a tensor to the table (before tt_params_alloc). The slice is rows or
@@ -54,10 +80,43 @@ int tt_params_add(tt_params *p, const char *name, int ndim, int rows, int cols,
                   tt_split split, int offset, int local);
 /* Allocates the four buffers (zeroed) and points every shard into them. */
 void tt_params_alloc(tt_params *p);
+/* Computes every shard's `off` and the table's `total` (tt_params_alloc does
+ * this first; a table that is never allocated can call it alone). */
+void tt_params_plan(tt_params *p);
+/* Before tt_params_alloc (or on a table never allocated, to know another
+ * rank's partition): ZeRO stage 1, 2 or 3 over a DP group of `parts` GPUs
+ * of which this is `rank`; stage 0 or parts 1 leaves the table unsharded.
+ * The offsets then include each unit's padding. Allocation follows the
+ * stage: the Adam moments are z.shard floats (t->m, t->v are NULL: use
+ * tt_owned_data); stage 1 keeps the whole padded gradient buffer; stage 2
+ * keeps a scratch of the largest unit (every unit's t->g points into it: one
+ * unit's backward accumulates there until tt_zero_reduce_unit takes it) and
+ * the owned pieces' gradient (p->gown); the weights stay whole (padded). */
+void tt_params_set_zero(tt_params *p, int stage, int parts, int rank);
+/* Bytes of the four kinds of a planned table (tt_params_set_zero) as
+ * tt_params_alloc books them, by category: weights, gradients (stage 2:
+ * scratch + owned pieces), optimizer (Adam m and v). */
+void tt_params_zero_bytes(const tt_params *p, size_t *weights, size_t *grads,
+                          size_t *optimizer);
+/* The local elements [*a, *b) of shard t (row-major over lshape) whose
+ * summed gradient and Adam moments this GPU owns: all of them without
+ * ZeRO, the part inside this rank's piece of t's unit with it (one
+ * contiguous run). Returns *b - *a. */
+size_t tt_tensor_owned(const tt_params *p, const tt_tensor *t, size_t *a, size_t *b);
+/* Where this GPU keeps element *a (of tt_tensor_owned) of kind k of t: the
+ * weights of the shard, the summed gradient (after the DP reduction) and the
+ * Adam moments of the owned part; n = *b - *a elements follow. Without ZeRO:
+ * tt_tensor_data(t, k) + a. */
+float *tt_owned_data(const tt_params *p, const tt_tensor *t, tt_kind k, size_t a);
+/* Unit u's padded run [begin, begin + n) of the flat buffers, and the first
+ * element of this rank's piece of it (begin + rank * n / parts). */
+void tt_zero_unit(const tt_params *p, int u, size_t *begin, size_t *n, size_t *lo);
+
 void tt_params_free(tt_params *p);
 int tt_params_find(const tt_params *p, const char *name); /* -1 if absent */
 
-/* The buffer of one kind: p->total floats, every shard at its `off`. */
+/* The buffer of one kind: p->total floats, every shard at its `off` (under
+ * ZeRO see tt_params_set_zero for each kind's size). */
 float *tt_params_buffer(const tt_params *p, tt_kind k);
 /* One shard's array of one kind (numel floats, real rows first). */
 float *tt_tensor_data(const tt_tensor *t, tt_kind k);

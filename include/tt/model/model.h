@@ -35,6 +35,8 @@ typedef struct {
     int first_stage, last_stage;
     int mlp_gather;             /* --tp-mlp gather: all-gather fc1's output */
     int nchunks;                /* 0 or 1: one chunk; else the ranges below */
+    int zero_stage, dp_size, dp_rank; /* --zero: the table is partitioned over the DP
+                                 group (tt_params_set_zero); 0: not */
     int chunk_begin[TT_MAX_CHUNKS], chunk_end[TT_MAX_CHUNKS];
 } tt_shard_spec;
 
@@ -111,6 +113,11 @@ typedef struct {
     float *dfull, *dfull2; /* tp,B,T,Hl  (--tp-mlp gather only) */
     float *datt_scratch;   /* T,T */
     size_t err_bytes;      /* the scratch above, in the memory account */
+    /* Called as the backward finishes the gradients of a unit (ZeRO's
+     * units: the head, a block, the embeddings), with a tensor of it;
+     * NULL: nothing (ZeRO-2 installs its reduce-scatter here). */
+    void (*grads_ready)(void *ctx, tt_params *P, int tensor);
+    void *grads_ready_ctx;
     int tracked;           /* allocations booked in the virtual GPU's account */
 } tt_model;
 

@@ -9,12 +9,39 @@
 #include "tt/comm/comm.h"
 #include "tt/comm/grid.h"
 #include "tt/core/params.h"
+#include "tt/model/model.h"
 
 /* All-reduce (sum) of the gradient buffer over the DP group in buckets of at
  * most bucket_bytes, front to back. Each replica's gradient already carries the
  * global 1/(B*T) of the mean loss, so the sum is the gradient of the global
  * batch: PyTorch DDP's average of per-replica means, without the division. */
 void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes);
+
+/* Under ZeRO (p->z.stage > 0) tt_dp_sync_grads does not all-reduce: stage 1
+ * reduce-scatters the padded gradient buffer unit by unit (no buckets: the
+ * units are the buckets), each piece left at its own place, so each DP rank
+ * holds the sum of the pieces it owns; stage 2 has done that as each unit's
+ * backward ended (tt_zero_reduce_unit) and does nothing. */
+
+/* ZeRO stage 2, as the backward of the unit holding tensor `tensor` ends
+ * (the model's grads_ready hook; grid is the tt_grid): the scratch holding
+ * that unit's gradient of one micro-batch is reduce-scattered over the DP
+ * group, the owned piece's sum added to p->gown, the scratch zeroed for the
+ * next unit. Collective over DP. */
+void tt_zero_reduce_unit(void *grid, tt_params *p, int tensor);
+/* Installs tt_zero_reduce_unit as m's hook when m's table is under ZeRO-2. */
+void tt_zero_attach(tt_model *m, const tt_grid *g);
+/* ZeRO, after the update of the owned pieces: the weights are all-gathered
+ * over the DP group unit by unit (in place: every piece sits at its rank's
+ * place in the padded unit), so every replica holds the whole weights. */
+void tt_zero_gather_weights(const tt_grid *g, tt_params *p);
+/* The DP traffic under ZeRO (p->z.stage > 0) on one GPU, for `steps` steps
+ * of `micro_batches` micro-batches, added to *add, in buffer bytes as comm
+ * counts them (doc/memory.md): per step, stage 1 one reduce-scatter and one
+ * all-gather per unit, together 4 x padded bytes each way; stage 2 the
+ * reduce-scatters once per micro-batch. */
+void tt_zero_expected_traffic(tt_comm_stats *add, const tt_params *p, int micro_batches,
+                              long steps);
 
 /* Number of all-reduce calls tt_dp_sync_grads makes for n floats. */
 long tt_dp_buckets(size_t n_floats, size_t bucket_bytes);
@@ -25,7 +52,8 @@ void tt_dp_expected_traffic(tt_comm_stats *add, const tt_params *p, size_t bucke
                             long steps);
 
 /* 1 when every DP replica holds the same bytes of weights and Adam moments
- * (a CRC of the buffers compared across the group; booked as other). The
+ * (a CRC of the buffers compared across the group; booked as other); under
+ * ZeRO, where each replica holds other moments, the weights only. The
  * verdict is the same on every rank. */
 int tt_dp_replicas_identical(const tt_grid *g, const tt_params *p);
 /* 1 when the replicated tensors (LayerNorms, row-parallel biases, positions)

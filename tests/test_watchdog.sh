@@ -1,0 +1,66 @@
+#!/bin/sh
+# tests/test_watchdog.sh - the hang report: with --inject-bug stall the last
+# rank stops for 30 s before its first communication of step 1; with
+# --watchdog 3 the rank left waiting for it must report the wait (operation,
+# peer, tag, step, micro-batch) and end the job with exit 1 well before the
+# stall would end. Without the watchdog the job would sit there, so the time
+# bound is what proves the report ended it. A normal run with --watchdog 3 is
+# unchanged (same checkpoint as with the watchdog off).
+. "$TT_SRCDIR/testlib.sh"
+
+cfg="--layers 2 --dim 32 --heads 4 --seq 32 --batch 4 --micro-batches 2 --warmup 3 --sample-len 0 --quiet --eval-every 0 --no-spot-check --steps 4"
+now() { date +%s.%N; }
+
+# stalled WHAT WANT ARGS...: a stalled job ends with exit 1 within 12 s (3 s
+# of watchdog, the start-up and the teardown) and stderr holds the report,
+# with every line of WANT (one fixed string per line).
+stalled() {
+    what=$1 want=$2
+    shift 2
+    t0=$(now)
+    tt 2 $cfg --watchdog 3 --inject-bug stall "$@"
+    took=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+    missing=""
+    printf '%s\n' "$want" > "$work/want"
+    while IFS= read -r line; do
+        grep -qF -- "$line" "$work/err" || missing="$missing [$line]"
+    done < "$work/want"
+    if [ "$status" -ne 1 ]; then
+        not_ok "$what: exit $status, expected 1"
+    elif awk -v t="$took" 'BEGIN { exit !(t > 12) }'; then
+        not_ok "$what: the job took $took s to end"
+    elif [ -n "$missing" ]; then
+        not_ok "$what: the report lacks$missing"
+    else
+        ok "$what: exit 1 after $took s; report:"
+        sed 's/^/#   /' "$work/err"
+    fi
+}
+
+# Two pipeline stages, 1F1B with 2 micro-batches: stage 0 forwards both
+# micro-batches, then waits for the gradient of micro-batch 0 from stage 1
+# (gpu1), the message the stalled rank never sends. Its tag is the
+# executor's (direction x chunks + chunk) x micro-batches + micro-batch =
+# (1 x 2 + 0) x 2 + 0 = 4.
+stalled "pp 2, stage 1 stalled" "tiny_transformer: watchdog: gpu0(dp0,pp0,tp0) (world rank 0) has waited
+(--watchdog 3); ending the job
+waiting in: recv on the PP group from gpu1(dp0,pp1,tp0) (world rank 1), tag 4, step 1, micro-batch 0
+what this GPU last saw of that peer:
+gpu1(dp0,pp1,tp0): last received from it a message with tag 5 (step 0, micro-batch 1)" --pp 2
+
+# Two DP replicas: replica 0 waits in a collective with the stalled one.
+stalled "dp 2, replica 1 stalled" "tiny_transformer: watchdog: gpu0(dp0,pp0,tp0) (world rank 0) has waited
+waiting in: all-reduce on
+gpu1(dp1,pp0,tp0)}, step 1" --dp 2
+
+# Unaffected: the watchdog on or off, the same checkpoint and no report.
+tt 2 $cfg --pp 2 --watchdog 0 --save "$work/off.st"
+s0=$status
+tt 2 $cfg --pp 2 --watchdog 3 --save "$work/on.st"
+if [ "$s0" -eq 0 ] && [ "$status" -eq 0 ] && ! [ -s "$work/err" ] && cmp -s "$work/off.st" "$work/on.st"; then
+    ok "--watchdog 3 on a healthy run: exit 0, nothing on stderr, checkpoint equal to --watchdog 0's"
+else
+    not_ok "healthy run with --watchdog 3: exit $status (off: $s0)"
+fi
+expect_error "--watchdog -1" 2 "watchdog" 2 --watchdog -1
+finish
