@@ -16,6 +16,7 @@
 #     The seed book's power example: 25,200 MWh and $2.52M within 0.1%.
 #  5. The emulator: for tp2 pp2, pp4, dp2 pp2 and tp2 dp2 on 4 classroom GPUs
 #     and tp2 pp2 dp2 on 8 (two servers: the pipeline crosses the network),
+#     and ZeRO 1 and 2 on pp2 dp2,
 #     the planned worst-GPU memory equals --report memory's peak within 5% and
 #     the planned step time the run's virtual step time (the CSV's ms) within
 #     2%; a plan on a cluster with another network bandwidth, and a plan of
@@ -152,13 +153,13 @@ sys.exit(0 if good == (expect == 'pass') else 1)
 PYEOF
 }
 printf '{"based_on": "classroom", "nvlink_bandwidth": 20e6, "network_bandwidth": 10e6}\n' > "$work/slow.json"
-for lay in "2 2 1" "1 4 1" "1 2 2" "2 1 2" "2 2 2"; do
+for lay in "2 2 1 0" "1 4 1 0" "1 2 2 0" "2 1 2 0" "2 2 2 0" "1 2 2 1" "1 2 2 2"; do
     set -- $lay
     np=$(($1 * $2 * $3))
-    $TT_MPIRUN -np $np "$TT_BIN" --tp $1 --pp $2 --dp $3 $run --log "$work/log.csv" >"$work/run.out" 2>"$work/err"
-    plan p --gpus $np --tp $1 --pp $2 --dp $3 --zero 0 --recompute none --micro-batches 4 --schedule 1f1b
-    if msg=$(compare p 0.05 0.02 pass); then ok "tp$1 pp$2 dp$3: $msg"; else not_ok "tp$1 pp$2 dp$3: $msg"; fi
-    if [ "$lay" = "2 2 1" ]; then
+    $TT_MPIRUN -np $np "$TT_BIN" --tp $1 --pp $2 --dp $3 --zero $4 $run --log "$work/log.csv" >"$work/run.out" 2>"$work/err"
+    plan p --gpus $np --tp $1 --pp $2 --dp $3 --zero $4 --recompute none --micro-batches 4 --schedule 1f1b
+    if msg=$(compare p 0.05 0.02 pass); then ok "tp$1 pp$2 dp$3 zero$4: $msg"; else not_ok "tp$1 pp$2 dp$3 zero$4: $msg"; fi
+    if [ "$lay" = "2 2 1 0" ]; then
         plan p --gpus 4 --tp $1 --pp $2 --dp $3 --zero 0 --recompute none --micro-batches 4 --schedule 1f1b --cluster "$work/slow.json"
         if msg=$(compare p 1 0.02 fail); then ok "planted fault, links 10x slower: $msg"; else not_ok "the time check passed a plan on another cluster: $msg"; fi
         plan p --gpus 4 --tp $1 --pp $2 --dp $3 --zero 0 --recompute none --micro-batches 4 --schedule gpipe
