@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/test_plan.sh - the planner (--plan, DESIGN section 11) against the
-# papers and against the emulator's own runs:
+# papers (its agreement with the emulator's runs: tests/test_plan_runs.sh):
 #  1. Parameters of GPT shapes equal the closed form 12Lh^2 + 13Lh + (2V+s)h
 #     + 2h of this model (untied lm_head, biases) exactly, and GPT-3 175B's
 #     count is within 1% of 175e9.
@@ -18,7 +18,9 @@
 #     The seed book's power example: 25,200 MWh and $2.52M within 0.1%
 #     (doc/seed-book-cluster.json); dgx-a100's own watts, PUE and price miss.
 #  5. Against the emulator's runs: tests/test_plan_runs.sh.
-#  6. Bad input: --vocab without --plan is refused with one line.
+#  6. Bad input is refused with one line (--vocab without --plan, --plan
+#     without --gpus, a pinned size that does not divide them, an unwritable
+#     --plan-json); under mpirun rank 0 plans once and all ranks exit 0.
 . "$TT_SRCDIR/testlib.sh"
 
 if ! command -v python3 >/dev/null 2>&1; then
@@ -157,4 +159,12 @@ planted "dgx-a100's own 400 W, PUE 1.2 and \$0.15" seed_check
 
 # 6. Bad input.
 expect_error "--vocab without --plan" 2 "vocab is for --plan only" 1 --vocab 51200
+expect_error "--plan without --gpus" 2 "needs --gpus" 1 --plan
+expect_error "--plan, a pinned tp that does not divide the GPUs, 2 ranks" 2 "--tp 3 does not divide --gpus 4" 2 --plan --gpus 4 --tp 3
+expect_error "--plan-json into a missing directory" 2 "does not exist" 1 --plan --gpus 4 --plan-json "$work/missing/x.json"
+# Under mpirun, rank 0 plans once and every rank leaves with its status.
+tt_each 2 --plan --gpus 4
+n=$(grep -c "^Plan:" "$work/out")
+statuses=$(cat "$work"/status.* | sort | uniq -c | awk '{ printf "%dx%s", $1, $2 }')
+if [ "$n" -eq 1 ] && [ "$statuses" = "2x0" ]; then ok "--plan on 2 ranks: one plan, exit 0 on both"; else not_ok "--plan on 2 ranks: $n plans, statuses $statuses"; fi
 finish

@@ -409,6 +409,12 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
 
     ctx x = {rc, cl, pl};
     const int N = pl->gpus;
+    const struct { const char *flag; int v; } pins[] = {{"--tp", rc->tp}, {"--pp", rc->pp},
+                                                        {"--dp", rc->dp}};
+    for (int i = 0; i < 3; i++)
+        if (pins[i].v > 0 && N % pins[i].v)
+            return tt_fail(e, "--plan: %s %d does not divide --gpus %d", pins[i].flag, pins[i].v,
+                           N);
     const int pinned_sched = !!(rc->given & TT_GIVEN_SCHEDULE);
     const int pinned_m = !!(rc->given & TT_GIVEN_MICRO);
     /* With the whole layout given (--tp, --pp, --dp, --zero, --recompute),

@@ -1,12 +1,14 @@
 /* plan_report.c - the planner's answer: a ranked table a person reads, the
  * JSON of DESIGN section 11 a program reads, and --plan's entry point. */
 #include "tt/app/plan.h"
+#include "tt/core/outpath.h"
 #include "tt/model/cost.h"
 #include "tt/parallel/pipeline.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define GIB 1073741824.0
 
@@ -175,12 +177,20 @@ int tt_plan_write_json(const tt_plan *pl, const char *path, tt_err *e)
     }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
-    FILE *f = fopen(path, "w");
+    /* Under a temporary name, renamed into place only when complete: a
+     * failed write never leaves half a plan under the name asked for. */
+    char *tmp = tt_temp_name(path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
     int rc = 0;
     if (!f || fputs(text, f) < 0 || fputc('\n', f) < 0)
-        rc = tt_fail(e, "--plan-json %s: cannot write", path);
+        rc = tt_fail(e, "--plan-json: cannot write the plan '%s'", path);
     if (f && fclose(f) && !rc)
-        rc = tt_fail(e, "--plan-json %s: cannot write", path);
+        rc = tt_fail(e, "--plan-json: cannot write the plan '%s'", path);
+    if (!rc)
+        rc = tt_replace_file(tmp, path, "the plan", e);
+    if (rc)
+        remove(tmp);
+    free(tmp);
     free(text);
     return rc;
 }
@@ -189,6 +199,12 @@ int tt_plan_main(const tt_run_config *rc)
 {
     tt_plan pl;
     tt_err e;
+    /* The JSON's path is checked before the planning, not after it. */
+    const tt_path_use out = {"--plan-json", "the plan", rc->plan_json, 0, 0};
+    if (rc->plan_json && tt_outpaths_check(&out, 1, &e)) {
+        fprintf(stderr, "tiny_transformer: %s\n", e.msg);
+        return TT_EXIT_USAGE;
+    }
     if (tt_plan_make(&pl, rc, &e)) {
         fprintf(stderr, "tiny_transformer: %s\n", e.msg);
         return TT_EXIT_USAGE;
