@@ -41,7 +41,7 @@ START_TEST(tp_first_stage)
      * the embedding = 18432; bytes 3 x 4 x 18432 = 221184. */
     tt_comm_stats s;
     memset(&s, 0, sizeof s);
-    tp_expected_traffic(&s, 64, 32, 2, 1, 0, 0, 2, 3);
+    tp_expected_traffic(&s, 64, 32, 2, 1, 0, 0, 0, 2, 3);
     ck_assert_int_eq(CALLS(s, TP, ALLREDUCE), 54);
     ck_assert_int_eq(BYTES(s, TP, ALLREDUCE), 221184);
     ck_assert_int_eq(CALLS(s, TP, ALLGATHER), 0);
@@ -57,9 +57,17 @@ START_TEST(tp_middle_stage)
      * bytes 2 x 4 x 6144 = 49152. */
     tt_comm_stats s;
     memset(&s, 0, sizeof s);
-    tp_expected_traffic(&s, 32, 16, 3, 0, 0, 0, 4, 2);
+    tp_expected_traffic(&s, 32, 16, 3, 0, 0, 0, 0, 4, 2);
     ck_assert_int_eq(CALLS(s, TP, ALLREDUCE), 96);
     ck_assert_int_eq(BYTES(s, TP, ALLREDUCE), 49152);
+    /* --recompute full runs each block's forward again in its backward: 2
+     * more all-reduces per block and micro-batch (2 x 4 x 2 x 3 = 48 calls)
+     * of 32 x 16 floats each step (2 x 3 x 32 x 16 = 3072 floats, 2 steps x
+     * 4 bytes = 24576 bytes). */
+    memset(&s, 0, sizeof s);
+    tp_expected_traffic(&s, 32, 16, 3, 0, 0, 0, 1, 4, 2);
+    ck_assert_int_eq(CALLS(s, TP, ALLREDUCE), 96 + 48);
+    ck_assert_int_eq(BYTES(s, TP, ALLREDUCE), 49152 + 24576);
 }
 END_TEST
 
@@ -75,7 +83,7 @@ START_TEST(tp_whole_model_with_gather)
      * forward, one reduce-scatter of the same size backward. */
     tt_comm_stats s;
     memset(&s, 0, sizeof s);
-    tp_expected_traffic(&s, 16, 8, 1, 1, 1, 1, 1, 1);
+    tp_expected_traffic(&s, 16, 8, 1, 1, 1, 1, 0, 1, 1);
     ck_assert_int_eq(CALLS(s, TP, ALLREDUCE), 9);
     ck_assert_int_eq(BYTES(s, TP, ALLREDUCE), 3264);
     ck_assert_int_eq(CALLS(s, TP, ALLGATHER), 1);
@@ -83,7 +91,7 @@ START_TEST(tp_whole_model_with_gather)
     ck_assert_int_eq(CALLS(s, TP, REDUCE_SCATTER), 1);
     ck_assert_int_eq(BYTES(s, TP, REDUCE_SCATTER), 2048);
     /* It adds: a second call doubles every figure. */
-    tp_expected_traffic(&s, 16, 8, 1, 1, 1, 1, 1, 1);
+    tp_expected_traffic(&s, 16, 8, 1, 1, 1, 1, 0, 1, 1);
     ck_assert_int_eq(CALLS(s, TP, ALLREDUCE), 18);
     ck_assert_int_eq(BYTES(s, TP, ALLGATHER), 4096);
 }

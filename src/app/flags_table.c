@@ -94,11 +94,11 @@ static void print_version(FILE *out)
 
 static const tt_flag_word tp_mlp_words[] = {
     {"megatron", AT(tp_mlp_gather), 0}, {"gather", AT(tp_mlp_gather), 1}, {NULL, 0, 0}};
+static const tt_flag_word recompute_words[] = {
+    {"none", AT(recompute), TT_RECOMPUTE_NONE}, {"selective", AT(recompute), TT_RECOMPUTE_SELECTIVE},
+    {"full", AT(recompute), TT_RECOMPUTE_FULL}, {NULL, 0, 0}};
 static const tt_flag_word clock_words[] = {
     {"virtual", AT(clock_wall), 0}, {"wall", AT(clock_wall), 1}, {NULL, 0, 0}};
-static const tt_flag_word recompute_words[] = {
-    {"none", AT(recompute), 0}, {"selective", AT(recompute), 1}, {"full", AT(recompute), 2},
-    {NULL, 0, 0}};
 static const tt_flag_word precision_words[] = {
     {"fp32", AT(precision_mixed), 0}, {"mixed", AT(precision_mixed), 1}, {NULL, 0, 0}};
 static const tt_flag_word report_words[] = {
@@ -141,8 +141,10 @@ const tt_flag tt_flags[] = {
              "gradients (reduce-scattered per micro-batch); 0 = off"},
     {.name = "--recompute", .kind = TT_FLAG_CHOICE, .words = recompute_words,
      .given = TT_GIVEN_RECOMPUTE, .metavar = "none|selective|full", IN(LAYOUT),
-     .help = "activation recomputation (default none); selective\n"
-             "and full are planned by --plan, not yet run"},
+     .help = "activation recomputation: none (default); selective:\n"
+             "the attention probabilities (T x T) are dropped and\n"
+             "recomputed in the backward; full: each block keeps\n"
+             "only its input and is recomputed in the backward"},
     {SWITCH("--sequence-parallel", sequence_parallel, 1), .given = TT_GIVEN_SP, IN(LAYOUT),
      .help = "split LayerNorm and residuals over the TP group\n"
              "(planned by --plan, not yet run)"},

@@ -233,7 +233,7 @@ static int evaluate(const ctx *x, const tt_plan_candidate *base, const int *zero
     }
     /* Time of every chunk, and of every message between neighbours. */
     tt_cost_ctx cx = {cl, x->plan->mixed, c0.tp, NULL, c0.sequence_parallel,
-                      (tt_recompute)c0.recompute};
+                      c0.recompute};
     cx.tp_link = tp_link(cl, &g, &c0.tp_across_servers);
     double *cost = tt_malloc(3 * (size_t)K * sizeof *cost);
     double *fwd = cost, *bwd = cost + K, *link = cost + 2 * K;

@@ -183,7 +183,7 @@ void vocab_crossentropy_backward(float *dlogits, const float *probs, const int *
 
 void tp_expected_traffic(tt_comm_stats *add, long long tokens_per_step, long long C,
                          long long local_blocks, int first_stage, int last_stage, int mlp_gather,
-                         long long micro_batches, long steps)
+                         int recompute_full, long long micro_batches, long steps)
 {
     const long long n = tokens_per_step, L = local_blocks, M = micro_batches;
     /* Per micro-batch: each block all-reduces its row-parallel outputs (proj,
@@ -194,6 +194,9 @@ void tp_expected_traffic(tt_comm_stats *add, long long tokens_per_step, long lon
      * max, the target logit and the sum of exponentials (3 x tokens). Summed
      * over the micro-batches, the tokens are those of the whole step. */
     long long calls = 4 * L, floats = 4 * L * n * C;
+    if (recompute_full) /* the forward's two all-reduces, once more in the backward */
+        calls += 2 * L, floats += 2 * L * n * C;
+    const long long gathers = recompute_full ? 2 : 1;
     if (first_stage)
         calls += 1, floats += n * C;
     if (last_stage)
@@ -203,8 +206,8 @@ void tp_expected_traffic(tt_comm_stats *add, long long tokens_per_step, long lon
     if (mlp_gather) {
         /* fc1's output gathered forward (tokens x 4C floats out) and its
          * gradient reduce-scattered backward (tokens x 4C floats in). */
-        add->c[TT_GROUP_TP][TT_OP_ALLGATHER].calls += steps * M * L;
-        add->c[TT_GROUP_TP][TT_OP_ALLGATHER].bytes += steps * 4 * L * n * 4 * C;
+        add->c[TT_GROUP_TP][TT_OP_ALLGATHER].calls += steps * M * L * gathers;
+        add->c[TT_GROUP_TP][TT_OP_ALLGATHER].bytes += steps * 4 * L * n * 4 * C * gathers;
         add->c[TT_GROUP_TP][TT_OP_REDUCE_SCATTER].calls += steps * M * L;
         add->c[TT_GROUP_TP][TT_OP_REDUCE_SCATTER].bytes += steps * 4 * L * n * 4 * C;
     }

@@ -147,6 +147,25 @@ double tt_chunk_forward(tt_model *m, tt_slot *s, const int *idx, const int *targ
     return sum / N;
 }
 
+/* --recompute: rebuilds what block i of slot s did not keep, just before its
+ * backward. full: the whole block forward again from its kept input, its TP
+ * all-reduces included (the output goes to m->dln, free at this point; the
+ * forward's scratch m->dtmp holds nothing between block backwards); selective:
+ * the attention probabilities from the kept q and k (the output to m->datty,
+ * which the backward clears before use). Same kernels, same inputs: the
+ * same bits as the forward's. */
+static void recompute_block(tt_model *m, tt_slot *s, int i)
+{
+    tt_block_acts *a = &s->acts[i];
+    if (i == 0 && tt_fault_active(TT_FAULT_STALE_RECOMPUTE)) /* planted (--inject-bug) */
+        return;
+    if (m->sh.recompute == TT_RECOMPUTE_FULL)
+        block_forward(m, s, i, m->dln);
+    else if (m->sh.recompute == TT_RECOMPUTE_SELECTIVE)
+        attention_forward(m->datty, a->att, a->q, a->k, a->v, s->B, m->cfg.T, m->NHl,
+                          m->cfg.C / m->cfg.NH);
+}
+
 /* The unit holding tensor i has its gradient of this backward complete. */
 static void grads_ready(tt_model *m, int i)
 {
@@ -175,6 +194,7 @@ void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss)
         memcpy(m->dres, dout, (size_t)N * C * sizeof(float));
     }
     for (int i = m->chunk_len[j] - 1; i >= 0; i--) {
+        recompute_block(m, s, i);
         block_backward(m, s, i);
         grads_ready(m, m->blk[m->chunk_first[j] + i].ln1_w);
     }

@@ -149,6 +149,37 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
     m->err_bytes = floats * sizeof(float);
     if (m->tracked)
         tt_mem_account(TT_MEM_ERRORS, m->err_bytes, "activation gradients (errors)");
+    /* Recomputation: one block's worth of what the slots no longer keep,
+     * shared by every slot and rebuilt in each block's backward. */
+    tt_block_acts *w = &m->work;
+    floats = 0;
+#define WORK_BUF(ptr, n) (floats += (n), (ptr) = tt_fbuf(n))
+    if (sh->recompute != TT_RECOMPUTE_NONE)
+        WORK_BUF(w->att, (size_t)Bmax * m->NHl * cfg->T * cfg->T);
+    if (sh->recompute == TT_RECOMPUTE_FULL) {
+        WORK_BUF(w->ln1, N * C);
+        WORK_BUF(w->ln1_mean, N);
+        WORK_BUF(w->ln1_rstd, N);
+        WORK_BUF(w->q, N * Cl);
+        WORK_BUF(w->k, N * Cl);
+        WORK_BUF(w->v, N * Cl);
+        WORK_BUF(w->atty, N * Cl);
+        WORK_BUF(w->x_mid, N * C);
+        WORK_BUF(w->ln2, N * C);
+        WORK_BUF(w->ln2_mean, N);
+        WORK_BUF(w->ln2_rstd, N);
+        WORK_BUF(w->fc1, N * Hl);
+        WORK_BUF(w->gelu, N * Hl);
+        if (sh->mlp_gather && sh->tp_size > 1) {
+            WORK_BUF(w->fc1_full, (size_t)sh->tp_size * N * Hl);
+            WORK_BUF(w->gelu_full, (size_t)sh->tp_size * N * Hl);
+        }
+    }
+#undef WORK_BUF
+    m->work_bytes = floats * sizeof(float);
+    if (m->tracked && m->work_bytes)
+        tt_mem_account(TT_MEM_ACTIVATIONS, m->work_bytes,
+                       "one block's activations, rebuilt by recomputation");
 }
 
 void tt_model_free(tt_model *m)
@@ -158,6 +189,14 @@ void tt_model_free(tt_model *m)
                      m->dfull2, m->datt_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
+    tt_block_acts *w = &m->work;
+    float *work[] = {w->ln1, w->ln1_mean, w->ln1_rstd, w->q, w->k, w->v, w->att, w->atty,
+                     w->x_mid, w->ln2, w->ln2_mean, w->ln2_rstd, w->fc1, w->gelu, w->fc1_full,
+                     w->gelu_full};
+    for (size_t i = 0; i < sizeof work / sizeof work[0]; i++)
+        free(work[i]);
+    if (m->tracked && m->work_bytes)
+        tt_mem_release(TT_MEM_ACTIVATIONS, m->work_bytes);
     if (m->tracked && m->err_bytes)
         tt_mem_release(TT_MEM_ERRORS, m->err_bytes);
     free(m->blk);

@@ -22,27 +22,30 @@ static tt_slot *slot_new(tt_model *m, int j)
     s->chunk = j;
     s->acts = tt_calloc((size_t)(nb > 0 ? nb : 1), sizeof *s->acts);
     size_t floats = 0;
+    /* What recomputation rebuilds comes from the model's shared work set. */
+    const tt_block_acts *w = &m->work;
 #define SLOT_BUF(ptr, n) (floats += (n), (ptr) = tt_fbuf(n))
+#define SHARED_BUF(ptr, shared, n) ((shared) ? (void)((ptr) = (shared)) : (void)SLOT_BUF(ptr, n))
     for (int l = 0; l < nb; l++) {
         tt_block_acts *a = &s->acts[l];
         SLOT_BUF(a->x_in, N * C);
-        SLOT_BUF(a->ln1, N * C);
-        SLOT_BUF(a->ln1_mean, N);
-        SLOT_BUF(a->ln1_rstd, N);
-        SLOT_BUF(a->q, N * Cl);
-        SLOT_BUF(a->k, N * Cl);
-        SLOT_BUF(a->v, N * Cl);
-        SLOT_BUF(a->att, (size_t)m->Bmax * m->NHl * T * T);
-        SLOT_BUF(a->atty, N * Cl);
-        SLOT_BUF(a->x_mid, N * C);
-        SLOT_BUF(a->ln2, N * C);
-        SLOT_BUF(a->ln2_mean, N);
-        SLOT_BUF(a->ln2_rstd, N);
-        SLOT_BUF(a->fc1, N * Hl);
-        SLOT_BUF(a->gelu, N * Hl);
+        SHARED_BUF(a->ln1, w->ln1, N * C);
+        SHARED_BUF(a->ln1_mean, w->ln1_mean, N);
+        SHARED_BUF(a->ln1_rstd, w->ln1_rstd, N);
+        SHARED_BUF(a->q, w->q, N * Cl);
+        SHARED_BUF(a->k, w->k, N * Cl);
+        SHARED_BUF(a->v, w->v, N * Cl);
+        SHARED_BUF(a->att, w->att, (size_t)m->Bmax * m->NHl * T * T);
+        SHARED_BUF(a->atty, w->atty, N * Cl);
+        SHARED_BUF(a->x_mid, w->x_mid, N * C);
+        SHARED_BUF(a->ln2, w->ln2, N * C);
+        SHARED_BUF(a->ln2_mean, w->ln2_mean, N);
+        SHARED_BUF(a->ln2_rstd, w->ln2_rstd, N);
+        SHARED_BUF(a->fc1, w->fc1, N * Hl);
+        SHARED_BUF(a->gelu, w->gelu, N * Hl);
         if (gather) {
-            SLOT_BUF(a->fc1_full, full);
-            SLOT_BUF(a->gelu_full, full);
+            SHARED_BUF(a->fc1_full, w->fc1_full, full);
+            SHARED_BUF(a->gelu_full, w->gelu_full, full);
         }
     }
     SLOT_BUF(s->x_out, N * C);
@@ -54,6 +57,7 @@ static tt_slot *slot_new(tt_model *m, int j)
         SLOT_BUF(s->probs, N * m->Vl);
         SLOT_BUF(s->losses, N);
     }
+#undef SHARED_BUF
 #undef SLOT_BUF
     s->idx = tt_calloc(N, sizeof(int));
     s->targets = tt_calloc(N, sizeof(int));
@@ -69,11 +73,16 @@ static void slot_free(tt_model *m, tt_slot *s)
         tt_mem_release(TT_MEM_ACTIVATIONS, s->bytes);
     for (int l = 0; l < m->chunk_len[s->chunk]; l++) {
         tt_block_acts *a = &s->acts[l];
+        const tt_block_acts *w = &m->work;
         float *bufs[] = {a->x_in, a->ln1, a->ln1_mean, a->ln1_rstd, a->q, a->k, a->v, a->att,
                          a->atty, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->fc1, a->gelu,
                          a->fc1_full, a->gelu_full};
+        const float *shared[] = {NULL, w->ln1, w->ln1_mean, w->ln1_rstd, w->q, w->k, w->v,
+                                 w->att, w->atty, w->x_mid, w->ln2, w->ln2_mean, w->ln2_rstd,
+                                 w->fc1, w->gelu, w->fc1_full, w->gelu_full};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-            free(bufs[i]);
+            if (!shared[i] || bufs[i] != shared[i])
+                free(bufs[i]);
     }
     float *bufs[] = {s->x_out, s->lnf, s->lnf_mean, s->lnf_rstd, s->logits, s->probs, s->losses};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)

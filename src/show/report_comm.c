@@ -22,7 +22,8 @@ void tt_comm_expected(tt_comm_stats *exp, const tt_run_config *rc, const tt_grid
     if (g->tp > 1) {
         const long long tokens = (long long)(rc->batch / g->dp) * rc->model.T;
         tp_expected_traffic(exp, tokens, rc->model.C, m->nl, m->sh.first_stage,
-                            m->sh.last_stage, rc->tp_mlp_gather, rc->micro_batches, steps);
+                            m->sh.last_stage, rc->tp_mlp_gather,
+                            rc->recompute == TT_RECOMPUTE_FULL, rc->micro_batches, steps);
     }
     if (g->pp > 1)
         tt_pipe_expected_traffic(exp, rc, g, steps);

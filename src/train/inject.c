@@ -36,6 +36,12 @@ static const fault_row rows[] = {
      "not a numerical bug, a hang: the last GPU (highest world rank) stops for 30 s, its "
      "peers wait for it, and --watchdog (e.g. --watchdog 3) reports the wait and ends the "
      "job; needs at least 2 GPUs and 2 steps"},
+    {TT_FAULT_STALE_RECOMPUTE, "stale-recompute",
+     "model/forward.c, recompute_block",
+     "with --recompute selective or full, block 0's backward skips its recomputation and "
+     "uses what the last recomputed (or forwarded) block left in the shared activations: "
+     "the gradients of block 0 and everything before it are wrong; needs 2 or more blocks "
+     "on a GPU, no effect with --recompute none"},
 };
 enum { NROWS = sizeof rows / sizeof rows[0] };
 

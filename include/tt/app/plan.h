@@ -43,7 +43,7 @@ typedef struct {
 
 /* Activation bytes of one block for one micro-batch of b sequences, 16-bit,
  * Korthikanti et al. 2022 Table 2 (t = tp; sp: sequence parallelism;
- * recompute: tt_recompute). */
+ * recompute: TT_RECOMPUTE_*). */
 double tt_plan_layer_activation_bytes(const tt_config *m, double b, int t, int sp, int recompute);
 
 /* Enumerates and evaluates; -1 with e when nothing can be planned. */

@@ -94,10 +94,12 @@ void vocab_crossentropy_backward(float *dlogits /* N,Vl */, const float *probs /
  * tokens_per_step are the tokens of this DP replica's share of the batch,
  * local_blocks the transformer blocks this GPU holds, first_stage/last_stage
  * whether it holds the embeddings / lm_head and the loss, mlp_gather whether
- * fc1's output is gathered (--tp-mlp gather). Plain numbers: this layer does
- * not see the model. */
+ * fc1's output is gathered (--tp-mlp gather), recompute_full whether every
+ * block's forward runs again in its backward (--recompute full: its two
+ * all-reduces, and its gather, again). Plain numbers: this layer does not see
+ * the model. */
 void tp_expected_traffic(tt_comm_stats *add, long long tokens_per_step, long long C,
                          long long local_blocks, int first_stage, int last_stage, int mlp_gather,
-                         long long micro_batches, long steps);
+                         int recompute_full, long long micro_batches, long steps);
 
 #endif

@@ -36,6 +36,9 @@ enum {
     TT_GIVEN_SP = 1 << 18, TT_GIVEN_SCHEDULE = 1 << 19, TT_GIVEN_VOCAB = 1 << 20
 };
 
+/* --recompute (DESIGN section 10): what a block keeps for its backward. */
+enum { TT_RECOMPUTE_NONE, TT_RECOMPUTE_SELECTIVE, TT_RECOMPUTE_FULL };
+
 typedef struct {
     tt_config model;
     tt_optim_config optim;
@@ -57,9 +60,9 @@ typedef struct {
     int show_grid;            /* --show-grid: print every GPU and group */
     size_t dp_bucket;         /* bytes per DP gradient all-reduce bucket */
     int tp_mlp_gather;        /* --tp-mlp gather (1) or megatron (0) */
+    int recompute;            /* --recompute: TT_RECOMPUTE_NONE, _SELECTIVE, _FULL */
     int zero;                 /* --zero 0..3: ZeRO stage over each DP group (not a
                                  hyper-parameter: checkpoints do not depend on it) */
-    int recompute;            /* --recompute: 0 none, 1 selective, 2 full (tt_recompute) */
     int sequence_parallel;    /* --sequence-parallel */
     int report_comm;          /* --report comm: every GPU's traffic table */
     int report_memory;        /* --report memory: every GPU's memory table */

@@ -15,6 +15,7 @@ typedef enum {
     TT_FAULT_NO_VOCAB_MASK,     /* comm: the vocabulary-parallel loss keeps the padding */
     TT_FAULT_DP_NO_SYNC,        /* parallel: the DP gradient all-reduce is skipped */
     TT_FAULT_STALL,             /* comm: one rank stops for a while (for --watchdog) */
+    TT_FAULT_STALE_RECOMPUTE,   /* model: --recompute skips rebuilding a block */
     TT_NFAULTS
 } tt_fault;
 

@@ -15,8 +15,6 @@
 #include "tt/core/config.h"
 #include "tt/model/model.h"
 
-typedef enum { TT_RECOMPUTE_NONE, TT_RECOMPUTE_SELECTIVE, TT_RECOMPUTE_FULL } tt_recompute;
-
 /* How a chunk is run: on which machine, at which precision, over which TP group. */
 typedef struct {
     const tt_cluster *cluster;
@@ -24,7 +22,7 @@ typedef struct {
     int tp;              /* TP group size */
     const tt_link *tp_link; /* the TP group's slowest link */
     int sequence_parallel;  /* Korthikanti et al.: LayerNorm and residuals split over tp */
-    tt_recompute recompute;
+    int recompute;       /* TT_RECOMPUTE_* (tt/core/config.h) */
 } tt_cost_ctx;
 
 /* Seconds of one chunk of nb blocks for one micro-batch of B sequences,

@@ -34,6 +34,7 @@ typedef struct {
     int layer_begin, layer_end; /* blocks [layer_begin, layer_end) when nchunks <= 1 */
     int first_stage, last_stage;
     int mlp_gather;             /* --tp-mlp gather: all-gather fc1's output */
+    int recompute;              /* TT_RECOMPUTE_* (tt/core/config.h) */
     int nchunks;                /* 0 or 1: one chunk; else the ranges below */
     int zero_stage, dp_size, dp_rank; /* --zero: the table is partitioned over the DP
                                  group (tt_params_set_zero); 0: not */
@@ -118,6 +119,11 @@ typedef struct {
      * NULL: nothing (ZeRO-2 installs its reduce-scatter here). */
     void (*grads_ready)(void *ctx, tt_params *P, int tensor);
     void *grads_ready_ctx;
+    /* --recompute: the one block's activations the slots share (full: all
+     * but the input; selective: the attention probabilities), rebuilt in
+     * each block's backward; NULL pointers when not recomputed. */
+    tt_block_acts work;
+    size_t work_bytes;
     int tracked;           /* allocations booked in the virtual GPU's account */
 } tt_model;
 
