@@ -109,10 +109,11 @@ typedef struct {
 } stage_shape;
 
 static void stage_shape_of(const ctx *x, const tt_grid *g, const int *chunk_layers, int s,
-                           const tt_action_list *list, int mbs, stage_shape *out)
+                           const tt_action_list *list, int mbs, int recompute, stage_shape *out)
 {
     tt_run_config r = *x->rc;
     r.tp_mlp_gather = 0;
+    r.recompute = recompute;
     tt_shard_spec sh = tt_stage_spec(g, &r, chunk_layers, tt_grid_rank_of(g, 0, s, 0));
     tt_shard_memory_of(&r.model, &sh, mbs, &out->sm);
     tt_schedule_buffers(list, g->pp, r.virtual_stages, out->slots, &out->nbuf);
@@ -137,14 +138,14 @@ static void stage_memory(const ctx *x, const tt_grid *g, const int *chunk_layers
         mem[TT_PMEM_WEIGHTS] = 4 * P / ws;
         mem[TT_PMEM_GRADIENTS] = 4 * P / gs;
         mem[TT_PMEM_OPTIMIZER] = 8 * P / os;
-        double act = (double)sm->scratch_bytes;
+        double act = (double)sm->scratch_bytes + (double)sm->work_bytes;
         for (int j = 0; j < v; j++)
             act += (double)sm->slot_bytes[j] * (slots[j] > 0 ? slots[j] : 1);
-        /* Recomputation and sequence parallelism are not run by the emulator
-         * yet: their saving is Korthikanti et al.'s ratio to no technique. */
-        if (recompute || sp)
-            act *= tt_plan_layer_activation_bytes(&rc->model, mbs, g->tp, sp, recompute) /
-                   tt_plan_layer_activation_bytes(&rc->model, mbs, g->tp, 0, 0);
+        /* Sequence parallelism is not run by the emulator yet: its saving is
+         * Korthikanti et al.'s ratio to the same recomputation without it. */
+        if (sp)
+            act *= tt_plan_layer_activation_bytes(&rc->model, mbs, g->tp, 1, recompute) /
+                   tt_plan_layer_activation_bytes(&rc->model, mbs, g->tp, 0, recompute);
         mem[TT_PMEM_ACTIVATIONS] = act;
         mem[TT_PMEM_COMM] = 4 * msg * sh->nbuf;
     } else {
@@ -257,7 +258,7 @@ static int evaluate(const ctx *x, const tt_plan_candidate *base, const int *zero
     stage_shape *shape = rc_sim ? NULL : tt_calloc((size_t)p, sizeof *shape);
     double busy = 0;
     for (int s = 0; s < p && !rc_sim; s++) {
-        stage_shape_of(x, &g, chunk_layers, s, &lists[s], mbs, &shape[s]);
+        stage_shape_of(x, &g, chunk_layers, s, &lists[s], mbs, c0.recompute, &shape[s]);
         busy += res.busy[s];
     }
     /* The loss and the clipping norm: one double summed over the world. */

@@ -57,16 +57,33 @@ static uint64_t param_floats(const tt_config *cfg, const tt_shard_spec *sh)
     return n;
 }
 
+/* Floats of one block's activations for B sequences (slots.c): those a slot
+ * keeps, and those recomputation rebuilds into the model's one shared work
+ * set instead (model.c): selective, the attention probabilities; full,
+ * everything but the block's input. */
+static void block_floats(const widths *w, const tt_shard_spec *sh, uint64_t B, uint64_t *kept,
+                         uint64_t *rebuilt)
+{
+    const uint64_t N = mul(B, w->T), C = w->C;
+    uint64_t per = add(mul(N, add(4 * C, 4)), mul(N, add(mul(4, w->Cl), mul(2, w->Hl))));
+    const uint64_t att = mul(mul(B, w->NHl), mul(w->T, w->T));
+    per = add(per, att);
+    if (sh->mlp_gather && w->tp > 1)
+        per = add(per, mul(2, mul(w->tp, mul(N, w->Hl))));
+    *rebuilt = sh->recompute == TT_RECOMPUTE_FULL        ? per - mul(N, C)
+               : sh->recompute == TT_RECOMPUTE_SELECTIVE ? att
+                                                          : 0;
+    *kept = per - *rebuilt;
+}
+
 /* Floats of one activation slot of a chunk of nb blocks (slots.c). */
 static uint64_t slot_floats(const widths *w, const tt_shard_spec *sh, uint64_t B, uint64_t nb,
                             int head)
 {
     const uint64_t N = mul(B, w->T), C = w->C;
-    uint64_t per = add(mul(N, add(4 * C, 4)), mul(N, add(mul(4, w->Cl), mul(2, w->Hl))));
-    per = add(per, mul(mul(B, w->NHl), mul(w->T, w->T)));
-    if (sh->mlp_gather && w->tp > 1)
-        per = add(per, mul(2, mul(w->tp, mul(N, w->Hl))));
-    uint64_t n = add(mul(nb, per), mul(N, C));
+    uint64_t kept, rebuilt;
+    block_floats(w, sh, B, &kept, &rebuilt);
+    uint64_t n = add(mul(nb, kept), mul(N, C));
     if (head)
         n = add(n, add(mul(N, add(C, 3)), mul(2, mul(N, w->Vl))));
     /* The bytes and targets (ints, same size as a float). */
@@ -97,6 +114,9 @@ void tt_shard_memory_of(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
     if (sh->mlp_gather && w.tp > 1)
         err = add(err, mul(2, mul(w.tp, mul(N, w.Hl))));
     out->scratch_bytes = mul(sizeof(float), add(err, mul(w.T, w.T)));
+    uint64_t kept, rebuilt;
+    block_floats(&w, sh, B, &kept, &rebuilt);
+    out->work_bytes = mul(sizeof(float), rebuilt);
 }
 
 uint64_t tt_model_bytes_bound(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
@@ -108,5 +128,5 @@ uint64_t tt_model_bytes_bound(const tt_config *cfg, const tt_shard_spec *sh, int
     uint64_t bytes = mul(4 * sizeof(float), sm.param_floats); /* W, G, Adam m and v */
     for (int j = 0; j < nchunks && j < TT_MAX_CHUNKS; j++)
         bytes = add(bytes, mul(sm.slot_bytes[j], slots > 0 ? (uint64_t)slots : 1));
-    return add(bytes, sm.scratch_bytes);
+    return add(add(bytes, sm.scratch_bytes), sm.work_bytes);
 }

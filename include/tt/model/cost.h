@@ -39,11 +39,13 @@ tt_chunk_seconds tt_chunk_cost(const tt_config *cfg, const tt_cost_ctx *x, doubl
 /* The memory a shard allocates (FP32, what the emulator holds): parameter
  * floats of one kind (weights; gradients, Adam m and v are the same count),
  * the bytes of one activation slot of each local chunk for micro-batches of
- * B sequences, and the backward's shared scratch. Saturating 64-bit sums. */
+ * B sequences, the backward's shared scratch, and with recomputation the
+ * one block's activations it rebuilds. Saturating 64-bit sums. */
 typedef struct {
     uint64_t param_floats;
     uint64_t slot_bytes[TT_MAX_CHUNKS];
     uint64_t scratch_bytes;
+    uint64_t work_bytes; /* --recompute: the one block's activations rebuilt (model.c) */
 } tt_shard_memory;
 void tt_shard_memory_of(const tt_config *cfg, const tt_shard_spec *sh, int B, tt_shard_memory *out);
 
