@@ -24,12 +24,64 @@ expect_error "missing value" 2 "option --seq needs a value" 1 --seq
 expect_error "heads do not divide dim" 2 "--heads 5 must divide --dim 16" 1 $small --heads 5
 expect_error "micro-batches" 2 "--micro-batches 3 must divide --batch 2" 1 $small --micro-batches 3
 
-# Layouts that cannot work: refused before any work, with the layouts that would.
-expect_error "tp x pp x dp != world" 2 "tp 1 x pp 1 x dp 3 = 3, but 2 rank(s) were started. Layouts that work on 2 rank(s): --tp 1 --pp 1 --dp 2; --tp 2 --pp 1 --dp 1" 2 $small --dp 3
-expect_error "a size of 0" 2 "every size must be at least 1 (got tp 1 pp 1 dp 0). Layouts that work on 4 rank(s): --tp 2 --pp 1 --dp 2; --tp 1 --pp 1 --dp 4" 4 $small --batch 4 --dp 0
-expect_error "batch not divisible by dp" 2 "dp 3 must divide --batch 2" 3 $small
-expect_error "micro-batches per replica" 2 "--micro-batches 2 must divide batch/dp = 4/4 = 1" 4 $small --batch 4 --dp 4 --micro-batches 2
-expect_error "a pipeline stage without a block" 2 "pp 2 exceeds --layers 1 (every pipeline stage needs a block)" 2 $small --pp 2
+# Layouts that cannot work: refused before any work, with every rule broken,
+# the mpirun line when more ranks would do, and a table of the layouts that do
+# work. The expected tables follow from the rules for $small (1 block, 2 heads,
+# batch 2, one micro-batch): tp divides 2 heads, pp is 1, dp divides the batch.
+# expect_layout NAME NP EXPECTED ARGS...: every rank exits 2 and stderr is
+# exactly EXPECTED (so rank 0 alone spoke, once).
+expect_layout() {
+    what=$1 np=$2 want=$3
+    shift 3
+    tt_each "$np" "$@"
+    statuses=$(cat "$work"/status.* 2>/dev/null | sort | uniq -c | awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," }')
+    printf '%s\n' "$want" > "$work/want"
+    if [ "$statuses" != "${np}x2" ]; then
+        not_ok "$what: rank exit statuses $statuses, expected ${np}x2"
+    elif ! cmp -s "$work/want" "$work/err"; then
+        not_ok "$what: stderr is not the expected message"; diff "$work/want" "$work/err"
+    else
+        ok "$what: $(head -n 1 "$work/err")"
+    fi
+}
+expect_layout "tp x pp x dp > world: the mpirun line" 2 "tiny_transformer: bad layout: tp 2 x pp 1 x dp 2 = 4 GPUs, but only 2 ranks were started.
+Start 4 ranks, one per virtual GPU:
+  mpirun --oversubscribe -np 4 ./tiny_transformer $small --tp 2 --pp 1 --dp 2
+Layouts that work on 2 ranks:
+  tp pp dp    tp pp dp
+   1  1  2     2  1  1" $small --tp 2 --pp 1 --dp 2
+expect_layout "a size that cannot divide the ranks, and breaks a rule" 2 "tiny_transformer: bad layout: --dp 3 needs a multiple of 3 ranks, but only 2 ranks were started; dp 3 must divide --batch 2 (each DP rank takes batch/dp sequences).
+Layouts that work on 2 ranks:
+  tp pp dp    tp pp dp
+   1  1  2     2  1  1" $small --dp 3
+expect_layout "every rule a size breaks" 4 "tiny_transformer: bad layout: --tp 3 needs a multiple of 3 ranks, but 4 ranks were started; tp 3 must divide --heads 2 (each TP rank owns whole heads).
+Layouts that work on 4 ranks:
+  tp pp dp    tp pp dp
+   1  1  4     2  1  2" $small --batch 4 --tp 3
+expect_layout "a size of 0" 4 "tiny_transformer: bad layout: --dp 0: every size must be at least 1.
+Layouts that work on 4 ranks:
+  tp pp dp    tp pp dp
+   1  1  4     2  1  2" $small --batch 4 --dp 0
+# Started without mpirun: one rank, and the line that starts enough.
+"$TT_BIN" $small --tp 2 >"$work/out" 2>"$work/err"
+status=$?
+printf '%s\n' "tiny_transformer: bad layout: --tp 2 needs a multiple of 2 ranks, but only 1 rank was started." \
+    "Start 2 ranks, one per virtual GPU:" "  mpirun --oversubscribe -np 2 ./tiny_transformer $small --tp 2" \
+    "On 1 rank the only layout is tp 1 pp 1 dp 1." > "$work/want"
+if [ "$status" -eq 2 ] && cmp -s "$work/want" "$work/err"; then
+    ok "--tp 2 without mpirun: the mpirun line"
+else
+    not_ok "--tp 2 without mpirun (status $status)"; diff "$work/want" "$work/err"
+fi
+expect_error "batch not divisible by dp" 2 "no layout works on 3 ranks for this model and batch; e.g. tp 1 pp 1 dp 3: dp 3 must divide --batch 2" 3 $small
+expect_layout "micro-batches per replica" 4 "tiny_transformer: bad layout: no layout with --dp 4 works on 4 ranks for this model and batch; e.g. tp 1 pp 1 dp 4: --micro-batches 2 must divide batch/dp = 4/4 = 1 (with dp 4: --micro-batches 1).
+Layouts that work on 4 ranks:
+  tp pp dp
+   2  1  2" $small --batch 4 --dp 4 --micro-batches 2
+expect_layout "a pipeline stage without a block" 2 "tiny_transformer: bad layout: pp 2 exceeds --layers 1 (every pipeline stage needs a block).
+Layouts that work on 2 ranks:
+  tp pp dp    tp pp dp
+   1  1  2     2  1  1" $small --pp 2
 expect_error "--stage-layers leaving a stage empty" 2 "chunk 1 would have 0 blocks" 2 $small --layers 2 --pp 2 --stage-layers 2,0
 expect_error "--stage-layers not adding up" 2 "adds up to 3 blocks, --layers is 2" 2 $small --layers 2 --pp 2 --stage-layers 1,2
 expect_error "--stage-layers of another length" 2 "lists more than the 2 chunks of this layout" 2 $small --layers 3 --pp 2 --stage-layers 1,1,1

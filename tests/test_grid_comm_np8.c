@@ -143,17 +143,53 @@ START_TEST(bad_layouts)
     tt_err e;
     int tp = 1, pp = 1, dp = 3;
     ck_assert_int_eq(tt_grid_choose(4, &tp, &pp, &dp, &r, &e), -1);
-    ck_assert_msg(strstr(e.msg, "tp 1 x pp 1 x dp 3 = 3, but 4 rank(s)") &&
-                  strstr(e.msg, "--tp 1 --pp 1 --dp 4"), "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "tp 1 x pp 1 x dp 3 = 3 GPUs, but 4 ranks were started") &&
+                  strstr(e.msg, "\n   1  1  4") && strstr(e.msg, "mpirun --oversubscribe -np 3 "),
+                  "%s", e.msg);
     tp = -1, pp = -1, dp = 0; /* a size of 0 given explicitly */
     ck_assert_int_eq(tt_grid_choose(4, &tp, &pp, &dp, &r, &e), -1);
-    ck_assert_msg(strstr(e.msg, "at least 1") && strstr(e.msg, "--tp 1 --pp 1 --dp 4"), "%s",
+    ck_assert_msg(strstr(e.msg, "--dp 0: every size must be at least 1") &&
+                  strstr(e.msg, "\n   1  1  4"), "%s", e.msg);
+    /* One rank started for tp 2: the count is the trouble, and the mpirun
+     * line names the smallest count that works. */
+    tp = 2, pp = -1, dp = -1;
+    ck_assert_int_eq(tt_grid_choose(1, &tp, &pp, &dp, &r, &e), -1);
+    ck_assert_msg(strstr(e.msg, "--tp 2 needs a multiple of 2 ranks, but only 1 rank was started") &&
+                  strstr(e.msg, "\n  mpirun --oversubscribe -np 2 ./tiny_transformer --tp 2\n"),
+                  "%s", e.msg);
+    tt_layout_rules cmd = r;
+    cmd.command = "./tiny_transformer --tp 4 --batch 48";
+    tp = 4, pp = -1, dp = -1; /* 4 does not divide 6 heads: no count helps */
+    ck_assert_int_eq(tt_grid_choose(2, &tp, &pp, &dp, &cmd, &e), -1);
+    ck_assert_msg(strstr(e.msg, "tp 4 must divide --heads 6") && !strstr(e.msg, "mpirun"), "%s",
                   e.msg);
+    /* tp 5 on 12 ranks with 12 heads breaks both rules, and the 18 layouts
+     * that work (tp 1, 2, 3, 4, 6, 12, each with every pp dividing 12/tp: 6 +
+     * 4 + 3 + 2 + 2 + 1) come as a table four to a line, sorted by tp then pp:
+     * five lines, the last with two. */
+    tt_layout_rules twelve = {.heads = 12, .layers = 12, .batch = 48, .micro_batches = 1};
+    tp = 5, pp = -1, dp = -1;
+    ck_assert_int_eq(tt_grid_choose(12, &tp, &pp, &dp, &twelve, &e), -1);
+    ck_assert_msg(strstr(e.msg, "--tp 5 needs a multiple of 5 ranks, but 12 ranks were started; "
+                                "tp 5 must divide --heads 12") &&
+                  strstr(e.msg, "\n  tp pp dp    tp pp dp    tp pp dp    tp pp dp\n"
+                                "   1  1 12     1  2  6     1  3  4     1  4  3\n") &&
+                  strstr(e.msg, "\n   6  2  1    12  1  1") && !strstr(e.msg, "12  1  1\n"),
+                  "%s", e.msg);
+    /* Many layouts: the table stops within the message and says how many more. */
+    tt_layout_rules many = {.heads = 720, .layers = 720, .batch = 720, .micro_batches = 1};
+    tp = 7, pp = -1, dp = -1;
+    ck_assert_int_eq(tt_grid_choose(720, &tp, &pp, &dp, &many, &e), -1);
+    ck_assert_msg(strlen(e.msg) < sizeof e.msg - 1 && strstr(e.msg, " more)"), "%s", e.msg);
     tt_layout_rules b = {.heads = 1, .layers = 1, .batch = 10, .micro_batches = 1};
     tp = pp = dp = -1; /* dp 4 does not divide batch 10: nothing works on 4 */
     ck_assert_int_eq(tt_grid_choose(4, &tp, &pp, &dp, &b, &e), -1);
-    ck_assert_msg(strstr(e.msg, "dp 4 must divide --batch 10") && strstr(e.msg, "none"), "%s",
-                  e.msg);
+    ck_assert_msg(strstr(e.msg, "dp 4 must divide --batch 10") &&
+                  strstr(e.msg, "no layout works on 4 ranks"), "%s", e.msg);
+    /* A layout that breaks several rules names each. */
+    ck_assert_int_eq(tt_layout_check(8, 4, 8, 1, &r, &e), -1);
+    ck_assert_msg(strstr(e.msg, "= 32 GPUs, but only 8 ranks") && strstr(e.msg, "tp 4 must divide --heads 6") &&
+                  strstr(e.msg, "pp 8 exceeds --layers 4"), "%s", e.msg);
     tt_layout_rules m = {.heads = 6, .layers = 4, .batch = 8, .micro_batches = 3}; /* 8/2 = 4 sequences per replica, 3 micro-batches */
     ck_assert_int_eq(tt_layout_check(2, 1, 1, 2, &m, &e), -1);
     ck_assert_msg(strstr(e.msg, "--micro-batches 3 must divide batch/dp = 8/2 = 4"), "%s", e.msg);

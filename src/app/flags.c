@@ -210,8 +210,17 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
     for (int i = 1; i < argc; i++) {
         /* -h is the one short spelling: what people type first. */
         const char *arg = strcmp(argv[i], "-h") == 0 ? "--help" : argv[i];
-        if (strncmp(arg, "--", 2) != 0)
+        if (strncmp(arg, "--", 2) != 0) {
+            /* The --log CSVs that --plot overlays: the one kind of operand. */
+            if (c->plot && c->plot_nlogs < TT_MAX_PLOT_LOGS && arg[0] != '\0') {
+                c->plot_logs[c->plot_nlogs++] = arg;
+                continue;
+            }
+            if (c->plot)
+                return tt_fail(e, "unexpected argument '%s' (--plot takes at most %d CSV files)",
+                               arg, TT_MAX_PLOT_LOGS);
             return tt_fail(e, "unexpected argument '%s' (options start with --; see --help)", arg);
+        }
 
         /* --flag VALUE or --flag=VALUE. */
         char flag[64];

@@ -210,8 +210,9 @@ const tt_flag tt_flags[] = {
     {LONG("--steps", steps, 0, BIG), .given = TT_GIVEN_STEPS, .metavar = "S", IN(TRAINING),
      .help = "total optimizer steps of the run (default %D)"},
     {LONG("--stop-at", stop_at, 1, BIG), .metavar = "K", IN(TRAINING),
-     .help = "stop this process after step K (saving if --save),\n"
-             "keeping the schedule of --steps; --resume continues"},
+     .help = "stop before step K, once step K-1 is done (saving if\n"
+             "--save; the checkpoint resumes at step K), keeping the\n"
+             "lr schedule of --steps; --resume continues"},
     {DOUBLE("--lr", optim.lr, 0.0, 10.0), .given = TT_GIVEN_LR, .metavar = "X", IN(TRAINING),
      .help = "peak learning rate (default %D)"},
     {DOUBLE("--lr-min", optim.lr_min, 0.0, 10.0), .given = TT_GIVEN_LR_MIN, .metavar = "X",
@@ -246,6 +247,10 @@ const tt_flag tt_flags[] = {
      .help = "continue from a checkpoint up to --steps; auto: from\n"
              "the --save file if it exists (a damaged one is refused\n"
              "and kept), else from step 0"},
+    {STRING("--plot", plot), .metavar = "FILE.svg", IN(FILES),
+     .help = "loss and eval loss against step as an SVG chart:\n"
+             "this run's; or, given --log CSVs after it\n"
+             "(--plot OUT.svg a.csv b.csv), theirs overlaid, no training"},
     {STRING("--log", log), .metavar = "FILE", IN(FILES),
      .help = "CSV, one row per step: step,loss,lr,grad_norm,ms,\n"
              "tokens_per_s,eval_loss,mfu,wall_ms (ms, tokens_per_s\n"

@@ -55,6 +55,23 @@ static int resume_auto(tt_run_config *rc, int rank, tt_err *e)
     return 0;
 }
 
+/* "./tiny_transformer --tp 2 ...": the options as typed (quoted where the
+ * shell would need it), for the mpirun line a layout error suggests. NULL
+ * when they do not fit: the message then names only the sizes. */
+static const char *command_line(int argc, char **argv, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "./tiny_transformer");
+    for (int i = 1; i < argc && k < n; i++) {
+        int plain = argv[i][0] != 0 && strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLM"
+                                                        "NOPQRSTUVWXYZ0123456789-_.,/=:+") ==
+                                               strlen(argv[i]);
+        if (!plain && strchr(argv[i], '\''))
+            return NULL;
+        k += (size_t)snprintf(buf + k, n - k, plain ? " %s" : " '%s'", argv[i]);
+    }
+    return k < n ? buf : NULL;
+}
+
 int main(int argc, char **argv)
 {
     /* The watchdog's helper thread never calls MPI: FUNNELED is enough. */
@@ -96,8 +113,9 @@ int main(int argc, char **argv)
          * not given are chosen from the world size, and a layout that cannot
          * work is refused here, before any work. */
         int tp = rc.tp, pp = rc.pp, dp = rc.dp;
+        char command[160];
         tt_layout_rules rules = {rc.model.NH, rc.model.L, rc.batch, rc.micro_batches,
-                                 rc.virtual_stages};
+                                 rc.virtual_stages, command_line(argc, argv, command, sizeof command)};
         if (tt_config_check(&rc, &err) || tt_grid_choose(world, &tp, &pp, &dp, &rules, &err)) {
             if (rank == 0)
                 fprintf(stderr, "tiny_transformer: %s\n", err.msg);

@@ -435,7 +435,8 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
             const int dp = N / tp / pp;
             if (rc->dp > 0 && dp != rc->dp)
                 continue;
-            tt_layout_rules rules = {cfg->NH, cfg->L, rc->batch, 1, 1};
+            tt_layout_rules rules = {.heads = cfg->NH, .layers = cfg->L, .batch = rc->batch,
+                                     .micro_batches = 1, .virtual_stages = 1};
             tt_err le;
             if (tt_layout_check(N, tp, pp, dp, &rules, &le)) {
                 if (rc->tp > 0 || rc->pp > 0 || rc->dp > 0)

@@ -51,6 +51,8 @@ static void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
         SAY("\n");
         fflush(stdout);
     }
+    if (rc->plot && r->g->world_rank == 0)
+        tt_plot_add(&r->curve, s, st->loss, ev);
     if (r->log) {
         fprintf(r->log, "%ld,%.9g,%.9g,%.9g,%.6f,%.1f,", s, st->loss, st->lr, st->grad_norm,
                 st->seconds * 1e3, tok_s);
@@ -192,9 +194,9 @@ static void run_sample(tt_run *r)
 {
     const tt_run_config *rc = &r->rc;
     char *out = tt_malloc(strlen(rc->prompt) + (size_t)rc->sample_len + 2);
-    tt_generate(&r->pipe, rc->prompt, rc->sample_len, out);
+    size_t n = tt_generate(&r->pipe, rc->prompt, rc->sample_len, out);
     if (r->g->world_rank == 0)
-        tt_sample_print(out);
+        tt_sample_print(stdout, out, n);
     free(out);
 }
 
@@ -216,6 +218,14 @@ static int run_end(tt_run *r)
     int status = traced_ok ? run_reports(r) : TT_EXIT_RUNTIME;
     if (rc->save)
         SAY("saved checkpoint '%s'\n", rc->save);
+    if (traced_ok && rc->plot) {
+        snprintf(r->curve.name, sizeof r->curve.name, "this run (tp %d pp %d dp %d)", r->g->tp,
+                 r->g->pp, r->g->dp);
+        int failed = r->g->world_rank == 0 && tt_plot_write_svg(rc->plot, &r->curve, 1, &e);
+        if (tt_agree_error(r->g, failed, &e))
+            return fail_with(r, &e, TT_EXIT_RUNTIME);
+        SAY("wrote plot '%s'\n", rc->plot);
+    }
     if (traced_ok && rc->sample_len > 0)
         run_sample(r);
     return status;
@@ -223,6 +233,7 @@ static int run_end(tt_run *r)
 
 static int run_free(tt_run *r, int status)
 {
+    tt_plot_free(&r->curve);
     if (r->log && fclose(r->log) && status == 0) {
         fprintf(stderr, "tiny_transformer: cannot write log '%s'\n", r->rc.log);
         status = TT_EXIT_RUNTIME;
@@ -245,8 +256,41 @@ static int run_free(tt_run *r, int status)
     return status;
 }
 
+/* --plot OUT.svg a.csv b.csv: the logs' curves overlaid, no training. Rank 0
+ * reads and writes; every rank leaves with its verdict. */
+static int run_plot_logs(const tt_run_config *rc, const tt_grid *g)
+{
+    tt_err e;
+    int failed = 0;
+    if (g->world_rank == 0) {
+        tt_plot_series s[TT_MAX_PLOT_LOGS];
+        int n = 0;
+        failed = tt_config_outputs_check(rc, &e) != 0;
+        for (; n < rc->plot_nlogs && !failed; n++)
+            if (tt_plot_read_csv(rc->plot_logs[n], &s[n], &e)) {
+                failed = 1;
+                break;
+            }
+        if (!failed)
+            failed = tt_plot_write_svg(rc->plot, s, n, &e) != 0;
+        for (int i = 0; i < n; i++)
+            tt_plot_free(&s[i]);
+    }
+    if (tt_agree_error(g, failed, &e)) {
+        if (g->world_rank == 0)
+            fprintf(stderr, "tiny_transformer: %s\n", e.msg);
+        return TT_EXIT_RUNTIME;
+    }
+    if (g->world_rank == 0)
+        printf("wrote plot '%s' of %d log%s\n", rc->plot, rc->plot_nlogs,
+               rc->plot_nlogs == 1 ? "" : "s");
+    return 0;
+}
+
 int tt_run_main(const tt_run_config *rc, const tt_grid *g)
 {
+    if (rc->plot_nlogs > 0)
+        return run_plot_logs(rc, g);
     if (rc->inject_bug && strcmp(rc->inject_bug, "list") == 0) {
         if (g->world_rank == 0)
             tt_inject_list(stdout);

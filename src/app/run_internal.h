@@ -12,6 +12,7 @@
 #include "tt/core/vclock.h"
 #include "tt/parallel/data_parallel.h"
 #include "tt/show/banner.h"
+#include "tt/show/plot.h"
 #include "tt/show/report.h"
 #include "tt/show/trace.h"
 #include "tt/train/checkpoint.h"
@@ -43,6 +44,7 @@ typedef struct {
     int spot;                  /* spot-check steps step0 and spot_last */
     long spot_last;
     FILE *log;                 /* --log, rank 0 */
+    tt_plot_series curve;      /* --plot: this run's losses, rank 0 */
     tt_event *ev;              /* the traced steps' events (rank 0), gathered */
     int *ev_counts;
     int gathered;              /* ev is ours to free */

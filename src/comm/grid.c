@@ -2,6 +2,8 @@
  * communicators of DESIGN section 3. */
 #include "tt/comm/grid.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 int tt_grid_rank_of(const tt_grid *g, int dp_rank, int pp_rank, int tp_rank)
@@ -13,38 +15,67 @@ int tt_grid_tp_of(const tt_grid *g, int r) { return r % g->tp; }
 int tt_grid_dp_of(const tt_grid *g, int r) { return (r / g->tp) % g->dp; }
 int tt_grid_pp_of(const tt_grid *g, int r) { return r / (g->tp * g->dp); }
 
+/* Appends a formatted piece to buf (size n), never past its end. */
+static void add(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add(char *buf, size_t n, const char *fmt, ...)
+{
+    size_t k = strlen(buf);
+    if (k + 1 >= n)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + k, n - k, fmt, ap);
+    va_end(ap);
+}
+
+/* The rules one size breaks on its own, whatever the others are (-1: not
+ * given, nothing to check). Each broken rule is appended, "; "-separated. */
+static void size_rules(int tp, int pp, int dp, const tt_layout_rules *r, char *buf, size_t n)
+{
+    int v = r->virtual_stages > 1 ? r->virtual_stages : 1;
+    if (tp >= 1 && r->heads % tp != 0)
+        add(buf, n, "%stp %d must divide --heads %d (each TP rank owns whole heads)",
+            *buf ? "; " : "", tp, r->heads);
+    if (pp >= 1 && pp * v > r->layers)
+        add(buf, n, "%spp %d%s exceeds --layers %d (every pipeline stage%s needs a block)",
+            *buf ? "; " : "", pp, v > 1 ? " x virtual stages" : "", r->layers,
+            v > 1 ? " chunk" : "");
+    if (dp >= 1 && r->batch % dp != 0)
+        add(buf, n, "%sdp %d must divide --batch %d (each DP rank takes batch/dp sequences)",
+            *buf ? "; " : "", dp, r->batch);
+}
+
 int tt_layout_check(int world, int tp, int pp, int dp, const tt_layout_rules *r, tt_err *e)
 {
     if (tp < 1 || pp < 1 || dp < 1)
         return tt_fail(e, "every size must be at least 1 (got tp %d pp %d dp %d)", tp, pp, dp);
+    /* Every rule the layout breaks, not only the first: a student who fixes
+     * one should not meet the next only on the following try. */
+    char why[sizeof e->msg] = "";
     if ((long)tp * pp * dp != world)
-        return tt_fail(e, "tp %d x pp %d x dp %d = %ld, but %d rank(s) were started", tp, pp, dp,
-                       (long)tp * pp * dp, world);
-    if (r->heads % tp != 0)
-        return tt_fail(e, "tp %d must divide --heads %d (each TP rank owns whole heads)", tp,
-                       r->heads);
-    int v = r->virtual_stages > 1 ? r->virtual_stages : 1;
-    if (pp * v > r->layers)
-        return tt_fail(e, "pp %d%s exceeds --layers %d (every pipeline stage%s needs a block)",
-                       pp, v > 1 ? " x virtual stages" : "", r->layers, v > 1 ? " chunk" : "");
-    if (r->batch % dp != 0)
-        return tt_fail(e, "dp %d must divide --batch %d (each DP rank takes batch/dp sequences)",
-                       dp, r->batch);
-    if ((r->batch / dp) % r->micro_batches != 0) {
+        add(why, sizeof why, "tp %d x pp %d x dp %d = %ld GPUs, but %s%d rank%s started", tp, pp,
+            dp, (long)tp * pp * dp, world < (long)tp * pp * dp ? "only " : "", world,
+            world == 1 ? " was" : "s were");
+    size_rules(tp, pp, dp, r, why, sizeof why);
+    if (r->batch % dp == 0 && (r->batch / dp) % r->micro_batches != 0) {
         /* Name the micro-batch counts that would work with this dp. */
         char ok[128] = "";
         int per = r->batch / dp, k = 0;
         for (int m = 1; m <= per && k < (int)sizeof ok - 12; m++)
             if (per % m == 0)
                 k += snprintf(ok + k, sizeof ok - (size_t)k, "%s%d", k ? ", " : "", m);
-        return tt_fail(e, "--micro-batches %d must divide batch/dp = %d/%d = %d (with dp %d: "
-                          "--micro-batches %s)", r->micro_batches, r->batch, dp, per, dp, ok);
+        add(why, sizeof why, "%s--micro-batches %d must divide batch/dp = %d/%d = %d (with dp %d: "
+                             "--micro-batches %s)", *why ? "; " : "", r->micro_batches, r->batch,
+            dp, per, dp, ok);
     }
+    if (*why)
+        return tt_fail(e, "%s", why);
     return 0;
 }
 
 /* Layouts that pass the rules, best first by the preference of tt_grid_choose;
- * fixed sizes (non-zero) are kept. Returns how many were found. */
+ * fixed sizes (non-zero) are kept. Returns how many there are; the first
+ * cap of them (in the order found) are in out, sorted. */
 static int candidates(int world, int tp0, int pp0, int dp0, const tt_layout_rules *r,
                       int (*out)[3], int cap)
 {
@@ -68,10 +99,8 @@ static int candidates(int world, int tp0, int pp0, int dp0, const tt_layout_rule
             n++;
         }
     }
-    if (n > cap)
-        n = cap;
     /* Order: more sizes > 1 first, then smaller tp, then larger pp. */
-    for (int i = 1; i < n; i++)
+    for (int i = 1; i < (n < cap ? n : cap); i++)
         for (int j = i; j > 0; j--) {
             int *a = out[j - 1], *b = out[j];
             int ka = (a[0] > 1) + (a[1] > 1) + (a[2] > 1), kb = (b[0] > 1) + (b[1] > 1) + (b[2] > 1);
@@ -85,38 +114,139 @@ static int candidates(int world, int tp0, int pp0, int dp0, const tt_layout_rule
     return n;
 }
 
+/* "--tp 2 --pp 3": the sizes the user gave, for messages. */
+static void given_flags(int tp, int pp, int dp, char *buf, size_t n)
+{
+    *buf = 0;
+    if (tp >= 0)
+        add(buf, n, "--tp %d", tp);
+    if (pp >= 0)
+        add(buf, n, "%s--pp %d", *buf ? " " : "", pp);
+    if (dp >= 0)
+        add(buf, n, "%s--dp %d", *buf ? " " : "", dp);
+}
+
+/* The mpirun line that starts w ranks with the user's own options. */
+static void add_mpirun(char *buf, size_t n, int w, int tp, int pp, int dp, const tt_layout_rules *r)
+{
+    char flags[48];
+    given_flags(tp, pp, dp, flags, sizeof flags);
+    add(buf, n, "\nStart %d ranks, one per virtual GPU:\n  mpirun --oversubscribe -np %d %s", w, w,
+        r->command ? r->command : "./tiny_transformer");
+    if (!r->command)
+        add(buf, n, " %s", flags);
+}
+
+/* The layouts that work on world ranks as a table, four to a line, sorted by
+ * tp then pp; as many as fit in buf, then how many more there are. */
+static void add_table(char *buf, size_t n, int world, const tt_layout_rules *r)
+{
+    int list[128][3];
+    int total = candidates(world, -1, -1, -1, r, list, 128);
+    int count = total < 128 ? total : 128;
+    if (total == 0) {
+        add(buf, n, "\nNo layout works on %d rank(s) for this model and batch.", world);
+        return;
+    }
+    if (world == 1) {
+        add(buf, n, "\nOn 1 rank the only layout is tp 1 pp 1 dp 1.");
+        return;
+    }
+    for (int i = 1; i < count; i++)
+        for (int j = i; j > 0 && (list[j][0] < list[j - 1][0] ||
+                                  (list[j][0] == list[j - 1][0] && list[j][1] < list[j - 1][1]));
+             j--) {
+            int t[3];
+            memcpy(t, list[j], sizeof t);
+            memcpy(list[j], list[j - 1], sizeof t);
+            memcpy(list[j - 1], t, sizeof t);
+        }
+    int cols = count < 4 ? count : 4;
+    add(buf, n, "\nLayouts that work on %d ranks:\n", world);
+    for (int c = 0; c < cols; c++)
+        add(buf, n, "%s  tp pp dp", c ? "  " : "");
+    int shown = 0;
+    /* Each line of the table takes 12 bytes a layout plus the newline; keep
+     * room for the closing "(and N more)". */
+    while (shown < count && strlen(buf) + 13 * cols + 20 < n) {
+        add(buf, n, "\n");
+        for (int c = 0; c < cols && shown < count; c++, shown++)
+            add(buf, n, "%s  %2d %2d %2d", c ? "  " : "", list[shown][0], list[shown][1],
+                list[shown][2]);
+    }
+    if (shown < total)
+        add(buf, n, "\n  (and %d more)", total - shown);
+}
+
 int tt_grid_choose(int world, int *tp, int *pp, int *dp, const tt_layout_rules *r, tt_err *e)
 {
+    int all_given = *tp >= 0 && *pp >= 0 && *dp >= 0;
+    if (all_given && *tp >= 1 && *pp >= 1 && *dp >= 1 && tt_layout_check(world, *tp, *pp, *dp, r, NULL) == 0)
+        return 0;
     int list[64][3];
-    if (*tp >= 0 && *pp >= 0 && *dp >= 0) {
-        tt_err why;
-        if (tt_layout_check(world, *tp, *pp, *dp, r, &why) == 0)
+    if (!all_given && *tp != 0 && *pp != 0 && *dp != 0) {
+        int n = candidates(world, *tp, *pp, *dp, r, list, 64);
+        if (n > 0) {
+            *tp = list[0][0];
+            *pp = list[0][1];
+            *dp = list[0][2];
             return 0;
-        int n = candidates(world, -1, -1, -1, r, list, 64);
-        char ok[400] = "";
-        for (int i = 0; i < n && strlen(ok) < sizeof ok - 40; i++) {
-            char one[40];
-            snprintf(one, sizeof one, "%s--tp %d --pp %d --dp %d", i ? "; " : "", list[i][0],
-                     list[i][1], list[i][2]);
-            strcat(ok, one);
         }
-        return tt_fail(e, "bad layout: %s. Layouts that work on %d rank(s): %s", why.msg, world,
-                       n ? ok : "none for this model and batch");
     }
-    int n = candidates(world, *tp, *pp, *dp, r, list, 64);
-    if (n == 0) {
-        /* Report why with the most natural completion, then the full list. */
-        int t = *tp >= 0 ? *tp : 1, p = *pp >= 0 ? *pp : 1;
-        int d = *dp >= 0 ? *dp : (t * p > 0 ? world / (t * p) : 1);
-        *tp = t;
-        *pp = p;
-        *dp = d;
-        return tt_grid_choose(world, tp, pp, dp, r, e);
+    /* No layout: say every reason, how many ranks would work if the count is
+     * the trouble, then the layouts that work on the ranks started. */
+    char msg[sizeof e->msg] = "bad layout: ", flags[48];
+    given_flags(*tp, *pp, *dp, flags, sizeof flags);
+    if (*tp == 0 || *pp == 0 || *dp == 0) {
+        add(msg, sizeof msg, "%s: every size must be at least 1.", flags);
+        add_table(msg, sizeof msg, world, r);
+        return tt_fail(e, "%s", msg);
     }
-    *tp = list[0][0];
-    *pp = list[0][1];
-    *dp = list[0][2];
-    return 0;
+    int g = (*tp >= 1 ? *tp : 1) * (*pp >= 1 ? *pp : 1) * (*dp >= 1 ? *dp : 1);
+    char why[sizeof e->msg] = "";
+    if (all_given) {
+        tt_err whole;
+        tt_layout_check(world, *tp, *pp, *dp, r, &whole);
+        add(why, sizeof why, "%s", whole.msg);
+    } else {
+        if (world % g)
+            add(why, sizeof why, "%s needs a multiple of %d ranks, but %s%d rank%s started", flags,
+                g, world < g ? "only " : "", world, world == 1 ? " was" : "s were");
+        size_rules(*tp, *pp, *dp, r, why, sizeof why);
+        if (!*why) {
+            /* Each size is fine alone and the count divides: the sizes the
+             * rest of the ranks would take break a rule together. */
+            int t = *tp >= 1 ? *tp : 1, p = *pp >= 1 ? *pp : 1, d = *dp >= 1 ? *dp : 1;
+            if (*dp < 0)
+                d = world / (t * p);
+            else if (*pp < 0)
+                p = world / (t * d);
+            else
+                t = world / (p * d);
+            tt_err whole;
+            tt_layout_check(world, t, p, d, r, &whole);
+            add(why, sizeof why, "no layout%s%s works on %d rank%s for this model and batch; "
+                                 "e.g. tp %d pp %d dp %d: %s", *flags ? " with " : "", flags,
+                world, world == 1 ? "" : "s", t, p, d, whole.msg);
+        }
+    }
+    add(msg, sizeof msg, "%s.", why);
+    /* When the rank count is the only trouble, the smallest count that works. */
+    char alone[sizeof e->msg] = "";
+    size_rules(*tp, *pp, *dp, r, alone, sizeof alone);
+    if (!*alone && (all_given ? g != world : world % g != 0)) {
+        for (int w = g; w <= 4096; w += g) {
+            int ok = all_given ? tt_layout_check(w, *tp, *pp, *dp, r, NULL) == 0
+                               : candidates(w, *tp, *pp, *dp, r, list, 64) > 0;
+            if (ok) {
+                add_mpirun(msg, sizeof msg, w, *tp, *pp, *dp, r);
+                break;
+            }
+        }
+    }
+    if (*flags || all_given)
+        add_table(msg, sizeof msg, world, r);
+    return tt_fail(e, "%s", msg);
 }
 
 void tt_grid_init(tt_grid *g, int tp, int pp, int dp, MPI_Comm world)

@@ -209,15 +209,20 @@ int tt_outpaths_check(const tt_path_use *u, int n, tt_err *e)
 
 int tt_config_outputs_check(const tt_run_config *rc, tt_err *e)
 {
-    const tt_path_use uses[] = {
+    tt_path_use uses[7 + TT_MAX_PLOT_LOGS] = {
         {"--data", "corpus", rc->data, 1, 0},
         {"--resume", "checkpoint", rc->resume, 1, 0},
         {"--save", "checkpoint", rc->save, 0, 1},
         {"--log", "log", rc->log, 0, 0},
         {"--trace", "trace", rc->trace, 0, 0},
         {"--timeline", "timeline", rc->timeline, 0, 0},
+        {"--plot", "plot", rc->plot, 0, 0},
     };
-    return tt_outpaths_check(uses, (int)(sizeof uses / sizeof uses[0]), e);
+    /* The CSVs a --plot reads: the chart must not overwrite one of them. */
+    int n = 7;
+    for (int i = 0; i < rc->plot_nlogs; i++)
+        uses[n++] = (tt_path_use){"the --log CSV", "log", rc->plot_logs[i], 1, 0};
+    return tt_outpaths_check(uses, n, e);
 }
 
 char *tt_temp_name(const char *path, long pid)

@@ -105,19 +105,19 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
 
 /* Print a generated sample with control bytes made visible, so a model that
  * has not learned yet cannot garble the terminal. */
-void tt_sample_print(const char *s)
+void tt_sample_print(FILE *out, const char *s, size_t n)
 {
-    printf("sample: \"");
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    fprintf(out, "sample: \"");
+    for (const unsigned char *p = (const unsigned char *)s; p < (const unsigned char *)s + n; p++) {
         if (*p == '\n')
-            printf("\\n");
+            fprintf(out, "\\n");
         else if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
+            fprintf(out, "\\%c", *p);
         else if (*p < 32 || *p >= 127)
-            printf("\\x%02x", *p);
+            fprintf(out, "\\x%02x", *p);
         else
-            putchar(*p);
+            putc(*p, out);
     }
-    printf("\"\n");
+    fprintf(out, "\"\n");
 }
 

@@ -32,7 +32,7 @@ double tt_eval_loss(tt_pipe *pipe, const tt_corpus *c)
     return tt_sum_from_last_stage(g, pipe->m, sum) / nw;
 }
 
-void tt_generate(tt_pipe *pipe, const char *prompt, int len, char *out)
+size_t tt_generate(tt_pipe *pipe, const char *prompt, int len, char *out)
 {
     tt_model *m = pipe->m;
     const tt_grid *g = pipe->g;
@@ -79,5 +79,6 @@ void tt_generate(tt_pipe *pipe, const char *prompt, int len, char *out)
     out[total] = '\0';
     free(ctx);
     free(window);
+    return (size_t)total;
 }
 

@@ -50,16 +50,20 @@ int tt_grid_pp_of(const tt_grid *g, int r);
 typedef struct {
     int heads, layers, batch, micro_batches;
     int virtual_stages; /* chunks per pipeline stage (0 or 1: one) */
+    const char *command; /* the program and options as typed, for the mpirun
+                            line a message suggests; NULL: ./tiny_transformer
+                            and the sizes given */
 } tt_layout_rules;
 
-/* 0 if (tp, pp, dp) works for world ranks under the rules, else -1 with the
- * constraint it breaks in e. */
+/* 0 if (tp, pp, dp) works for world ranks under the rules, else -1 with
+ * every constraint it breaks in e ("; "-separated). */
 int tt_layout_check(int world, int tp, int pp, int dp, const tt_layout_rules *r, tt_err *e);
 
 /* Chooses the sizes not given (-1) so that the layout passes tt_layout_check,
  * preferring as many sizes > 1 as possible, then the smallest tp, then the
  * largest pp (12 -> tp2 pp3 dp2, 8 -> tp2 pp2 dp2). On failure the message
- * names the constraint and lists the layouts that would work. Pure: no MPI
+ * (several lines) names every constraint broken, the mpirun line when more
+ * ranks would do, and a table of the layouts that work on world ranks. Pure: no MPI
  * calls, so every rank reaches the same verdict. */
 int tt_grid_choose(int world, int *tp, int *pp, int *dp, const tt_layout_rules *r, tt_err *e);
 

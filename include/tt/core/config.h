@@ -72,6 +72,10 @@ typedef struct {
     const char *stage_layers; /* --stage-layers a,b,...: blocks per chunk */
     int explain;              /* --explain: narrate one step */
     const char *trace, *timeline; /* --trace FILE.json, --timeline FILE.svg */
+    const char *plot;         /* --plot FILE.svg: loss curves */
+#define TT_MAX_PLOT_LOGS 16
+    const char *plot_logs[TT_MAX_PLOT_LOGS]; /* the CSVs after --plot: plot those, no run */
+    int plot_nlogs;
     const char *cluster;      /* --cluster NAME|FILE: the virtual clocks' machine */
     int clock_wall;           /* --clock wall (1) or virtual (0) */
     int spot_check;           /* check the first and last steps (off: --no-spot-check) */

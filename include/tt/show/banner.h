@@ -14,8 +14,10 @@
 void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *m,
                      const tt_corpus *corpus, long step0);
 
-/* Prints a generated sample with control bytes made visible, so a model that
- * has not learned yet cannot garble the terminal. */
-void tt_sample_print(const char *s);
+/* Prints the n bytes of a generated sample with control bytes made visible
+ * (\x00 for a NUL: an untrained model can generate one, and the sample goes
+ * on after it), so a model that has not learned yet cannot garble the
+ * terminal. */
+void tt_sample_print(FILE *out, const char *s, size_t n);
 
 #endif

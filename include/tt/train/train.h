@@ -28,10 +28,13 @@ tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_val
 /* Mean loss on up to rc->eval_windows windows of the eval split, shared out
  * over the DP replicas. Collective. */
 double tt_eval_loss(tt_pipe *pipe, const tt_corpus *c);
-/* Greedy continuation of prompt, len bytes, into out (NUL-terminated, at least
- * strlen(prompt)+len+2 bytes); the context is the last T bytes. Collective
- * over the replica's pipeline and TP groups; every rank gets the text. */
-void tt_generate(tt_pipe *pipe, const char *prompt, int len, char *out);
+/* Greedy continuation of prompt, len bytes, into out (at least
+ * strlen(prompt)+len+2 bytes); the context is the last T bytes. Returns the
+ * number of bytes written: the model may generate any byte, NUL included, so
+ * the text is that long whatever strlen says (a NUL follows it as well).
+ * Collective over the replica's pipeline and TP groups; every rank gets the
+ * text. */
+size_t tt_generate(tt_pipe *pipe, const char *prompt, int len, char *out);
 
 /* A value computed on the ranks of the last stage (identical on its TP
  * ranks), summed over the DP replicas: each replica's share counted once.

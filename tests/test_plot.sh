@@ -1,0 +1,90 @@
+#!/bin/sh
+# tests/test_plot.sh - --plot draws what the logs say: the SVG parses, each
+# polyline's points are the (step, loss) and (step, eval_loss) rows of its
+# CSV, the transform puts every point inside the plot area, and several logs
+# overlay as one curve each. Bad inputs get one line and exit 1.
+. "$TT_SRCDIR/testlib.sh"
+
+tiny="--layers 1 --dim 16 --heads 2 --seq 16 --batch 2 --micro-batches 1 --sample-len 0 --quiet"
+
+# check_svg SVG CSV... : python3 reads the SVG with an XML parser and compares
+# the k-th series' polylines with the k-th CSV.
+check_svg() {
+    python3 - "$@" <<'PY'
+import csv, math, sys
+import xml.etree.ElementTree as ET
+svg, logs = sys.argv[1], sys.argv[2:]
+ns = {"s": "http://www.w3.org/2000/svg"}
+root = ET.parse(svg).getroot()
+area = root.find(".//s:rect[@class='area']", ns)
+ax, ay = float(area.get("x")), float(area.get("y"))
+aw, ah = float(area.get("width")), float(area.get("height"))
+g = root.find(".//s:g[@class='curves']", ns)
+a, b, c, d, e, f = map(float, g.get("transform")[len("matrix("):-1].split())
+def points(pl):
+    return [tuple(map(float, p.split(","))) for p in pl.get("points").split()]
+def same(xs, ys):
+    return len(xs) == len(ys) and all(x[0] == y[0] and math.isclose(x[1], y[1], rel_tol=1e-8) for x, y in zip(xs, ys))
+problems = []
+for k, log in enumerate(logs):
+    rows = list(csv.DictReader(open(log)))
+    want_loss = [(float(r["step"]), float(r["loss"])) for r in rows]
+    want_eval = [(float(r["step"]), float(r["eval_loss"])) for r in rows if r["eval_loss"]]
+    loss = g.findall("s:polyline[@class='loss'][@data-series='%d']" % k, ns)
+    ev = g.findall("s:polyline[@class='eval'][@data-series='%d']" % k, ns)
+    if len(loss) != 1 or not same(points(loss[0]), want_loss):
+        problems.append("%s: loss polyline differs from the CSV" % log)
+    if want_eval and (len(ev) != 1 or not same(points(ev[0]), want_eval)):
+        problems.append("%s: eval polyline differs from the CSV" % log)
+    for x, y in want_loss + want_eval:
+        px, py = a * x + c * y + e, b * x + d * y + f
+        if not (ax - 0.01 <= px <= ax + aw + 0.01 and ay - 0.01 <= py <= ay + ah + 0.01):
+            problems.append("%s: point (%g, %g) falls outside the plot area" % (log, x, y))
+            break
+    if log not in "".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text")):
+        problems.append("%s: not named in the legend" % log)
+extra = g.findall("s:polyline[@data-series='%d']" % len(logs), ns)
+if extra:
+    problems.append("more series than logs")
+print("; ".join(problems) if problems else "ok")
+PY
+}
+
+# This run: the plot written at the end holds the losses the log holds.
+tt 1 $tiny --steps 12 --eval-every 4 --log "$work/a.csv" --plot "$work/a.svg"
+if [ "$status" -eq 0 ] && grep -q "wrote plot '$work/a.svg'" "$work/out"; then ok "--plot of this run"; else not_ok "--plot of this run (status $status)"; fi
+# The legend names "this run", not the CSV: compare the points alone.
+sed "s|this run (tp 1 pp 1 dp 1)|$work/a.csv|" "$work/a.svg" > "$work/a2.svg"
+v=$(check_svg "$work/a2.svg" "$work/a.csv")
+[ "$v" = ok ] && ok "this run's curves are the log's rows" || not_ok "this run's plot: $v"
+# 3 eval points (steps 3, 7, 11), 12 loss points: counted independently of the CSV.
+n=$(python3 -c "
+import xml.etree.ElementTree as ET
+r = ET.parse('$work/a.svg').getroot()
+print(*[len(p.get('points').split()) for p in r.iter('{http://www.w3.org/2000/svg}polyline')])")
+[ "$n" = "12 3" ] && ok "12 loss points and 3 eval points" || not_ok "points per polyline: $n"
+
+# Two logs overlaid (another learning rate, on 2 GPUs), without training.
+tt 2 $tiny --steps 8 --lr 0.01 --dp 2 --log "$work/b.csv"
+tt 1 --plot "$work/ab.svg" "$work/a.csv" "$work/b.csv"
+if [ "$status" -eq 0 ] && ! grep -q "^step\|trained" "$work/out"; then ok "--plot of two logs, no training"; else not_ok "--plot of two logs (status $status)"; fi
+v=$(check_svg "$work/ab.svg" "$work/a.csv" "$work/b.csv")
+[ "$v" = ok ] && ok "each log is its own curve" || not_ok "two logs: $v"
+
+# A planted fault: a plot whose points are moved must fail the check.
+sed 's/points="0,/points="0,9/' "$work/ab.svg" > "$work/bad.svg"
+v=$(check_svg "$work/bad.svg" "$work/a.csv" "$work/b.csv")
+[ "$v" != ok ] && ok "the check sees a moved point" || not_ok "the check passed a moved point"
+
+# Bad inputs.
+expect_error "a missing CSV" 1 "--plot: cannot read '$work/none.csv'" 1 --plot "$work/x.svg" "$work/a.csv" "$work/none.csv"
+printf 'step,loss,eval_loss\n0,5.5,\n1,five,\n' > "$work/bad.csv"
+expect_error "a CSV with a bad row" 1 "'$work/bad.csv' line 3: expected a step and a loss" 1 --plot "$work/x.svg" "$work/bad.csv"
+printf 'a,b\n1,2\n' > "$work/other.csv"
+expect_error "a CSV that is no log" 1 "is not a --log CSV" 1 --plot "$work/x.svg" "$work/other.csv"
+cp "$work/a.csv" "$work/keep.csv"
+expect_error "plotting onto a log" 1 "cannot write plot '$work/a.csv': it is the same file as the --log CSV" 1 --plot "$work/a.csv" "$work/a.csv"
+[ ! -e "$work/x.svg" ] && ok "no plot left by a failed --plot" || not_ok "a failed --plot left a file"
+cmp -s "$work/a.csv" "$work/keep.csv" && ok "the log is untouched" || not_ok "the log was damaged"
+expect_error "an operand without --plot" 2 "unexpected argument 'a.csv'" 1 $tiny a.csv
+finish
