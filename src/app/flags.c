@@ -365,6 +365,18 @@ void tt_config_usage(FILE *out)
 int tt_config_check(const tt_run_config *c, tt_err *e)
 {
     const tt_config *m = &c->model;
+    if (!c->plan) {
+        /* The planner's own flags, and what only the planner can do yet. */
+        if (c->given & TT_GIVEN_VOCAB)
+            return tt_fail(e, "--vocab is for --plan only: training is byte-level (vocabulary "
+                              "256)");
+        if (c->plan_json || c->gpus || c->precision_mixed || c->train_tokens > 0)
+            return tt_fail(e, "--plan-json, --gpus, --precision and --train-tokens are for "
+                              "--plan only");
+        if (c->sequence_parallel)
+            return tt_fail(e, "--sequence-parallel is not built into training yet; --plan "
+                              "plans it");
+    }
     if (m->C % m->NH != 0)
         return tt_fail(e, "--heads %d must divide --dim %d (head size = dim / heads)", m->NH, m->C);
     if (c->batch % c->micro_batches != 0)

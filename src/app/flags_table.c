@@ -99,6 +99,8 @@ static const tt_flag_word recompute_words[] = {
     {"full", AT(recompute), TT_RECOMPUTE_FULL}, {NULL, 0, 0}};
 static const tt_flag_word clock_words[] = {
     {"virtual", AT(clock_wall), 0}, {"wall", AT(clock_wall), 1}, {NULL, 0, 0}};
+static const tt_flag_word precision_words[] = {
+    {"fp32", AT(precision_mixed), 0}, {"mixed", AT(precision_mixed), 1}, {NULL, 0, 0}};
 static const tt_flag_word report_words[] = {
     {"comm", AT(report_comm), 1}, {"memory", AT(report_memory), 1}, {NULL, 0, 0}};
 
@@ -116,7 +118,8 @@ static const tt_flag_word report_words[] = {
 #define BIG 1000000000L /* a count of steps beyond any run on a CPU */
 
 const char *const tt_flag_sections[TT_SEC_COUNT] = {
-    "Layout", "Model (vocabulary: 256 bytes)", "Training", "Files", "Output"};
+    "Layout", "Model (vocabulary: 256 bytes)", "Training", "Files", "Output",
+    "Planner (--plan: one process, trains nothing; doc/planner.md)"};
 
 const tt_flag tt_flags[] = {
     /* A size of 0 passes here, to be refused with the layouts that work. */
@@ -125,22 +128,26 @@ const tt_flag tt_flags[] = {
              "must equal N. Sizes not given are chosen from N.\n"
              "tp must divide --heads; pp x virtual stages <= --layers."},
     {INT("--pp", pp, 0, 4096), .metavar = "N", IN(LAYOUT)},
-    {INT("--dp", dp, 0, 4096), .metavar = "N", IN(LAYOUT)},
+    /* dp reaches tens of thousands in a plan (the seed book's 50,000 GPUs). */
+    {INT("--dp", dp, 0, 1 << 20), .metavar = "N", IN(LAYOUT)},
     {SWITCH("--show-grid", show_grid, 1), IN(LAYOUT),
      .help = "print every virtual GPU and its TP, PP and DP groups\n"
              "for this layout, then exit (no training)"},
     {SIZE("--dp-bucket", dp_bucket), .metavar = "SIZE", IN(LAYOUT),
      .help = "bytes per gradient all-reduce bucket, e.g. 256K, 4M\n(default %D)"},
-    {INT("--zero", zero, 0, 3), .metavar = "N", IN(LAYOUT),
+    {INT("--zero", zero, 0, 3), .given = TT_GIVEN_ZERO, .metavar = "N", IN(LAYOUT),
      .help = "ZeRO over each DP group (needs dp > 1; default %D):\n"
              "1 shards the Adam moments and the update, 2 also the\n"
              "gradients (reduce-scattered per micro-batch); 0 = off"},
     {.name = "--recompute", .kind = TT_FLAG_CHOICE, .words = recompute_words,
-     .metavar = "none|selective|full", IN(LAYOUT),
+     .given = TT_GIVEN_RECOMPUTE, .metavar = "none|selective|full", IN(LAYOUT),
      .help = "activation recomputation: none (default); selective:\n"
              "the attention probabilities (T x T) are dropped and\n"
              "recomputed in the backward; full: each block keeps\n"
              "only its input and is recomputed in the backward"},
+    {SWITCH("--sequence-parallel", sequence_parallel, 1), .given = TT_GIVEN_SP, IN(LAYOUT),
+     .help = "split LayerNorm and residuals over the TP group\n"
+             "(planned by --plan, not yet run)"},
     /* The default is spelt out: each word has its own description. */
     {.name = "--tp-mlp", .kind = TT_FLAG_CHOICE, .words = tp_mlp_words,
      .metavar = "megatron|gather", IN(LAYOUT),
@@ -149,7 +156,7 @@ const tt_flag tt_flags[] = {
              "gather: fc1's output is also all-gathered, so every\n"
              "GPU holds the whole activation (compare --report comm)"},
     {.name = "--schedule", .kind = TT_FLAG_CUSTOM, .set = set_schedule, .show = show_schedule,
-     .metavar = "naive|gpipe|1f1b|interleaved", IN(LAYOUT),
+     .given = TT_GIVEN_SCHEDULE, .metavar = "naive|gpipe|1f1b|interleaved", IN(LAYOUT),
      .help = "pipeline schedule (default %D); naive: one micro-batch\n"
              "at a time through the whole pipe"},
     {INT("--virtual-stages", virtual_stages, 1, TT_MAX_CHUNKS), .given = TT_GIVEN_VIRTUAL,
@@ -269,6 +276,29 @@ const tt_flag tt_flags[] = {
     {SIZE("--gpu-mem", gpu_mem), .metavar = "SIZE", IN(OUTPUT),
      .help = "memory of each virtual GPU, e.g. 16M; more is an\n"
              "out-of-memory error before training (default %D)"},
+
+    {SWITCH("--plan", plan, 1), IN(PLAN),
+     .help = "plan instead of training: memory per GPU, step time,\n"
+             "MFU and cost of every layout of --gpus GPUs of the\n"
+             "--cluster, best first (--tp, --pp, --dp, --zero,\n"
+             "--recompute, --sequence-parallel, --schedule and\n"
+             "--micro-batches pin a value). Rank 0 plans, other\n"
+             "ranks exit at once"},
+    {STRING("--plan-json", plan_json), .metavar = "FILE", IN(PLAN),
+     .help = "also write the plan as JSON (DESIGN section 11)"},
+    {INT("--gpus", gpus, 1, 1 << 24), .metavar = "N", IN(PLAN),
+     .help = "GPUs to plan for (default: tp x pp x dp when all\nthree are given)"},
+    {.name = "--precision", .kind = TT_FLAG_CHOICE, .words = precision_words,
+     .metavar = "fp32|mixed", IN(PLAN),
+     .help = "fp32 (default): the emulator's own 4+4+8 bytes per\n"
+             "parameter at FP32 peak; mixed: 2+2+12 bytes and 16-bit\n"
+             "activations at the 16-bit peak"},
+    {DOUBLE("--train-tokens", train_tokens, 1.0, 1e18),
+     .metavar = "N", IN(PLAN),
+     .help = "tokens to train on: adds days, energy, cost and the\n"
+             "checkpoint interval to the plan"},
+    {INT("--vocab", model.V, 2, 1 << 24), .given = TT_GIVEN_VOCAB, .metavar = "V", IN(PLAN),
+     .help = "vocabulary of the planned model (training stays\nbyte-level: 256)"},
     {.name = "--help", .kind = TT_FLAG_ANSWER, .answer = tt_config_usage, IN(OUTPUT), .help = ""},
     {.name = "--version", .kind = TT_FLAG_ANSWER, .answer = print_version, IN(OUTPUT)},
 };

@@ -12,6 +12,8 @@
 #include "tt/core/common.h"
 #include "tt/app/flags.h"
 #include "tt/comm/grid.h"
+#include "tt/app/plan.h"
+#include "tt/comm/comm.h"
 #include "tt/comm/watchdog.h"
 #include "tt/app/run.h"
 #include "tt/train/resume.h"
@@ -100,6 +102,12 @@ int main(int argc, char **argv)
         if (rank == 0)
             fprintf(stderr, "tiny_transformer: %s\n", err.msg);
         status = TT_EXIT_RUNTIME;
+    } else if (parsed == 0 && rc.plan) {
+        /* The planner runs on one process: rank 0 plans, the others wait for
+         * its status and leave with it (so mpirun reports one outcome). */
+        if (rank == 0)
+            status = tt_plan_main(&rc);
+        status = tt_agree_status_world(status);
     } else if (parsed == 0) {
         /* The values on their own first, then the layout they allow: sizes
          * not given are chosen from the world size, and a layout that cannot

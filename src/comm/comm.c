@@ -85,8 +85,7 @@ static long long type_size(MPI_Datatype type)
 /* The link a transfer between world ranks a and b uses. */
 static const tt_link *link_between(int a, int b)
 {
-    const tt_cluster *c = tt_vclock_cluster();
-    return tt_cluster_server(c, a) == tt_cluster_server(c, b) ? &c->nvlink : &c->network;
+    return tt_cluster_link(tt_vclock_cluster(), a, b);
 }
 
 /* The slowest link of a group: the network as soon as its members span two
@@ -114,7 +113,7 @@ static const tt_link *group_link(const tt_grid *g, int where)
             hi = r > hi ? r : hi;
         }
     }
-    return tt_cluster_server(c, lo) == tt_cluster_server(c, hi) ? &c->nvlink : &c->network;
+    return tt_cluster_link(c, lo, hi);
 }
 
 /* ---- waiting without holding a core ----------------------------------------
@@ -369,6 +368,12 @@ void tt_wait_all(int n, MPI_Request *reqs)
 }
 
 /* ---- agreement ---- */
+
+int tt_agree_status_world(int status)
+{
+    MPI_Allreduce(MPI_IN_PLACE, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return status;
+}
 
 int tt_agree_status(const tt_grid *g, int status)
 {

@@ -3,6 +3,7 @@
  * backward are written with the vector helpers of vec.h (see kernels.c for
  * the habits that make them fast and bit-exact across ISA clones). */
 #include "tt/core/kernels.h"
+#include "tt/core/kcost.h"
 #include "tt/core/vclock.h"
 
 #include <cblas.h>
@@ -198,8 +199,8 @@ void attention_forward(float *out /* B,T,NH*hs */, float *att /* B,NH,T,T */,
         }
     /* Charged as the model-FLOPs formula counts attention: both products over
      * the whole T x T square (what a GPU kernel without causal skipping does). */
-    const double rows = (double)B * T, sq = (double)B * NH * T * T;
-    tt_vclock_compute(4.0 * rows * T * ld, 4.0 * (4.0 * rows * ld + sq));
+    const tt_kcost kc = tt_kcost_attention_fwd(B, T, NH, ld);
+    tt_vclock_compute(kc.flops, 4.0 * kc.floats);
 }
 
 void attention_backward(float *dq /* B,T,NH*hs */, float *dk /* B,T,NH*hs */,
@@ -238,7 +239,7 @@ void attention_backward(float *dq /* B,T,NH*hs */, float *dk /* B,T,NH*hs */,
                             1.0f, Pb, T, dO + (size_t)i0 * ld, ld, 1.0f, dV, ld);
             }
         }
-    const double rows = (double)B * T, sq = (double)B * NH * T * T;
-    tt_vclock_compute(8.0 * rows * T * ld, 4.0 * (10.0 * rows * ld + 3.0 * sq));
+    const tt_kcost kc = tt_kcost_attention_bwd(B, T, NH, ld);
+    tt_vclock_compute(kc.flops, 4.0 * kc.floats);
 }
 

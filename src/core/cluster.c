@@ -15,7 +15,8 @@
  * the per-GPU total divided by two directions; the network is one rail NIC
  * per GPU (HDR 200 Gb/s on A100 systems, NDR 400 Gb/s on H100). The MTBF
  * follows Meta's Llama 3 report (419 unexpected interruptions in 54 days on
- * 16,384 GPUs: about 50,000 GPU-hours between failures). classroom is scaled
+ * 16,384 GPUs: about 50,000 GPU-hours between failures) and its storage
+ * (2 TB/s sustained to the checkpoint file system). classroom is scaled
  * so that the default tiny model sees the ratios a GPT-3-sized model sees on
  * DGX servers (doc/clocks.md works them out; tests/test_clock checks them). */
 static const tt_cluster builtin[] = {
@@ -25,21 +26,24 @@ static const tt_cluster builtin[] = {
      .gpus_per_server = 4, .peak_flops = 80e9, .peak_flops_fp32 = 10e9,
      .gemm_efficiency = 0.5, .memory_bandwidth = 1e9, .gpu_memory_bytes = 64 * 1024 * 1024,
      .nvlink = {200e6, 10e-6}, .network = {100e6, 20e-6},
-     .gpu_watts = 400, .pue = 1.2, .price_per_kwh = 0.15, .gpu_mtbf_hours = 50000},
+     .gpu_watts = 400, .pue = 1.2, .price_per_kwh = 0.15, .gpu_mtbf_hours = 50000,
+     .storage_bandwidth = 1e9},
     {.name = "dgx-a100",
      .about = "DGX A100 80GB: 8 GPUs per server, 312 TFLOP/s BF16, NVLink 3, "
               "HDR InfiniBand 200 Gb/s per GPU",
      .gpus_per_server = 8, .peak_flops = 312e12, .peak_flops_fp32 = 19.5e12,
      .gemm_efficiency = 0.7, .memory_bandwidth = 2.039e12, .gpu_memory_bytes = 80 * GIB,
      .nvlink = {300e9, 3e-6}, .network = {25e9, 5e-6},
-     .gpu_watts = 400, .pue = 1.2, .price_per_kwh = 0.15, .gpu_mtbf_hours = 50000},
+     .gpu_watts = 400, .pue = 1.2, .price_per_kwh = 0.15, .gpu_mtbf_hours = 50000,
+     .storage_bandwidth = 2e12},
     {.name = "dgx-h100",
      .about = "DGX H100: 8 GPUs per server, 989 TFLOP/s BF16, NVLink 4, "
               "NDR InfiniBand 400 Gb/s per GPU",
      .gpus_per_server = 8, .peak_flops = 989e12, .peak_flops_fp32 = 67e12,
      .gemm_efficiency = 0.7, .memory_bandwidth = 3.35e12, .gpu_memory_bytes = 80 * GIB,
      .nvlink = {450e9, 3e-6}, .network = {50e9, 5e-6},
-     .gpu_watts = 700, .pue = 1.2, .price_per_kwh = 0.15, .gpu_mtbf_hours = 50000},
+     .gpu_watts = 700, .pue = 1.2, .price_per_kwh = 0.15, .gpu_mtbf_hours = 50000,
+     .storage_bandwidth = 2e12},
 };
 enum { NBUILTIN = sizeof builtin / sizeof builtin[0] };
 
@@ -74,6 +78,7 @@ static const field fields[] = {
     F("pue", pue, 1, 10),
     F("price_per_kwh", price_per_kwh, 0, 1e3),
     F("gpu_mtbf_hours", gpu_mtbf_hours, 1e-3, 1e9),
+    F("storage_bandwidth", storage_bandwidth, 1, 1e15),
     F("fixed_forward", fixed_forward, 0, 1e6),
     F("fixed_backward", fixed_backward, 0, 1e6),
 };
@@ -186,9 +191,19 @@ int tt_cluster_server(const tt_cluster *c, int world_rank)
     return world_rank / (c->gpus_per_server > 0 ? c->gpus_per_server : 1);
 }
 
+const tt_link *tt_cluster_link(const tt_cluster *c, int a, int b)
+{
+    return tt_cluster_server(c, a) == tt_cluster_server(c, b) ? &c->nvlink : &c->network;
+}
+
 double tt_cost_compute(const tt_cluster *c, double flops, double bytes)
 {
-    double tc = flops / (c->peak_flops_fp32 * c->gemm_efficiency);
+    return tt_cost_compute_at(c, c->peak_flops_fp32, flops, bytes);
+}
+
+double tt_cost_compute_at(const tt_cluster *c, double peak, double flops, double bytes)
+{
+    double tc = flops / (peak * c->gemm_efficiency);
     double tm = bytes / c->memory_bandwidth;
     return tc > tm ? tc : tm;
 }

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 int tt_fail(tt_err *e, const char *fmt, ...)
@@ -15,6 +16,18 @@ int tt_fail(tt_err *e, const char *fmt, ...)
         va_end(ap);
     }
     return -1;
+}
+
+void *tt_grow(void *array, int n, int *cap, size_t size)
+{
+    if (n < *cap)
+        return array;
+    *cap = *cap ? 2 * *cap : 64;
+    void *grown = tt_malloc((size_t)*cap * size);
+    if (n)
+        memcpy(grown, array, (size_t)n * size);
+    free(array);
+    return grown;
 }
 
 void *tt_malloc(size_t n)

@@ -28,13 +28,17 @@
 #include <string.h>
 
 #include "core/vec.h"
+#include "tt/core/kcost.h"
 #include "tt/core/vclock.h"
 
 /* Each kernel charges its work to the virtual GPU clock: its FLOPs, and the
- * floats it reads and writes (memory-bound kernels are timed by those).
- * Matrix products are counted as the dense products of the model-FLOPs
- * formula (2 x rows x inner x columns). */
-#define CHARGE(flops, floats) tt_vclock_compute((double)(flops), 4.0 * (double)(floats))
+ * floats it reads and writes (memory-bound kernels are timed by those), as
+ * tt/core/kcost.h prices them (the planner sums the same figures). */
+#define CHARGE(k)                                          \
+    do {                                                   \
+        const tt_kcost k_ = (k);                           \
+        tt_vclock_compute(k_.flops, 4.0 * k_.floats);      \
+    } while (0)
 /* ------------------------------------------------------------------------ */
 /* Embeddings                                                                */
 
@@ -50,7 +54,7 @@ void embedding_forward(float *out /* N,C */, const int *idx /* N */,
         else
             memset(o, 0, (size_t)C * sizeof *o);
     }
-    CHARGE(0, 2.0 * N * C);
+    CHARGE(tt_kcost_embedding_fwd(N, C));
 }
 
 TT_SIMD
@@ -64,7 +68,7 @@ void embedding_backward(float *dw /* Vl,C */, const float *dout /* N,C */,
         if (row >= 0 && row < Vl)
             vec_add(dw + (size_t)row * C, dout + (size_t)n * C, C);
     }
-    CHARGE(N * (double)C, 3.0 * N * C);
+    CHARGE(tt_kcost_embedding_bwd(N, C));
 }
 
 TT_SIMD
@@ -72,7 +76,7 @@ void posemb_forward(float *out /* B,T,C */, const float *wpe /* T,C */, int B, i
 {
     for (int b = 0; b < B; b++)
         vec_add(out + (size_t)b * T * C, wpe, T * C);
-    CHARGE((double)B * T * C, 3.0 * B * T * C);
+    CHARGE(tt_kcost_posemb_fwd(B, T, C));
 }
 
 TT_SIMD
@@ -80,7 +84,7 @@ void posemb_backward(float *dwpe /* T,C */, const float *dout /* B,T,C */, int B
 {
     for (int b = 0; b < B; b++)
         vec_add(dwpe, dout + (size_t)b * T * C, T * C);
-    CHARGE((double)B * T * C, 2.0 * B * T * C + (double)T * C);
+    CHARGE(tt_kcost_posemb_bwd(B, T, C));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -136,7 +140,7 @@ void layernorm_forward(float *out /* N,C */, float *mean /* N */, float *rstd /*
         mean[n] = m;
         rstd[n] = rs;
     }
-    CHARGE(8.0 * N * C, 2.0 * N * C);
+    CHARGE(tt_kcost_layernorm_fwd(N, C));
 }
 
 TT_SIMD
@@ -196,7 +200,7 @@ void layernorm_backward(float *dinp /* N,C */, float *dw /* C */, float *db /* C
             dx[i] += rs * (dn - mdn - xh * mdnx);
         }
     }
-    CHARGE(12.0 * N * C, 4.0 * N * C);
+    CHARGE(tt_kcost_layernorm_bwd(N, C));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -216,7 +220,7 @@ void linear_forward(float *out /* N,OC */, const float *inp /* N,C */,
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C,
                 1.0f, inp, C, w, C, beta, out, OC);
-    CHARGE(2.0 * N * C * OC, (double)N * C + (double)OC * C + (double)N * OC);
+    CHARGE(tt_kcost_linear_fwd(N, C, OC));
 }
 
 void linear_backward(float *dinp /* N,C */, float *dw /* OC,C */, float *db /* OC */,
@@ -232,8 +236,7 @@ void linear_backward(float *dinp /* N,C */, float *dw /* OC,C */, float *db /* O
     if (db)
         for (int n = 0; n < N; n++)
             vec_add(db, dout + (size_t)n * OC, OC);
-    CHARGE(2.0 * N * C * OC * ((dinp != NULL) + (dw != NULL)),
-           ((dinp != NULL) + (dw != NULL)) * ((double)N * C + (double)OC * C + (double)N * OC));
+    CHARGE(tt_kcost_linear_bwd(N, C, OC, (dinp != NULL) + (dw != NULL)));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -276,7 +279,7 @@ void gelu_forward(float *out /* N */, const float *inp /* N */, int N)
     }
     for (; i < N; i++)
         out[i] = gelu_one(inp[i]);
-    CHARGE(20.0 * N, 2.0 * N);
+    CHARGE(tt_kcost_gelu_fwd(N));
 }
 
 TT_SIMD
@@ -294,7 +297,7 @@ void gelu_backward(float *dinp /* N */, const float *inp /* N */, const float *d
     }
     for (; i < N; i++)
         dinp[i] += dout[i] * gelu_grad_one(inp[i]);
-    CHARGE(25.0 * N, 3.0 * N);
+    CHARGE(tt_kcost_gelu_bwd(N));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -314,7 +317,7 @@ void residual_forward(float *out /* N */, const float *a /* N */, const float *b
     }
     for (; i < N; i++)
         out[i] = a[i] + b[i];
-    CHARGE((double)N, 3.0 * N);
+    CHARGE(tt_kcost_residual_fwd(N));
 }
 
 TT_SIMD
@@ -322,7 +325,7 @@ void residual_backward(float *da /* N */, float *db /* N */, const float *dout /
 {
     vec_add(da, dout, N);
     vec_add(db, dout, N);
-    CHARGE(2.0 * N, 5.0 * N);
+    CHARGE(tt_kcost_residual_bwd(N));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -346,7 +349,7 @@ void crossentropy_forward(float *losses /* N */, float *probs /* N,Vp */,
         /* -log p[t] = log(sum) + max - x[t], formed in double. */
         losses[n] = (float)(log(sum) + (double)mx - (double)x[targets[n]]);
     }
-    CHARGE(5.0 * N * V, 2.0 * N * Vp);
+    CHARGE(tt_kcost_crossentropy_fwd(N, V, Vp));
 }
 
 TT_SIMD
@@ -374,6 +377,6 @@ void crossentropy_backward(float *dlogits /* N,Vp */, const float *probs /* N,Vp
          * d + dloss (p - 1), not (d + dloss p) - dloss. */
         d[t] = dt + dloss * (p[t] - 1.0f);
     }
-    CHARGE(2.0 * N * V, 3.0 * N * Vp);
+    CHARGE(tt_kcost_crossentropy_bwd(N, V, Vp));
 }
 

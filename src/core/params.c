@@ -11,14 +11,7 @@
 int tt_params_add(tt_params *p, const char *name, int ndim, int rows, int cols,
                   tt_split split, int offset, int local)
 {
-    if (p->n == p->cap) {
-        p->cap = p->cap ? 2 * p->cap : 64;
-        tt_tensor *t = tt_malloc((size_t)p->cap * sizeof *t);
-        if (p->n)
-            memcpy(t, p->t, (size_t)p->n * sizeof *t);
-        free(p->t);
-        p->t = t;
-    }
+    p->t = tt_grow(p->t, p->n, &p->cap, sizeof *p->t);
     tt_tensor *t = &p->t[p->n];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);

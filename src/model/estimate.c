@@ -8,6 +8,9 @@
  * Every product and sum saturates at UINT64_MAX: the flags allow shapes
  * whose byte counts do not fit 64 bits (batch x heads x seq^2). */
 #include "tt/model/model.h"
+#include "tt/model/cost.h"
+
+#include <string.h>
 
 #include <stdint.h>
 
@@ -54,46 +57,76 @@ static uint64_t param_floats(const tt_config *cfg, const tt_shard_spec *sh)
     return n;
 }
 
+/* Floats of one block's activations for B sequences (slots.c): those a slot
+ * keeps, and those recomputation rebuilds into the model's one shared work
+ * set instead (model.c): selective, the attention probabilities; full,
+ * everything but the block's input. */
+static void block_floats(const widths *w, const tt_shard_spec *sh, uint64_t B, uint64_t *kept,
+                         uint64_t *rebuilt)
+{
+    const uint64_t N = mul(B, w->T), C = w->C;
+    uint64_t per = add(mul(N, add(4 * C, 4)), mul(N, add(mul(4, w->Cl), mul(2, w->Hl))));
+    const uint64_t att = mul(mul(B, w->NHl), mul(w->T, w->T));
+    per = add(per, att);
+    if (sh->mlp_gather && w->tp > 1)
+        per = add(per, mul(2, mul(w->tp, mul(N, w->Hl))));
+    *rebuilt = sh->recompute == TT_RECOMPUTE_FULL        ? per - mul(N, C)
+               : sh->recompute == TT_RECOMPUTE_SELECTIVE ? att
+                                                          : 0;
+    *kept = per - *rebuilt;
+}
+
 /* Floats of one activation slot of a chunk of nb blocks (slots.c). */
 static uint64_t slot_floats(const widths *w, const tt_shard_spec *sh, uint64_t B, uint64_t nb,
                             int head)
 {
     const uint64_t N = mul(B, w->T), C = w->C;
-    uint64_t per = add(mul(N, add(4 * C, 4)), mul(N, add(mul(4, w->Cl), mul(2, w->Hl))));
-    per = add(per, mul(mul(B, w->NHl), mul(w->T, w->T)));
-    if (sh->mlp_gather && w->tp > 1)
-        per = add(per, mul(2, mul(w->tp, mul(N, w->Hl))));
-    uint64_t n = add(mul(nb, per), mul(N, C));
+    uint64_t kept, rebuilt;
+    block_floats(w, sh, B, &kept, &rebuilt);
+    uint64_t n = add(mul(nb, kept), mul(N, C));
     if (head)
         n = add(n, add(mul(N, add(C, 3)), mul(2, mul(N, w->Vl))));
     /* The bytes and targets (ints, same size as a float). */
     return add(n, mul(2, N));
 }
 
-uint64_t tt_model_bytes_bound(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
-                              int slots)
+void tt_shard_memory_of(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
+                        tt_shard_memory *out)
 {
+    memset(out, 0, sizeof *out);
     const widths w = local_widths(cfg, sh);
     const int nchunks = sh->nchunks > 1 ? sh->nchunks : 1;
-    uint64_t acts = 0;
     const uint64_t B = Bmax > 0 ? (uint64_t)Bmax : 0, N = mul(B, w.T);
-    for (int j = 0; j < nchunks; j++) {
+    out->param_floats = param_floats(cfg, sh);
+    if (B == 0)
+        return;
+    for (int j = 0; j < nchunks && j < TT_MAX_CHUNKS; j++) {
         int b = sh->nchunks > 1 ? sh->chunk_begin[j] : sh->layer_begin;
         int e = sh->nchunks > 1 ? sh->chunk_end[j] : sh->layer_end;
         uint64_t nb = e > b ? (uint64_t)(e - b) : 0;
-        if (B > 0)
-            acts = add(acts, slot_floats(&w, sh, B, nb, sh->last_stage && j == nchunks - 1));
+        out->slot_bytes[j] =
+            mul(sizeof(float), slot_floats(&w, sh, B, nb, sh->last_stage && j == nchunks - 1));
     }
-    uint64_t floats = mul(4, param_floats(cfg, sh)); /* W, G, Adam m and v */
-    floats = add(floats, mul(acts, slots > 0 ? (uint64_t)slots : 1));
-    if (B > 0) {
-        /* The gradient scratch of tt_model_init. */
-        uint64_t wide = w.C > w.Hl ? w.C : w.Hl;
-        wide = wide > w.Vl ? wide : w.Vl;
-        uint64_t err = mul(N, add(add(2 * w.C, wide), add(mul(4, w.Cl), w.Hl)));
-        if (sh->mlp_gather && w.tp > 1)
-            err = add(err, mul(2, mul(w.tp, mul(N, w.Hl))));
-        floats = add(floats, add(err, mul(w.T, w.T)));
-    }
-    return mul(floats, sizeof(float));
+    /* The gradient scratch of tt_model_init. */
+    uint64_t wide = w.C > w.Hl ? w.C : w.Hl;
+    wide = wide > w.Vl ? wide : w.Vl;
+    uint64_t err = mul(N, add(add(2 * w.C, wide), add(mul(4, w.Cl), w.Hl)));
+    if (sh->mlp_gather && w.tp > 1)
+        err = add(err, mul(2, mul(w.tp, mul(N, w.Hl))));
+    out->scratch_bytes = mul(sizeof(float), add(err, mul(w.T, w.T)));
+    uint64_t kept, rebuilt;
+    block_floats(&w, sh, B, &kept, &rebuilt);
+    out->work_bytes = mul(sizeof(float), rebuilt);
+}
+
+uint64_t tt_model_bytes_bound(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
+                              int slots)
+{
+    tt_shard_memory sm;
+    tt_shard_memory_of(cfg, sh, Bmax, &sm);
+    const int nchunks = sh->nchunks > 1 ? sh->nchunks : 1;
+    uint64_t bytes = mul(4 * sizeof(float), sm.param_floats); /* W, G, Adam m and v */
+    for (int j = 0; j < nchunks && j < TT_MAX_CHUNKS; j++)
+        bytes = add(bytes, mul(sm.slot_bytes[j], slots > 0 ? (uint64_t)slots : 1));
+    return add(add(bytes, sm.scratch_bytes), sm.work_bytes);
 }

@@ -32,16 +32,13 @@ static void allocate_for_list(tt_pipe *pipe)
 {
     const tt_run_config *rc = pipe->rc;
     const size_t n = (size_t)pipe->mbs * rc->model.T * rc->model.C;
-    int held[TT_MAX_CHUNKS] = {0}, peak[TT_MAX_CHUNKS] = {0};
+    int peak[TT_MAX_CHUNKS] = {0}, nbuf;
+    tt_schedule_buffers(&pipe->list, pipe->p, pipe->v, peak, &nbuf);
+    (void)nbuf; /* counted again below, buffer by buffer */
     for (int i = 0; i < pipe->list.n; i++) {
         const tt_action *a = &pipe->list.a[i];
         const int j = a->chunk / pipe->p, key = a->mb * pipe->v + j;
-        if (a->kind == TT_ACT_RECV_ACT || (a->kind == TT_ACT_FWD && a->chunk == 0))
-            peak[j] = ++held[j] > peak[j] ? held[j] : peak[j];
-        else if (a->kind == TT_ACT_BWD)
-            held[j]--;
-        if (a->kind == TT_ACT_SEND_ACT || a->kind == TT_ACT_SEND_GRAD ||
-            a->kind == TT_ACT_RECV_GRAD) {
+        if (tt_action_needs_buffer(a)) {
             pipe->buf[i] = tt_mem_alloc(TT_MEM_COMM, n * sizeof(float),
                                         a->kind == TT_ACT_RECV_GRAD ? "a gradient to receive"
                                         : a->kind == TT_ACT_SEND_ACT ? "an activation to send"

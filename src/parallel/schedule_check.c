@@ -231,7 +231,7 @@ static int check_order(const tt_action_list *lists, const event_table *t, tt_err
  * it. The run is a dataflow network with fixed pairings, so the times do not
  * depend on the order in which the stages are visited. */
 typedef struct {
-    double fc, bc;                 /* forward and backward cost */
+    const tt_sim_costs *cost;      /* per chunk compute, per boundary transfer */
     double *sent_act, *sent_grad;  /* [mb * K + chunk] issue time of the send */
     int *pc, *held;                /* [stage] */
     double *clock;                 /* [stage] */
@@ -251,9 +251,14 @@ static int run_stage(const tt_action_list *l, int s, int K, sim_state *st)
         int id = a->mb * K + a->chunk;
         double ready = st->clock[s];
         if (a->kind == TT_ACT_RECV_ACT || a->kind == TT_ACT_RECV_GRAD) {
-            double when = a->kind == TT_ACT_RECV_ACT ? st->sent_act[id - 1] : st->sent_grad[id + 1];
+            const int act = a->kind == TT_ACT_RECV_ACT;
+            double when = act ? st->sent_act[id - 1] : st->sent_grad[id + 1];
             if (when < 0)
                 break; /* blocked: the send has not been issued yet */
+            /* The message arrives one link cost after its send (comm.c's
+             * clock_recv): between chunks k-1 and k, or k and k+1. */
+            if (st->cost->link)
+                when += st->cost->link[act ? a->chunk - 1 : a->chunk];
             if (when > ready)
                 ready = when;
         }
@@ -261,14 +266,14 @@ static int run_stage(const tt_action_list *l, int s, int K, sim_state *st)
         st->clock[s] = ready;
         switch (a->kind) {
         case TT_ACT_FWD:
-            st->clock[s] += st->fc;
-            st->busy[s] += st->fc;
+            st->clock[s] += st->cost->fwd[a->chunk];
+            st->busy[s] += st->cost->fwd[a->chunk];
             if (++st->held[s] > st->peak[s])
                 st->peak[s] = st->held[s];
             break;
         case TT_ACT_BWD:
-            st->clock[s] += st->bc;
-            st->busy[s] += st->bc;
+            st->clock[s] += st->cost->bwd[a->chunk];
+            st->busy[s] += st->cost->bwd[a->chunk];
             st->held[s]--;
             break;
         case TT_ACT_SEND_ACT: st->sent_act[id] = ready; break;
@@ -347,11 +352,25 @@ static int simulate(const tt_action_list *lists, const event_table *t, sim_state
 int tt_schedule_check(const tt_action_list *lists, int p, int m, int v, double fwd_cost,
                       double bwd_cost, tt_sim_result *res, tt_err *e)
 {
+    /* Every chunk costs the same and transfers are free. */
+    const int K = p > 0 && v > 0 && p <= TT_MAX_SIM_CHUNKS / v ? p * v : 1;
+    double *f = tt_malloc(2 * (size_t)K * sizeof *f), *b = f + K;
+    for (int k = 0; k < K; k++)
+        f[k] = fwd_cost, b[k] = bwd_cost;
+    const tt_sim_costs c = {f, b, NULL};
+    int rc = tt_schedule_simulate(lists, p, m, v, &c, res, e);
+    free(f);
+    return rc;
+}
+
+int tt_schedule_simulate(const tt_action_list *lists, int p, int m, int v, const tt_sim_costs *cost,
+                         tt_sim_result *res, tt_err *e)
+{
     if (res)
         memset(res, 0, sizeof *res);
-    if (p < 1 || m < 1 || v < 1)
-        return tt_fail(e, "schedule check: need p >= 1, m >= 1, v >= 1 (got p = %d, m = %d, "
-                          "v = %d)", p, m, v);
+    if (p < 1 || m < 1 || v < 1 || p > TT_MAX_SIM_CHUNKS / v)
+        return tt_fail(e, "schedule check: need p >= 1, m >= 1, v >= 1, p x v <= %d (got p = "
+                          "%d, m = %d, v = %d)", TT_MAX_SIM_CHUNKS, p, m, v);
     event_table t = {p, m, p * v, {0}};
     size_t n_ev = (size_t)m * (size_t)t.K;
     for (int k = 0; k < T_N; k++) {
@@ -359,7 +378,7 @@ int tt_schedule_check(const tt_action_list *lists, int p, int m, int v, double f
         for (size_t i = 0; i < n_ev; i++)
             t.at[k][i] = -1;
     }
-    sim_state st = {.fc = fwd_cost, .bc = bwd_cost};
+    sim_state st = {.cost = cost};
     st.start = tt_calloc((size_t)p, sizeof *st.start);
     st.busy = tt_calloc((size_t)p, sizeof *st.busy);
     st.peak = tt_calloc((size_t)p, sizeof *st.peak);
@@ -397,4 +416,31 @@ void tt_sim_result_free(tt_sim_result *res)
     free(res->busy);
     free(res->peak_held);
     memset(res, 0, sizeof *res);
+}
+
+int tt_action_needs_buffer(const tt_action *a)
+{
+    return a->kind == TT_ACT_SEND_ACT || a->kind == TT_ACT_SEND_GRAD ||
+           a->kind == TT_ACT_RECV_GRAD;
+}
+
+void tt_schedule_buffers(const tt_action_list *l, int p, int v, int *slots, int *buffers)
+{
+    /* A slot is taken when the input of (mb, chunk) arrives (or chunk 0's
+     * forward reads the tokens) and given back by its backward. */
+    int held[TT_MAX_CHUNKS] = {0};
+    for (int j = 0; j < v; j++)
+        slots[j] = 0;
+    *buffers = 0;
+    for (int i = 0; i < l->n; i++) {
+        const tt_action *a = &l->a[i];
+        const int j = a->chunk / p;
+        if (j >= TT_MAX_CHUNKS)
+            continue;
+        if (a->kind == TT_ACT_RECV_ACT || (a->kind == TT_ACT_FWD && a->chunk == 0))
+            slots[j] = ++held[j] > slots[j] ? held[j] : slots[j];
+        else if (a->kind == TT_ACT_BWD)
+            held[j]--;
+        *buffers += tt_action_needs_buffer(a);
+    }
 }

@@ -2,6 +2,7 @@
  * PyTorch's torch.optim.AdamW and torch.nn.utils.clip_grad_norm_. */
 #include "tt/train/optim.h"
 #include "core/simd.h"
+#include "tt/core/kcost.h"
 #include "tt/core/vclock.h"
 
 #include <math.h>
@@ -33,7 +34,8 @@ double tt_grad_sumsq(const tt_params *p, int dp_rank, int tp_rank)
         const float *g = tt_owned_data(p, t, TT_G, a);
         for (size_t e = 0; e < n; e++)
             sum += (double)g[e] * (double)g[e];
-        tt_vclock_compute(2.0 * (double)n, 4.0 * (double)n);
+        const tt_kcost k = tt_kcost_sumsq((double)n);
+        tt_vclock_compute(k.flops, 4.0 * k.floats);
     }
     return sum;
 }
@@ -72,7 +74,8 @@ TT_SIMD static void adamw_update(float *restrict w, float *restrict m, float *re
     for (; e < n; e++)
         ADAMW_ELEMENT(e);
     /* Memory-bound on a GPU: w, m, v read and written, g read. */
-    tt_vclock_compute(12.0 * (double)n, 4.0 * 7.0 * (double)n);
+    const tt_kcost k = tt_kcost_adamw((double)n);
+    tt_vclock_compute(k.flops, 4.0 * k.floats);
 }
 
 void tt_adamw_step(tt_params *p, const tt_optim_config *o, double lr, long step_number,

@@ -38,7 +38,8 @@ typedef struct {
 
 /* The sections of --help, in print order (titles in tt_flag_sections). */
 typedef enum {
-    TT_SEC_LAYOUT, TT_SEC_MODEL, TT_SEC_TRAINING, TT_SEC_FILES, TT_SEC_OUTPUT, TT_SEC_COUNT
+    TT_SEC_LAYOUT, TT_SEC_MODEL, TT_SEC_TRAINING, TT_SEC_FILES, TT_SEC_OUTPUT, TT_SEC_PLAN,
+    TT_SEC_COUNT
 } tt_flag_section;
 
 typedef struct {

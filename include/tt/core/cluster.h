@@ -30,6 +30,7 @@ typedef struct {
     tt_link nvlink, network;
     double gpu_watts, pue, price_per_kwh;
     double gpu_mtbf_hours;    /* mean time between failures of one GPU's share */
+    double storage_bandwidth; /* bytes/s the whole job writes a checkpoint at (planner) */
     /* Tests only: every chunk forward costs fixed_forward seconds and every
      * chunk backward fixed_backward, whatever its FLOPs (0: off). */
     double fixed_forward, fixed_backward;
@@ -45,11 +46,17 @@ int tt_cluster_load(tt_cluster *c, const char *name_or_file, tt_err *e);
 
 /* Server of world rank r. */
 int tt_cluster_server(const tt_cluster *c, int world_rank);
+/* The link between world ranks a and b: NVLink on one server, else the
+ * network. A group whose lowest and highest ranks are a and b is as fast as
+ * this link (ranks are placed in order, so it spans servers iff they do). */
+const tt_link *tt_cluster_link(const tt_cluster *c, int a, int b);
 
 /* Seconds of a kernel of `flops` floating-point operations moving `bytes` to
  * and from memory: the larger of compute time (at FP32 peak x efficiency) and
  * memory time (the roofline). */
 double tt_cost_compute(const tt_cluster *c, double flops, double bytes);
+/* The same at another peak (the planner's mixed precision runs at peak_flops). */
+double tt_cost_compute_at(const tt_cluster *c, double peak, double flops, double bytes);
 
 /* Seconds for a message of `bytes` over one link. */
 double tt_cost_link(const tt_link *l, double bytes);

@@ -22,6 +22,9 @@ int tt_fail(tt_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* Allocation that aborts on out-of-memory of the host (not of a virtual GPU). */
 void *tt_malloc(size_t n);
 void *tt_calloc(size_t count, size_t size);
+/* An array of *cap elements of `size` bytes holding n: doubled (from 64)
+ * when full, so that element n can be written. Returns the array. */
+void *tt_grow(void *array, int n, int *cap, size_t size);
 
 /* Monotonic wall clock in seconds. */
 double tt_now(void);

@@ -32,7 +32,8 @@ enum {
     TT_GIVEN_STEPS = 1 << 6, TT_GIVEN_LR = 1 << 7, TT_GIVEN_LR_MIN = 1 << 8,
     TT_GIVEN_WARMUP = 1 << 9, TT_GIVEN_WD = 1 << 10, TT_GIVEN_CLIP = 1 << 11,
     TT_GIVEN_BETA1 = 1 << 12, TT_GIVEN_BETA2 = 1 << 13, TT_GIVEN_SEED = 1 << 14,
-    TT_GIVEN_VIRTUAL = 1 << 15
+    TT_GIVEN_VIRTUAL = 1 << 15, TT_GIVEN_ZERO = 1 << 16, TT_GIVEN_RECOMPUTE = 1 << 17,
+    TT_GIVEN_SP = 1 << 18, TT_GIVEN_SCHEDULE = 1 << 19, TT_GIVEN_VOCAB = 1 << 20
 };
 
 /* --recompute (DESIGN section 10): what a block keeps for its backward. */
@@ -62,6 +63,7 @@ typedef struct {
     int recompute;            /* --recompute: TT_RECOMPUTE_NONE, _SELECTIVE, _FULL */
     int zero;                 /* --zero 0..3: ZeRO stage over each DP group (not a
                                  hyper-parameter: checkpoints do not depend on it) */
+    int sequence_parallel;    /* --sequence-parallel */
     int report_comm;          /* --report comm: every GPU's traffic table */
     int report_memory;        /* --report memory: every GPU's memory table */
     size_t gpu_mem;           /* --gpu-mem: bytes per virtual GPU, 0 = unlimited */
@@ -78,6 +80,12 @@ typedef struct {
     int clock_wall;           /* --clock wall (1) or virtual (0) */
     int spot_check;           /* check the first and last steps (off: --no-spot-check) */
     const char *inject_bug;   /* --inject-bug NAME: a planted fault for the oracle (tests, labs) */
+    /* The planner (DESIGN section 11, src/app/plan.c): trains nothing. */
+    int plan;                 /* --plan */
+    const char *plan_json;    /* --plan-json FILE */
+    int gpus;                 /* --gpus N: GPUs to plan for (0: tp x pp x dp if all given) */
+    int precision_mixed;      /* --precision mixed (1) or fp32 (0) */
+    double train_tokens;      /* --train-tokens N (0: no time, energy or cost) */
     double watchdog;          /* --watchdog SECONDS: report and end a stuck communication; 0 = off */
     unsigned given;           /* TT_GIVEN_* bits */
 } tt_run_config;

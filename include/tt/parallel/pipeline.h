@@ -26,6 +26,7 @@
 
 #include <stdio.h>
 #include "tt/core/common.h"
+#include "tt/model/model.h" /* TT_MAX_CHUNKS */
 
 typedef enum {
     TT_SCHED_NAIVE,      /* one micro-batch at a time through the whole pipe */
@@ -103,7 +104,28 @@ typedef struct {
  * action and why). res may be NULL. */
 int tt_schedule_check(const tt_action_list *lists, int p, int m, int v, double fwd_cost,
                       double bwd_cost, tt_sim_result *res, tt_err *e);
+
+/* The same simulation with each chunk's own costs, as the virtual clocks see
+ * them: fwd[k] and bwd[k] seconds for chunk k (k < p*v), and link[k] the
+ * delay of a message between chunks k and k+1 (either way; NULL: free). A
+ * receive completes at the later of its stage reaching it and its send's
+ * time plus the link (DESIGN section 12). The planner's pipeline time. */
+#define TT_MAX_SIM_CHUNKS 65536
+typedef struct {
+    const double *fwd, *bwd, *link;
+} tt_sim_costs;
+int tt_schedule_simulate(const tt_action_list *lists, int p, int m, int v,
+                         const tt_sim_costs *cost, tt_sim_result *res, tt_err *e);
 void tt_sim_result_free(tt_sim_result *res);
+
+/* What a stage's action list makes the executor allocate (pipeline_run.c,
+ * allocate_for_list): per local chunk, the most micro-batches whose
+ * activations it holds at once, and the transfer buffers (sends and
+ * received gradients), each one micro-batch wide. */
+void tt_schedule_buffers(const tt_action_list *l, int p, int v, int *slots /* [v] */,
+                         int *buffers);
+/* 1 for the transfers that get a buffer of their own (not received into a slot). */
+int tt_action_needs_buffer(const tt_action *a);
 
 /* Idle fraction the theory predicts for the schedule:
  * naive (p-1)/p; gpipe and 1f1b (p-1)/(m+p-1); interleaved (p-1)/(v m + p-1). */

@@ -1,0 +1,140 @@
+/* cost.c - the time of a chunk forward and backward on a modelled cluster
+ * (tt/model/cost.h): the kernels of forward.c, in its order, each priced by
+ * tt/core/kcost.h at the roofline of tt_cost_compute, and the TP collectives
+ * of forward.c and comm/tensor_parallel.c priced by tt_cost_collective.
+ *
+ * Written for the planner; tests/test_plan.sh holds it against the clocks of
+ * real runs (within 2%), so a kernel added to forward.c without a line here
+ * shows up there. Sequence parallelism and recomputation are the planner's
+ * (Korthikanti et al. 2022): the emulator does not run them yet. */
+#include "tt/model/cost.h"
+#include "tt/core/kcost.h"
+
+typedef struct {
+    const tt_cost_ctx *x;
+    double peak, elem; /* FLOP/s; bytes per element moved */
+    double compute, comm;
+} acc;
+
+/* One kernel at the roofline: compute or memory time, whichever is longer
+ * (tt_cost_compute_at, as tt_vclock_compute charges it). */
+static void k(acc *a, tt_kcost c)
+{
+    a->compute += tt_cost_compute_at(a->x->cluster, a->peak, c.flops, a->elem * c.floats);
+}
+
+/* A TP collective of `elems` elements (the full buffer). */
+static void coll(acc *a, tt_coll_kind kind, double elems)
+{
+    if (a->x->tp > 1)
+        a->comm += tt_cost_collective(a->x->tp_link, kind, a->x->tp, a->elem * elems);
+}
+
+/* The all-reduce after a row-parallel layer (forward) or behind a copy
+ * operator (backward); with sequence parallelism a reduce-scatter and an
+ * all-gather of the same buffer, which cost the same ring steps. */
+static void tp_sum(acc *a, double elems)
+{
+    if (a->x->sequence_parallel) {
+        coll(a, TT_COLL_REDUCE_SCATTER, elems);
+        coll(a, TT_COLL_ALLGATHER, elems);
+    } else {
+        coll(a, TT_COLL_ALLREDUCE, elems);
+    }
+}
+
+/* block_forward of forward.c: N rows, local widths Cl (attention), Hl (MLP).
+ * With sequence parallelism the LayerNorms and residuals see N / tp rows. */
+static void block_fwd(acc *a, const tt_config *cfg, double B)
+{
+    const double tp = a->x->tp, T = cfg->T, C = cfg->C, N = B * T;
+    const double Cl = C / tp, Hl = 4.0 * C / tp, NHl = cfg->NH / tp;
+    const double Ns = a->x->sequence_parallel ? N / tp : N;
+    k(a, tt_kcost_layernorm_fwd(Ns, C));
+    for (int i = 0; i < 3; i++)
+        k(a, tt_kcost_linear_fwd(N, C, Cl));
+    k(a, tt_kcost_attention_fwd(B, T, NHl, Cl));
+    k(a, tt_kcost_linear_fwd(N, Cl, C));
+    tp_sum(a, N * C);
+    k(a, tt_kcost_residual_fwd(Ns * C));
+    k(a, tt_kcost_layernorm_fwd(Ns, C));
+    k(a, tt_kcost_linear_fwd(N, C, Hl));
+    k(a, tt_kcost_gelu_fwd(N * Hl));
+    k(a, tt_kcost_linear_fwd(N, Hl, C));
+    tp_sum(a, N * C);
+    k(a, tt_kcost_residual_fwd(Ns * C));
+}
+
+/* block_backward of forward.c (both products of every linear layer). */
+static void block_bwd(acc *a, const tt_config *cfg, double B)
+{
+    const double tp = a->x->tp, T = cfg->T, C = cfg->C, N = B * T;
+    const double Cl = C / tp, Hl = 4.0 * C / tp, NHl = cfg->NH / tp;
+    const double Ns = a->x->sequence_parallel ? N / tp : N;
+    k(a, tt_kcost_linear_bwd(N, Hl, C, 2));
+    k(a, tt_kcost_gelu_bwd(N * Hl));
+    k(a, tt_kcost_linear_bwd(N, C, Hl, 2));
+    tp_sum(a, N * C);
+    k(a, tt_kcost_layernorm_bwd(Ns, C));
+    k(a, tt_kcost_linear_bwd(N, Cl, C, 2));
+    k(a, tt_kcost_attention_bwd(B, T, NHl, Cl));
+    for (int i = 0; i < 3; i++)
+        k(a, tt_kcost_linear_bwd(N, C, Cl, 2));
+    tp_sum(a, N * C);
+    k(a, tt_kcost_layernorm_bwd(Ns, C));
+}
+
+tt_chunk_seconds tt_chunk_cost(const tt_config *cfg, const tt_cost_ctx *x, double B, int nb,
+                               int embedding, int head)
+{
+    const tt_cluster *cl = x->cluster;
+    const double tp = x->tp, T = cfg->T, C = cfg->C, N = B * T;
+    /* The vocabulary is padded to a multiple of tp (DESIGN section 4). */
+    const double Vp = (double)((cfg->V + x->tp - 1) / x->tp) * x->tp, Vl = Vp / tp;
+    acc f = {x, x->mixed ? cl->peak_flops : cl->peak_flops_fp32, x->mixed ? 2.0 : 4.0, 0, 0};
+    acc b = f;
+    if (embedding) {
+        k(&f, tt_kcost_embedding_fwd(N, C));
+        coll(&f, TT_COLL_ALLREDUCE, N * C); /* vocab-parallel rows summed */
+        k(&f, tt_kcost_posemb_fwd(B, T, C));
+        k(&b, tt_kcost_posemb_bwd(B, T, C));
+        k(&b, tt_kcost_embedding_bwd(N, C));
+    }
+    for (int i = 0; i < nb; i++) {
+        block_fwd(&f, cfg, B);
+        block_bwd(&b, cfg, B);
+    }
+    /* Recomputation runs (part of) the forward again inside the backward:
+     * full, the whole block; selective, the attention core. */
+    if (x->recompute == TT_RECOMPUTE_FULL) {
+        for (int i = 0; i < nb; i++)
+            block_fwd(&b, cfg, B);
+    } else if (x->recompute == TT_RECOMPUTE_SELECTIVE) {
+        for (int i = 0; i < nb; i++)
+            k(&b, tt_kcost_attention_fwd(B, T, cfg->NH / tp, C / tp));
+    }
+    if (head) {
+        k(&f, tt_kcost_layernorm_fwd(N, C));
+        k(&f, tt_kcost_linear_fwd(N, C, Vl));
+        if (x->tp > 1) {
+            /* vocab_crossentropy: the row maxima, the target logits and the
+             * sums of exponentials are summed over the TP group (its
+             * element-wise work is not charged by the emulator). */
+            for (int i = 0; i < 3; i++)
+                coll(&f, TT_COLL_ALLREDUCE, N);
+        } else {
+            k(&f, tt_kcost_crossentropy_fwd(N, cfg->V, Vp));
+            k(&b, tt_kcost_crossentropy_bwd(N, cfg->V, Vp));
+        }
+        k(&b, tt_kcost_linear_bwd(N, C, Vl, 2));
+        coll(&b, TT_COLL_ALLREDUCE, N * C);
+        k(&b, tt_kcost_layernorm_bwd(N, C));
+    }
+    /* A test cluster with fixed chunk costs charges those instead of FLOPs
+     * (the collectives still cost their links). */
+    if (cl->fixed_forward > 0 || cl->fixed_backward > 0) {
+        f.compute = cl->fixed_forward;
+        b.compute = cl->fixed_backward;
+    }
+    return (tt_chunk_seconds){f.compute + f.comm, b.compute + b.comm, f.comm, b.comm};
+}

@@ -1,0 +1,170 @@
+#!/bin/sh
+# tests/test_plan.sh - the planner (--plan, DESIGN section 11) against the
+# papers (its agreement with the emulator's runs: tests/test_plan_runs.sh):
+#  1. Parameters of GPT shapes equal the closed form 12Lh^2 + 13Lh + (2V+s)h
+#     + 2h of this model (untied lm_head, biases) exactly, and GPT-3 175B's
+#     count is within 1% of 175e9.
+#  2. ZeRO (Rajbhandari et al. 2020), Psi = 7.5e9, Nd = 64, mixed precision:
+#     model states per GPU 120 / 31.4 / 16.6 / 1.9 GB for stages 0-3 (1%);
+#     the fp32 account (4+4+8) fails the stage-1 figure (planted fault).
+#  3. Korthikanti et al. 2022, Table 2: activations of GPT-3 on one stage equal
+#     L x sbh(10 + 24/t + 5as/ht), sbh(34/t + 5as/ht) with SP, sbh(34/t)
+#     selective with SP, 2sbh full, plus the loss's 4sbv/t (1e-9); the tp 8
+#     forms against a tp 1 plan fail (planted fault).
+#  4. Narayanan et al. 2021: GPT-3 175B, 300e9 tokens, 1024 GPUs at 140
+#     TFLOP/s with free links and full recomputation: their 8TP/(nX) estimate
+#     is about 34 days; the plan is within 5% of it, a plan at 160 TFLOP/s
+#     is not (planted fault).
+#     The seed book's power example: 25,200 MWh and $2.52M within 0.1%
+#     (doc/seed-book-cluster.json); dgx-a100's own watts, PUE and price miss.
+#  5. Against the emulator's runs: tests/test_plan_runs.sh.
+#  6. Bad input is refused with one line (--vocab without --plan, --plan
+#     without --gpus, a pinned size that does not divide them, an unwritable
+#     --plan-json); under mpirun rank 0 plans once and all ranks exit 0.
+. "$TT_SRCDIR/testlib.sh"
+
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "SKIP: python3 is not installed"
+    exit 77
+fi
+
+gpt3="--layers 96 --dim 12288 --heads 96 --seq 2048 --vocab 51200 --batch 1536"
+
+# plan NAME ARGS...: a pinned plan on one process, its JSON in $work/NAME.json.
+plan() {
+    name=$1
+    shift
+    "$TT_BIN" --plan --plan-json "$work/$name.json" "$@" >"$work/out" 2>"$work/err"
+    status=$?
+}
+
+# py CHECK-NAME PYTHON: runs PYTHON (which prints a message and exits 0 or 1).
+py() {
+    what=$1
+    if msg=$(python3 -c "$2" "$work" 2>&1); then ok "$what: $msg"; else not_ok "$what: $msg"; fi
+}
+
+# planted NAME FUNCTION ARGS...: runs a check function that must fail.
+planted() {
+    what=$1
+    shift
+    ("$@") >"$work/fault"
+    if grep -q "^NOT OK" "$work/fault"; then ok "planted fault, $what: the check fails"; else not_ok "planted fault, $what: the check passed"; fi
+}
+
+# 1. Parameter counts.
+for shape in "96 12288 96 2048 51200" "32 4096 32 2048 51200" "48 1600 25 1024 50257" "12 768 12 1024 50257"; do
+    set -- $shape
+    plan params --layers $1 --dim $2 --heads $3 --seq $4 --vocab $5 --batch 8 --gpus 1 --tp 1 --pp 1 --dp 1 --zero 0 --recompute none --micro-batches 1 --precision mixed
+    py "parameters of L$1 h$2" "
+import json, sys
+L, h, a, s, V = $1, $2, $3, $4, $5
+P = json.load(open(sys.argv[1] + '/params.json'))['model']['parameters']
+want = 12*L*h*h + 13*L*h + (2*V + s)*h + 2*h
+print('%d, closed form %d' % (P, want)); sys.exit(P != want)"
+done
+plan params $gpt3 --gpus 1 --tp 1 --pp 1 --dp 1 --zero 0 --recompute none --micro-batches 1
+py "GPT-3 175B within 1% of 175e9" "
+import json, sys
+P = json.load(open(sys.argv[1] + '/params.json'))['model']['parameters']
+print('%.4g (%+.2f%%)' % (P, 100*(P/175e9 - 1))); sys.exit(abs(P/175e9 - 1) > 0.01)"
+
+# 2. ZeRO's 7.5B example: bytes of model states per parameter x 7.5e9. One
+#    plan with --zero not given holds all four stages.
+zero_check() {
+    py "$1" "
+import json, sys
+want = {0: 120, 1: 31.4, 2: 16.6, 3: 1.9}
+j = json.load(open(sys.argv[1] + '/zero.json'))
+by = {c['zero']: c for c in j['candidates']}
+for z in range(4):
+    m = by[z]['memory_bytes']
+    gb = (m['weights'] + m['gradients'] + m['optimizer']) / j['model']['parameters'] * 7.5e9 / 1e9
+    err = gb / want[z] - 1
+    print('stage %d %.2f GB (paper %g, %+.1f%%)' % (z, gb, want[z], 100*err), end='; ')
+    if abs(err) > (0.025 if z == 3 else 0.01): sys.exit(1)"
+}
+zero_plan="--layers 4 --dim 256 --heads 4 --seq 64 --batch 64 --gpus 64 --tp 1 --pp 1 --dp 64 --recompute none --micro-batches 1"
+plan zero $zero_plan --precision mixed
+zero_check "ZeRO paper's 7.5B on 64 GPUs"
+plan zero $zero_plan --precision fp32
+planted "the fp32 account against ZeRO's figures" zero_check "ZeRO with fp32"
+
+# 3. Korthikanti et al. Table 2, one stage (pp 1, one micro-batch in flight):
+#    one plan per tp, recomputation and SP enumerated.
+# act_check T: the candidates of act.json against Table 2's forms for tp T.
+act_check() {
+    py "activations, tp $1: every recomputation, with and without SP" "
+import json, sys
+t = $1
+s, b, h, a, L, V = 2048, 1, 12288, 96, 96, 51200
+sbh = s*b*h
+def table2(rec, sp):
+    if rec == 'full': return 2*sbh/t if sp else 2*sbh
+    if rec == 'selective': return sbh*34/t if sp else sbh*(10 + 24/t)
+    return sbh*(34/t + 5*a*s/(h*t)) if sp else sbh*(10 + 24/t + 5*a*s/(h*t))
+cs = json.load(open(sys.argv[1] + '/act.json'))['candidates']
+bad = 0
+for c in cs:
+    rec, sp = c['recompute'], c['sequence_parallel']
+    # full recomputation rebuilds one block's activations at a time
+    want = L*table2(rec, sp) + 4*s*b*V/t + (table2('none', sp) if rec == 'full' else 0)
+    got = c['memory_bytes']['activations']
+    print('%s%s %.4g GB (form %.4g)' % (rec, ' sp' if sp else '', got/1e9, want/1e9), end='; ')
+    bad |= abs(got/want - 1) > 1e-9
+sys.exit(bad or len(cs) != (6 if t > 1 else 3))"
+}
+for t in 8 1; do
+    plan act $gpt3 --gpus $t --tp $t --pp 1 --dp 1 --zero 0 --micro-batches 1536 --precision mixed
+    act_check $t
+done
+planted "Table 2 for tp 8 against a tp 1 plan" act_check 8
+
+# 4. Narayanan et al.'s training time.
+printf '{"based_on": "dgx-a100", "peak_flops": 200e12, "gemm_efficiency": 0.7, "memory_bandwidth": 1e15,
+ "nvlink_bandwidth": 0, "nvlink_latency": 0, "network_bandwidth": 0, "network_latency": 0, "gpu_memory_bytes": 1e15}\n' > "$work/x140.json"
+days_check() {
+    py "GPT-3 175B, 300B tokens, 1024 GPUs at 140 TFLOP/s: about 34 days" "
+import json, sys
+c = json.load(open(sys.argv[1] + '/days.json'))['candidates'][0]
+days = c['train_seconds'] / 86400
+paper = 8 * 300e9 * 175e9 / (1024 * 140e12) / 86400
+print('%.2f days, 8TP/(nX) = %.2f days (%+.1f%%)' % (days, paper, 100*(days/paper - 1))); sys.exit(abs(days/paper - 1) > 0.05)"
+}
+days_plan="$gpt3 --gpus 1024 --tp 8 --pp 1 --dp 128 --zero 0 --recompute full --micro-batches 1 --precision mixed --train-tokens 300e9"
+plan days $days_plan --cluster "$work/x140.json"
+days_check
+printf '{"based_on": "dgx-a100", "peak_flops": 200e12, "gemm_efficiency": 0.8, "memory_bandwidth": 1e15,
+ "nvlink_bandwidth": 0, "nvlink_latency": 0, "network_bandwidth": 0, "network_latency": 0, "gpu_memory_bytes": 1e15}\n' > "$work/x160.json"
+plan days $days_plan --cluster "$work/x160.json"
+planted "GPUs at 160 TFLOP/s" days_check
+
+# 4b. The seed book's power example (doc/planner.md, worked example 1): 50,000
+#     GPUs at 350 W for two months at $0.10 per kWh: 25,200 MWh, $2.52M.
+seed_check() {
+    py "the seed book's 50,000 GPUs for two months" "
+import json, sys
+c = json.load(open(sys.argv[1] + '/seed.json'))['candidates'][0]
+mwh, usd, days = c['energy_kwh'] / 1e3, c['cost'], c['train_seconds'] / 86400
+want = 350 * 50000 * 60 * 24 / 1e6
+print('%.2f days, %.1f MWh (book %.0f), \$%.0f (book \$2.52M)' % (days, mwh, want, usd))
+sys.exit(abs(mwh / want - 1) > 1e-3 or abs(usd / 2.52e6 - 1) > 1e-3)"
+}
+plan seed --cluster "$TT_SRCDIR/../doc/seed-book-cluster.json" --gpus 50000 --tp 1 --pp 1 --dp 50000 --zero 0 --recompute none --micro-batches 1 --batch 50000 --train-tokens 5.5296e12
+seed_check
+printf '{"based_on": "dgx-a100", "fixed_forward": 1, "fixed_backward": 2, "nvlink_bandwidth": 0, "nvlink_latency": 0,
+ "network_bandwidth": 0, "network_latency": 0}\n' > "$work/a100-watts.json"
+plan seed --cluster "$work/a100-watts.json" --gpus 50000 --tp 1 --pp 1 --dp 50000 --zero 0 --recompute none --micro-batches 1 --batch 50000 --train-tokens 5.5296e12
+planted "dgx-a100's own 400 W, PUE 1.2 and \$0.15" seed_check
+
+# 6. Bad input.
+expect_error "--vocab without --plan" 2 "vocab is for --plan only" 1 --vocab 51200
+expect_error "--plan without --gpus" 2 "needs --gpus" 1 --plan
+expect_error "--plan, a pinned tp that does not divide the GPUs, 2 ranks" 2 "--tp 3 does not divide --gpus 4" 2 --plan --gpus 4 --tp 3
+expect_error "--plan-json into a missing directory" 2 "does not exist" 1 --plan --gpus 4 --plan-json "$work/missing/x.json"
+# Under mpirun, rank 0 plans once and every rank leaves with its status.
+tt_each 2 --plan --gpus 4
+n=$(grep -c "^Plan:" "$work/out")
+statuses=$(cat "$work"/status.* | sort | uniq -c | awk '{ printf "%dx%s", $1, $2 }')
+if [ "$n" -eq 1 ] && [ "$statuses" = "2x0" ]; then ok "--plan on 2 ranks: one plan, exit 0 on both"; else not_ok "--plan on 2 ranks: $n plans, statuses $statuses"; fi
+finish

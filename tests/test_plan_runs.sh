@@ -1,0 +1,67 @@
+#!/bin/sh
+# tests/test_plan_runs.sh - the planner (--plan, DESIGN section 11) against
+# the emulator's own runs: for tp2 pp2, pp4, pp2 dp2 and tp2 dp2 on 4
+# classroom GPUs, tp2 pp2 dp2 on 8 (two servers: the pipeline crosses the
+# network), ZeRO 1 and 2 on pp2 dp2, and selective and full recomputation on
+# tp2 pp2, the planned worst-GPU memory equals
+# --report memory's peak within 5% and the planned step time the run's
+# virtual step time (the CSV's ms) within 2%. Planted faults: a plan on a
+# cluster whose links are 10 times slower, and a plan of another schedule
+# (gpipe), must miss. (tests/test_plan.sh checks the papers.)
+. "$TT_SRCDIR/testlib.sh"
+
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "SKIP: python3 is not installed"
+    exit 77
+fi
+
+# plan NAME ARGS...: a pinned plan on one process, its JSON in $work/NAME.json.
+plan() {
+    name=$1
+    shift
+    "$TT_BIN" --plan --plan-json "$work/$name.json" "$@" >"$work/out" 2>"$work/err"
+    status=$?
+}
+
+# Against the emulator (4 virtual GPUs of classroom, one step).
+run="--steps 1 --sample-len 0 --eval-every 0 --no-spot-check --report memory --quiet"
+compare() { # NAME TOLERANCE-MEM TOLERANCE-TIME EXPECT(pass|fail)
+    python3 - "$work" "$1" "$2" "$3" "$4" <<'PYEOF'
+import json, sys, csv
+w, name, tm, tt, expect = sys.argv[1:]
+c = json.load(open(w + '/' + name + '.json'))['candidates'][0]
+ms = float(list(csv.DictReader(open(w + '/log.csv')))[0]['ms'])
+# The peak column of --report memory's table (MiB), the largest over the GPUs.
+peak, table = 0.0, False
+for line in open(w + '/run.out'):
+    f = line.split()
+    if line.startswith('memory per virtual GPU'):
+        table = True
+    elif table and not f:
+        table = False
+    elif table and f[0].startswith('gpu'):
+        peak = max(peak, float(f[7]))
+mem = c['memory_bytes']['total'] / 1048576
+em, et = mem / peak - 1, c['step_seconds'] * 1e3 / ms - 1
+print('memory planned %.3f MiB, measured %.3f (%+.2f%%); step planned %.3f ms, measured %.3f (%+.2f%%)' % (mem, peak, 100*em, c['step_seconds']*1e3, ms, 100*et))
+good = abs(em) <= float(tm) and abs(et) <= float(tt)
+sys.exit(0 if good == (expect == 'pass') else 1)
+PYEOF
+}
+printf '{"based_on": "classroom", "nvlink_bandwidth": 20e6, "network_bandwidth": 10e6}\n' > "$work/slow.json"
+for lay in "2 2 1 0 none" "1 4 1 0 none" "1 2 2 0 none" "2 1 2 0 none" "2 2 2 0 none" \
+           "1 2 2 1 none" "1 2 2 2 none" "2 2 1 0 selective" "2 2 1 0 full"; do
+    set -- $lay
+    np=$(($1 * $2 * $3))
+    $TT_MPIRUN -np $np "$TT_BIN" --tp $1 --pp $2 --dp $3 --zero $4 --recompute $5 $run --log "$work/log.csv" >"$work/run.out" 2>"$work/err"
+    plan p --gpus $np --tp $1 --pp $2 --dp $3 --zero $4 --recompute $5 --micro-batches 4 --schedule 1f1b
+    if msg=$(compare p 0.05 0.02 pass); then ok "tp$1 pp$2 dp$3 zero$4 recompute $5: $msg"; else not_ok "tp$1 pp$2 dp$3 zero$4 recompute $5: $msg"; fi
+    if [ "$lay" = "2 2 1 0 none" ]; then
+        plan p --gpus 4 --tp $1 --pp $2 --dp $3 --zero 0 --recompute none --micro-batches 4 --schedule 1f1b --cluster "$work/slow.json"
+        if msg=$(compare p 1 0.02 fail); then ok "planted fault, links 10x slower: $msg"; else not_ok "the time check passed a plan on another cluster: $msg"; fi
+        plan p --gpus 4 --tp $1 --pp $2 --dp $3 --zero 0 --recompute none --micro-batches 4 --schedule gpipe
+        if msg=$(compare p 0.05 1 fail); then ok "planted fault, gpipe's memory: $msg"; else not_ok "the memory check passed another schedule: $msg"; fi
+    fi
+done
+
+finish
