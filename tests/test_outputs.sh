@@ -50,6 +50,14 @@ refused "--log onto --resume" "--log: cannot write log '$work/ck.st': it is the 
     "$work/ck.st" --resume "$work/ck.st" --log "$work/ck.st"
 refused "--log onto an existing checkpoint given to --save" "it is the same file as --log" \
     "$work/ck.st" --save "$work/ck.st" --log "$work/ck.st"
+# A checkpoint no flag names is still a run's training: a log, trace or
+# timeline never replaces one (a mistyped name must not cost it).
+refused "--log onto an unnamed checkpoint" "--log: cannot write log '$work/ck.st': it is a checkpoint" \
+    "$work/ck.st" --log "$work/ck.st"
+refused "--trace onto an unnamed checkpoint" "--trace: cannot write trace '$work/ck.st': it is a checkpoint" \
+    "$work/ck.st" --trace "$work/ck.st"
+refused "--timeline onto an unnamed checkpoint" "--timeline: cannot write timeline '$work/ck.st': it is a checkpoint" \
+    "$work/ck.st" --timeline "$work/ck.st"
 refused "--trace onto --save" "--save: cannot write checkpoint '$work/new.st': it is the same file as --trace" \
     "$work/adir" --save "$work/new.st" --trace "$work/new.st"
 refused "--timeline onto a symbolic link" "--timeline: cannot write timeline '$work/link.txt': is a symbolic link" \

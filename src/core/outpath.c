@@ -186,6 +186,35 @@ static int check_mpiio(const tt_path_use *u, tt_err *e)
     return 0;
 }
 
+/* Does the file at path begin like a safetensors file (an 8-byte
+ * little-endian header length, then the JSON header's '{')? */
+static int looks_like_checkpoint(const char *path)
+{
+    unsigned char b[9];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t got = fread(b, 1, sizeof b, f);
+    fclose(f);
+    if (got != sizeof b || b[8] != '{')
+        return 0;
+    unsigned long long len = 0;
+    for (int i = 7; i >= 0; i--)
+        len = len << 8 | b[i];
+    return len >= 2 && len <= 100ULL * 1024 * 1024;
+}
+
+/* A log, trace, timeline or plot never replaces a checkpoint: that is a
+ * run's training, and a mistyped name must not cost it. */
+static int check_not_checkpoint(const tt_path_use *u, tt_err *e)
+{
+    struct stat st;
+    if (u->mpiio || stat(u->path, &st) != 0 || !S_ISREG(st.st_mode) ||
+        !looks_like_checkpoint(u->path))
+        return 0;
+    return refuse(u, e, "it is a checkpoint (a safetensors file); choose another name");
+}
+
 int tt_outpaths_check(const tt_path_use *u, int n, tt_err *e)
 {
     for (int i = 0; i < n; i++) {
@@ -203,6 +232,9 @@ int tt_outpaths_check(const tt_path_use *u, int n, tt_err *e)
                 return tt_fail(e, "%s: cannot write %s '%s': it is the same file as %s '%s'",
                                u[i].flag, u[i].what, u[i].path, u[j].flag, u[j].path);
         }
+        /* After the pairs: "the same file as --resume" says more. */
+        if (check_not_checkpoint(&u[i], e))
+            return -1;
     }
     return 0;
 }
