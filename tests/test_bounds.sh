@@ -75,6 +75,9 @@ meta steps 3 steps 1000000000000 "$ck: 'steps' = 1000000000000 is outside"
 meta beta1 4 beta1 1 "$ck: 'beta1' = 1 is outside \[0, 0.999999\], the range of --beta1"
 meta eps 1 eps -1e-8 "$ck: 'eps' = -1e-08 is outside (0, 1\]"
 meta lr 2 lr 1e300 "$ck: 'lr' = 1e+300 is outside \[0, 10\], the range of --lr"
+# In range, but deeper than the tensors the file holds: found from its
+# header before a model that deep is built (pp 2: every stage agrees).
+meta deep 2 layers 1024 "$ck: its metadata says layers 1024, but tensor 'blocks.1023.mlp.fc2.weight' is missing"
 # In the flags' ranges, but no host holds the model: the memory check.
 meta bigdim 1 dim 65536 "needs up to [0-9]* MiB"
 meta bigbatch 2 batch 1048576 "needs up to [0-9]* MiB"

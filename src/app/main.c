@@ -16,6 +16,7 @@
 #include "tt/comm/comm.h"
 #include "tt/comm/watchdog.h"
 #include "tt/app/run.h"
+#include "tt/train/checkpoint.h"
 #include "tt/train/resume.h"
 
 /* --resume: the checkpoint completes the config, and what it brought must
@@ -26,7 +27,9 @@ static int resume_config(tt_run_config *rc, tt_err *e)
         return -1;
     char source[300];
     snprintf(source, sizeof source, "checkpoint '%s'", rc->resume);
-    return tt_config_check_ranges(rc, source, e);
+    if (tt_config_check_ranges(rc, source, e))
+        return -1;
+    return tt_checkpoint_check_depth(rc->resume, rc->model.L, e);
 }
 
 /* --resume auto: the --save file when it exists, else a fresh start, said

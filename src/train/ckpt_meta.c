@@ -238,3 +238,18 @@ int tt_checkpoint_read_info(const char *path, tt_ckpt_info *info, tt_err *e)
         *info = got;
     return rc;
 }
+
+int tt_checkpoint_check_depth(const char *path, int layers, tt_err *e)
+{
+    ckpt_file cf;
+    if (ckpt_open(&cf, path, e) != 0)
+        return -1;
+    char last[64];
+    snprintf(last, sizeof last, "blocks.%d.mlp.fc2.weight", layers - 1);
+    int rc = 0;
+    if (layers > 0 && !cJSON_GetObjectItemCaseSensitive(cf.root, last))
+        rc = tt_fail(e, "checkpoint '%s': its metadata says layers %d, but tensor '%s' is "
+                        "missing", path, layers, last);
+    ckpt_close(&cf);
+    return rc;
+}

@@ -42,6 +42,11 @@ int tt_checkpoint_save_sharded(const char *path, const tt_grid *g, const tt_para
 
 /* Reads the header and metadata only (model config, step, hyper-parameters). */
 int tt_checkpoint_read_info(const char *path, tt_ckpt_info *info, tt_err *e);
+/* -1 with a message naming the file when its header does not list the last
+ * block (blocks.<layers-1>.mlp.fc2.weight) of a model of `layers` blocks: a
+ * resumed run checks the metadata's depth against the tensors before it
+ * builds a model that deep. */
+int tt_checkpoint_check_depth(const char *path, int layers, tt_err *e);
 
 /* Loads every shard's slice (weights and moments) from the file, verifying
  * shapes and checksums. The caller has already matched the model config. */
