@@ -44,20 +44,38 @@ static int matches(const tt_comm_stats *a, const tt_comm_stats *b)
     return 1;
 }
 
+/* Bytes this GPU sends for `bytes` booked in group gr by operation op under
+ * the ring algorithms (DESIGN section 10): an all-reduce 2(n-1)/n of its
+ * buffer, an all-gather or reduce-scatter (n-1)/n of the full buffer, a send
+ * its message, a receive nothing. */
+static double ring_bytes(const tt_grid *g, int gr, int op, long long bytes)
+{
+    const int n = gr == TT_GROUP_TP ? g->tp : gr == TT_GROUP_DP ? g->dp : g->pp;
+    switch (op) {
+    case TT_OP_ALLREDUCE: return tt_ring_bytes(TT_COLL_ALLREDUCE, n, (double)bytes);
+    case TT_OP_ALLGATHER: return tt_ring_bytes(TT_COLL_ALLGATHER, n, (double)bytes);
+    case TT_OP_REDUCE_SCATTER: return tt_ring_bytes(TT_COLL_REDUCE_SCATTER, n, (double)bytes);
+    case TT_OP_SEND: return (double)bytes;
+    case TT_OP_RECV: return 0.0;
+    default: return tt_ring_bytes(TT_COLL_BCAST, n, (double)bytes);
+    }
+}
+
 static void print_one(FILE *out, const tt_grid *g, int rank, const tt_comm_stats *ms,
                       const tt_comm_stats *ex)
 {
     char name[48];
     fprintf(out, "  %s\n", tt_gpu_name(g, rank, name, sizeof name));
-    fprintf(out, "    %-5s %-15s %9s %9s %14s %14s %9s\n", "group", "operation", "calls",
-            "expected", "bytes", "expected", "seconds");
+    fprintf(out, "    %-5s %-15s %9s %9s %14s %14s %9s %14s\n", "group", "operation", "calls",
+            "expected", "bytes", "expected", "seconds", "ring bytes");
     for (int gr = 0; gr < TT_GROUP_OTHER; gr++)
         for (int op = 0; op < TT_NOPS; op++) {
             const tt_comm_count *c = &ms->c[gr][op], *e = &ex->c[gr][op];
             if (!c->calls && !e->calls)
                 continue;
-            fprintf(out, "    %-5s %-15s %9ld %9ld %14lld %14lld %9.3f%s\n", tt_group_names[gr],
-                    tt_op_names[op], c->calls, e->calls, c->bytes, e->bytes, c->seconds,
+            fprintf(out, "    %-5s %-15s %9ld %9ld %14lld %14lld %9.3f %14.0f%s\n",
+                    tt_group_names[gr], tt_op_names[op], c->calls, e->calls, c->bytes, e->bytes,
+                    c->seconds, ring_bytes(g, gr, op, c->bytes),
                     c->calls == e->calls && c->bytes == e->bytes ? "" : "  <- differs");
         }
     /* Bookkeeping has no formula: one line of totals, for scale. */
@@ -91,7 +109,9 @@ int tt_report_comm(FILE *out, const tt_run_config *rc, const tt_grid *g, const t
         for (int r = 0; r < (all_gpus ? g->world_size : 1); r++)
             print_one(out, g, r, &all[r].measured, &all[r].expected);
         fprintf(out, "every GPU's TP/PP/DP traffic equals its formula: %s\n", ok ? "yes" : "NO");
-        fprintf(out, "seconds: %s inside the calls, waiting for the other members included\n",
+        fprintf(out, "seconds: %s inside the calls, waiting for the other members included; "
+                     "ring bytes: what this GPU sends under ring algorithms (all-reduce "
+                     "2(n-1)/n of the buffer, all-gather and reduce-scatter (n-1)/n)\n",
                 tt_clock_label());
     }
     free(all);
