@@ -298,7 +298,7 @@ const tt_flag tt_flags[] = {
      .help = "tokens to train on: adds days, energy, cost and the\n"
              "checkpoint interval to the plan"},
     {INT("--vocab", model.V, 2, 1 << 24), .given = TT_GIVEN_VOCAB, .metavar = "V", IN(PLAN),
-     .help = "vocabulary of the planned model (training stays\nbyte-level: 256)"},
+     .help = "vocabulary of the planned model (default %D);\ntraining stays byte-level"},
     {.name = "--help", .kind = TT_FLAG_ANSWER, .answer = tt_config_usage, IN(OUTPUT), .help = ""},
     {.name = "--version", .kind = TT_FLAG_ANSWER, .answer = print_version, IN(OUTPUT)},
 };

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-const char *const tt_group_names[TT_NGROUPS] = {"TP", "PP", "DP", "other"};
+const char *const tt_group_names[TT_NGROUPS] = {"TP", "PP", "DP", "other", "oracle"};
 const char *const tt_op_names[TT_NOPS] = {"all-reduce", "all-gather", "reduce-scatter",
                                           "broadcast", "gather", "send", "recv"};
 
@@ -48,6 +48,8 @@ MPI_Comm tt_group_comm(const tt_grid *g, int where)
 static void count_peer(int where, tt_op op, long long bytes, double t0, int peer)
 {
     int row = (where & TT_BOOKKEEPING) ? TT_GROUP_OTHER : (where & ~TT_BOOKKEEPING);
+    if (tt_vclock_in_step() && tt_vclock_paused()) /* the oracle's, inside a step */
+        row = TT_GROUP_ORACLE;
     tt_comm_count *c = &stats.c[row][op];
     double t1 = tt_clock_now();
     tt_watch_end();

@@ -85,7 +85,15 @@ static void print_one(FILE *out, const tt_grid *g, int rank, const tt_comm_stats
         calls += ms->c[TT_GROUP_OTHER][op].calls;
         bytes += ms->c[TT_GROUP_OTHER][op].bytes;
     }
-    fprintf(out, "    other (loss, clipping norm, oracle): %ld calls, %lld bytes\n", calls, bytes);
+    fprintf(out, "    other (loss, clipping norm): %ld calls, %lld bytes\n", calls, bytes);
+    calls = 0, bytes = 0;
+    for (int op = 0; op < TT_NOPS; op++) {
+        calls += ms->c[TT_GROUP_ORACLE][op].calls;
+        bytes += ms->c[TT_GROUP_ORACLE][op].bytes;
+    }
+    if (calls)
+        fprintf(out, "    oracle (--validate or the spot check; not training): %ld calls, %lld "
+                     "bytes\n", calls, bytes);
 }
 
 /* What one GPU sends to rank 0 for the table. */

@@ -26,7 +26,12 @@
 #include "tt/comm/grid.h"
 #include "tt/core/common.h"
 
-typedef enum { TT_GROUP_TP, TT_GROUP_PP, TT_GROUP_DP, TT_GROUP_OTHER, TT_NGROUPS } tt_group;
+/* ORACLE is a booking row only (never a `where`): what the --validate oracle
+ * moves inside a training step (while the clocks are paused), kept apart so
+ * the bookkeeping of training is not drowned by it. */
+typedef enum {
+    TT_GROUP_TP, TT_GROUP_PP, TT_GROUP_DP, TT_GROUP_OTHER, TT_GROUP_ORACLE, TT_NGROUPS
+} tt_group;
 #define TT_BOOKKEEPING 16
 typedef enum {
     TT_OP_ALLREDUCE, TT_OP_ALLGATHER, TT_OP_REDUCE_SCATTER, TT_OP_BCAST, TT_OP_GATHER, TT_OP_SEND,
