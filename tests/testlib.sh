@@ -40,13 +40,20 @@ tt_each() {
 }
 
 # expect_error WHAT STATUS PATTERN NP ARGS...: every rank exits with STATUS,
-# stderr holds exactly one line and it matches PATTERN (so one rank spoke, and
-# nothing from MPI_Abort or a crash).
+# stderr holds exactly one message and it matches PATTERN (so one rank spoke,
+# and nothing from MPI_Abort or a crash): one line starting "tiny_transformer:",
+# possibly followed by lines of the same message (a layout error's table of
+# the layouts that work), none of them from MPI, a signal or another rank.
 expect_error() {
     what=$1 want=$2 pattern=$3 np=$4
     shift 4
     tt_each "$np" "$@"
     lines=$(grep -c . "$work/err")
+    if [ "$(grep -c '^tiny_transformer' "$work/err")" -eq 1 ] &&
+       [ "$(head -n 1 "$work/err" | grep -c '^tiny_transformer')" -eq 1 ] &&
+       ! grep -q 'MPI\|Signal\|signal\|\*\*\*\|^mpirun\|^---' "$work/err"; then
+        lines=1
+    fi
     statuses=$(cat "$work"/status.* 2>/dev/null | sort | uniq -c | awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," }')
     if [ "$statuses" != "${np}x$want" ]; then
         not_ok "$what: rank exit statuses $statuses, expected ${np}x$want"
