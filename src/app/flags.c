@@ -67,18 +67,6 @@ static int parse_size(const char *flag, const char *s, size_t *out, tt_err *e)
     return 0;
 }
 
-/* Appends printf-style text to buf (of size n), cut off at its end. */
-static void append(char *buf, size_t n, const char *fmt, ...)
-{
-    size_t len = strlen(buf);
-    if (len + 1 >= n)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + len, n - len, fmt, ap);
-    va_end(ap);
-}
-
 /* The word of the list that is exactly the len characters at p, or NULL. */
 static const tt_flag_word *find_word(const tt_flag_word *w, const char *p, size_t len)
 {
@@ -112,11 +100,11 @@ static int read_words(tt_run_config *c, const tt_flag *f, const char *flag, cons
     char want[160] = "";
     for (int i = 0; f->words[i].word; i++) {
         int last = f->words[i + 1].word == NULL;
-        append(want, sizeof want, "%s%s", i == 0 ? "" : last && !list ? " or " : ", ",
+        tt_appendf(want, sizeof want, "%s%s", i == 0 ? "" : last && !list ? " or " : ", ",
                f->words[i].word);
     }
     for (int i = 0; list && f->words[i].word; i++)
-        append(want, sizeof want, "%s%s", i == 0 ? " or " : ",", f->words[i].word);
+        tt_appendf(want, sizeof want, "%s%s", i == 0 ? " or " : ",", f->words[i].word);
     return tt_fail(e, "%s expects %s, got '%s'", flag, want, val);
 }
 
@@ -314,9 +302,9 @@ static size_t print_entry(FILE *out, const tt_flag *f, size_t left, const tt_run
     do {
         char one[64];
         default_text(&f[k], d, one, sizeof one);
-        append(head, sizeof head, "%s%s%s%s", k ? ", " : "", f[k].name,
+        tt_appendf(head, sizeof head, "%s%s%s%s", k ? ", " : "", f[k].name,
                f[k].metavar ? " " : "", f[k].metavar ? f[k].metavar : "");
-        append(dflt, sizeof dflt, "%s%s", k ? ", " : "", one);
+        tt_appendf(dflt, sizeof dflt, "%s%s", k ? ", " : "", one);
         k++;
     } while (k < left && f[k].help == NULL);
 

@@ -15,33 +15,20 @@ int tt_grid_tp_of(const tt_grid *g, int r) { return r % g->tp; }
 int tt_grid_dp_of(const tt_grid *g, int r) { return (r / g->tp) % g->dp; }
 int tt_grid_pp_of(const tt_grid *g, int r) { return r / (g->tp * g->dp); }
 
-/* Appends a formatted piece to buf (size n), never past its end. */
-static void add(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void add(char *buf, size_t n, const char *fmt, ...)
-{
-    size_t k = strlen(buf);
-    if (k + 1 >= n)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + k, n - k, fmt, ap);
-    va_end(ap);
-}
-
 /* The rules one size breaks on its own, whatever the others are (-1: not
  * given, nothing to check). Each broken rule is appended, "; "-separated. */
 static void size_rules(int tp, int pp, int dp, const tt_layout_rules *r, char *buf, size_t n)
 {
     int v = r->virtual_stages > 1 ? r->virtual_stages : 1;
     if (tp >= 1 && r->heads % tp != 0)
-        add(buf, n, "%stp %d must divide --heads %d (each TP rank owns whole heads)",
+        tt_appendf(buf, n, "%stp %d must divide --heads %d (each TP rank owns whole heads)",
             *buf ? "; " : "", tp, r->heads);
     if (pp >= 1 && pp * v > r->layers)
-        add(buf, n, "%spp %d%s exceeds --layers %d (every pipeline stage%s needs a block)",
+        tt_appendf(buf, n, "%spp %d%s exceeds --layers %d (every pipeline stage%s needs a block)",
             *buf ? "; " : "", pp, v > 1 ? " x virtual stages" : "", r->layers,
             v > 1 ? " chunk" : "");
     if (dp >= 1 && r->batch % dp != 0)
-        add(buf, n, "%sdp %d must divide --batch %d (each DP rank takes batch/dp sequences)",
+        tt_appendf(buf, n, "%sdp %d must divide --batch %d (each DP rank takes batch/dp sequences)",
             *buf ? "; " : "", dp, r->batch);
 }
 
@@ -53,7 +40,7 @@ int tt_layout_check(int world, int tp, int pp, int dp, const tt_layout_rules *r,
      * one should not meet the next only on the following try. */
     char why[sizeof e->msg] = "";
     if ((long)tp * pp * dp != world)
-        add(why, sizeof why, "tp %d x pp %d x dp %d = %ld GPUs, but %s%d rank%s started", tp, pp,
+        tt_appendf(why, sizeof why, "tp %d x pp %d x dp %d = %ld GPUs, but %s%d rank%s started", tp, pp,
             dp, (long)tp * pp * dp, world < (long)tp * pp * dp ? "only " : "", world,
             world == 1 ? " was" : "s were");
     size_rules(tp, pp, dp, r, why, sizeof why);
@@ -64,7 +51,7 @@ int tt_layout_check(int world, int tp, int pp, int dp, const tt_layout_rules *r,
         for (int m = 1; m <= per && k < (int)sizeof ok - 12; m++)
             if (per % m == 0)
                 k += snprintf(ok + k, sizeof ok - (size_t)k, "%s%d", k ? ", " : "", m);
-        add(why, sizeof why, "%s--micro-batches %d must divide batch/dp = %d/%d = %d (with dp %d: "
+        tt_appendf(why, sizeof why, "%s--micro-batches %d must divide batch/dp = %d/%d = %d (with dp %d: "
                              "--micro-batches %s)", *why ? "; " : "", r->micro_batches, r->batch,
             dp, per, dp, ok);
     }
@@ -119,11 +106,11 @@ static void given_flags(int tp, int pp, int dp, char *buf, size_t n)
 {
     *buf = 0;
     if (tp >= 0)
-        add(buf, n, "--tp %d", tp);
+        tt_appendf(buf, n, "--tp %d", tp);
     if (pp >= 0)
-        add(buf, n, "%s--pp %d", *buf ? " " : "", pp);
+        tt_appendf(buf, n, "%s--pp %d", *buf ? " " : "", pp);
     if (dp >= 0)
-        add(buf, n, "%s--dp %d", *buf ? " " : "", dp);
+        tt_appendf(buf, n, "%s--dp %d", *buf ? " " : "", dp);
 }
 
 /* The mpirun line that starts w ranks with the user's own options. */
@@ -131,10 +118,10 @@ static void add_mpirun(char *buf, size_t n, int w, int tp, int pp, int dp, const
 {
     char flags[48];
     given_flags(tp, pp, dp, flags, sizeof flags);
-    add(buf, n, "\nStart %d ranks, one per virtual GPU:\n  mpirun --oversubscribe -np %d %s", w, w,
+    tt_appendf(buf, n, "\nStart %d ranks, one per virtual GPU:\n  mpirun --oversubscribe -np %d %s", w, w,
         r->command ? r->command : "./tiny_transformer");
     if (!r->command)
-        add(buf, n, " %s", flags);
+        tt_appendf(buf, n, " %s", flags);
 }
 
 /* The layouts that work on world ranks as a table, four to a line, sorted by
@@ -145,11 +132,11 @@ static void add_table(char *buf, size_t n, int world, const tt_layout_rules *r)
     int total = candidates(world, -1, -1, -1, r, list, 128);
     int count = total < 128 ? total : 128;
     if (total == 0) {
-        add(buf, n, "\nNo layout works on %d rank(s) for this model and batch.", world);
+        tt_appendf(buf, n, "\nNo layout works on %d rank(s) for this model and batch.", world);
         return;
     }
     if (world == 1) {
-        add(buf, n, "\nOn 1 rank the only layout is tp 1 pp 1 dp 1.");
+        tt_appendf(buf, n, "\nOn 1 rank the only layout is tp 1 pp 1 dp 1.");
         return;
     }
     for (int i = 1; i < count; i++)
@@ -162,20 +149,20 @@ static void add_table(char *buf, size_t n, int world, const tt_layout_rules *r)
             memcpy(list[j - 1], t, sizeof t);
         }
     int cols = count < 4 ? count : 4;
-    add(buf, n, "\nLayouts that work on %d ranks:\n", world);
+    tt_appendf(buf, n, "\nLayouts that work on %d ranks:\n", world);
     for (int c = 0; c < cols; c++)
-        add(buf, n, "%s  tp pp dp", c ? "  " : "");
+        tt_appendf(buf, n, "%s  tp pp dp", c ? "  " : "");
     int shown = 0;
     /* Each line of the table takes 12 bytes a layout plus the newline; keep
      * room for the closing "(and N more)". */
     while (shown < count && strlen(buf) + 13 * cols + 20 < n) {
-        add(buf, n, "\n");
+        tt_appendf(buf, n, "\n");
         for (int c = 0; c < cols && shown < count; c++, shown++)
-            add(buf, n, "%s  %2d %2d %2d", c ? "  " : "", list[shown][0], list[shown][1],
+            tt_appendf(buf, n, "%s  %2d %2d %2d", c ? "  " : "", list[shown][0], list[shown][1],
                 list[shown][2]);
     }
     if (shown < total)
-        add(buf, n, "\n  (and %d more)", total - shown);
+        tt_appendf(buf, n, "\n  (and %d more)", total - shown);
 }
 
 int tt_grid_choose(int world, int *tp, int *pp, int *dp, const tt_layout_rules *r, tt_err *e)
@@ -198,7 +185,7 @@ int tt_grid_choose(int world, int *tp, int *pp, int *dp, const tt_layout_rules *
     char msg[sizeof e->msg] = "bad layout: ", flags[48];
     given_flags(*tp, *pp, *dp, flags, sizeof flags);
     if (*tp == 0 || *pp == 0 || *dp == 0) {
-        add(msg, sizeof msg, "%s: every size must be at least 1.", flags);
+        tt_appendf(msg, sizeof msg, "%s: every size must be at least 1.", flags);
         add_table(msg, sizeof msg, world, r);
         return tt_fail(e, "%s", msg);
     }
@@ -207,10 +194,10 @@ int tt_grid_choose(int world, int *tp, int *pp, int *dp, const tt_layout_rules *
     if (all_given) {
         tt_err whole;
         tt_layout_check(world, *tp, *pp, *dp, r, &whole);
-        add(why, sizeof why, "%s", whole.msg);
+        tt_appendf(why, sizeof why, "%s", whole.msg);
     } else {
         if (world % g)
-            add(why, sizeof why, "%s needs a multiple of %d ranks, but %s%d rank%s started", flags,
+            tt_appendf(why, sizeof why, "%s needs a multiple of %d ranks, but %s%d rank%s started", flags,
                 g, world < g ? "only " : "", world, world == 1 ? " was" : "s were");
         size_rules(*tp, *pp, *dp, r, why, sizeof why);
         if (!*why) {
@@ -225,12 +212,12 @@ int tt_grid_choose(int world, int *tp, int *pp, int *dp, const tt_layout_rules *
                 t = world / (p * d);
             tt_err whole;
             tt_layout_check(world, t, p, d, r, &whole);
-            add(why, sizeof why, "no layout%s%s works on %d rank%s for this model and batch; "
+            tt_appendf(why, sizeof why, "no layout%s%s works on %d rank%s for this model and batch; "
                                  "e.g. tp %d pp %d dp %d: %s", *flags ? " with " : "", flags,
                 world, world == 1 ? "" : "s", t, p, d, whole.msg);
         }
     }
-    add(msg, sizeof msg, "%s.", why);
+    tt_appendf(msg, sizeof msg, "%s.", why);
     /* When the rank count is the only trouble, the smallest count that works. */
     char alone[sizeof e->msg] = "";
     size_rules(*tp, *pp, *dp, r, alone, sizeof alone);

@@ -18,6 +18,17 @@ int tt_fail(tt_err *e, const char *fmt, ...)
     return -1;
 }
 
+void tt_appendf(char *buf, size_t n, const char *fmt, ...)
+{
+    size_t k = strlen(buf);
+    if (k + 1 >= n)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + k, n - k, fmt, ap);
+    va_end(ap);
+}
+
 void *tt_grow(void *array, int n, int *cap, size_t size)
 {
     if (n < *cap)

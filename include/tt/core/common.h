@@ -19,6 +19,10 @@ typedef struct {
 /* Formats msg into e (if e is non-NULL) and returns -1. */
 int tt_fail(tt_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Appends printf-style text to the NUL-terminated buf of size n, cut off at
+ * its end (messages and tables built piece by piece). */
+void tt_appendf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Allocation that aborts on out-of-memory of the host (not of a virtual GPU). */
 void *tt_malloc(size_t n);
 void *tt_calloc(size_t count, size_t size);
