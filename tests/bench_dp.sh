@@ -33,7 +33,7 @@ r=1
 while [ "$r" -le "$rounds" ]; do
     line="round $r:"
     echo "$layouts" | while IFS=: read -r name np flags; do
-        $launch -np "$np" "$bin" $cfg $flags --log "$tmp/$name.csv" >/dev/null || exit 1
+        $launch -np "$np" "$bin" $cfg $flags --log "$tmp/$name.csv" </dev/null >/dev/null || exit 1
         ms=$(step_ms "$tmp/$name.csv")
         echo "$ms" >> "$tmp/$name.all"
         printf '%s %s %s ms/step' "$line" "$name" "$ms"
