@@ -1,0 +1,53 @@
+#!/bin/sh
+# tests/bench_single.sh - `make bench`, first part: one virtual GPU against the
+# sgemm rate of its own shapes and against PyTorch eager on the same model.
+# Each round runs one round of bench_train (sgemm on the model's shapes, then
+# three training steps) and then three steps of bench_torch.py, so both see
+# the same machine load; the figures are medians over all rounds' steps, wall
+# clock. PyTorch is skipped with a note when python3 cannot import torch.
+# Usage: bench_single.sh BENCH_TRAIN BENCH_TORCH_PY [ROUNDS]
+set -u
+train=$1
+torch_py=$2
+rounds=${3:-5}
+export OPENBLAS_NUM_THREADS=1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+# The interpreter that has torch: the first python3 on PATH, else Debian's.
+py=""
+for p in python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import torch' 2>/dev/null; then py=$p; break; fi
+done
+
+"$train" 0 | sed -n '1,2p' # the config and the FLOPs per step
+[ -n "$py" ] && echo "PyTorch $("$py" -c 'import torch; print(torch.__version__)') eager, one thread, same model (tests/bench_torch.py)"
+r=1
+while [ "$r" -le "$rounds" ]; do
+    "$train" 1 > "$tmp/ours" || exit 1
+    line=$(grep '^round 1:' "$tmp/ours")
+    echo "$line" | sed 's/.*sgemm \([0-9.]*\) GFLOP.*/\1/' >> "$tmp/gemm"
+    echo "$line" | sed 's/.*steps //; s/ ms$//' | tr ' ' '\n' >> "$tmp/ours_ms"
+    printf 'round %d: ours %s' "$r" "$(echo "$line" | sed 's/^round 1: //')"
+    if [ -n "$py" ]; then
+        "$py" "$torch_py" 1 3 > "$tmp/torch" || exit 1
+        sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch" >> "$tmp/torch_ms"
+        printf '; torch steps %s ms' "$(sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch" | tr '\n' ' ' | sed 's/ $//')"
+    fi
+    echo
+    r=$((r + 1))
+done
+flop=$("$train" 0 | sed -n 's/^model FLOPs per step: \([0-9.]*\) GFLOP.*/\1/p')
+tokens=$("$train" 0 | sed -n '1s/.* T=\([0-9]*\) B=\([0-9]*\),.*/\1 \2/p' | awk '{ print $1 * $2 }')
+g=$(median < "$tmp/gemm")
+o=$(median < "$tmp/ours_ms")
+awk -v g="$g" -v o="$o" -v f="$flop" -v n="$tokens" 'BEGIN {
+    printf "ours:  %.1f ms/step (median, wall), %.0f tokens/s, %.1f GFLOP/s = %.1f%% of the sgemm rate on the model shapes (%.1f GFLOP/s)\n", o, n / (o / 1e3), f / (o / 1e3), 100 * f / (o / 1e3) / g, g }'
+if [ -n "$py" ]; then
+    t=$(median < "$tmp/torch_ms")
+    awk -v o="$o" -v t="$t" -v n="$tokens" 'BEGIN {
+        printf "torch: %.1f ms/step (median, wall), %.0f tokens/s; ours / torch throughput: %.2fx\n", t, n / (t / 1e3), t / o }'
+else
+    echo "torch: skipped (python3 cannot import torch; Debian: apt-get install python3-torch)"
+fi
