@@ -38,8 +38,8 @@ void tt_report_memory(FILE *out, const tt_grid *g)
     mine.budget = (double)tt_mem_budget();
     mem_record *all = tt_gather_to_root(g, &mine, (int)sizeof mine);
     if (g->world_rank == 0 && out) {
-        fprintf(out, "\nmemory per virtual GPU at its peak, MiB (the categories of the seeds' "
-                     "Figure 8-1; everything is allocated before the first step)\n");
+        fprintf(out, "\nmemory per virtual GPU at its peak, MiB (the categories of doc/background.md "
+                     "section 1; everything is allocated before the first step)\n");
         fprintf(out, "  %-20s", "GPU");
         for (int c = 0; c < TT_MEM_NCAT; c++)
             fprintf(out, " %12s", tt_mem_names[c]);

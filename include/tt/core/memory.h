@@ -1,5 +1,5 @@
 /* tt/core/memory.h - each virtual GPU's memory: a budget (--gpu-mem) and an exact
- * account of what the GPU holds, by the categories of the seeds' Figure 8-1:
+ * account of what the GPU holds, by the categories of doc/background.md section 1:
  * weights, activations (the weighted sums z and outputs y kept for the
  * backward), errors (activation gradients), local gradients, buffers for data
  * received from or sent to peers, and optimizer state (Adam's m and v).
