@@ -12,9 +12,16 @@ bin=$2
 shift 2
 launch="${MPIRUN:-mpirun} -q --oversubscribe"
 [ "$(id -u)" = 0 ] && launch="$launch --allow-run-as-root"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+# 0: it trains; 1: refused for memory; anything else stops the search.
 fits() {
     $launch -np "$np" "$bin" "$@" --steps 1 --eval-every 0 --sample-len 0 --no-spot-check \
-        --quiet --gpu-mem "$k"K </dev/null >/dev/null 2>&1
+        --quiet --gpu-mem "$k"K </dev/null >"$out" 2>&1 && return 0
+    grep -q "out of memory\|--gpu-mem is" "$out" && return 1
+    echo "min_gpu_mem.sh: the run with --gpu-mem ${k}K failed for another reason:" >&2
+    cat "$out" >&2
+    exit 2
 }
 lo=1 hi=64
 k=$hi
