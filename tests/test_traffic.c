@@ -97,6 +97,48 @@ START_TEST(tp_whole_model_with_gather)
 }
 END_TEST
 
+START_TEST(tp_sequence_parallel)
+{
+    /* --sequence-parallel, one stage with everything: 16 tokens, C = 8, 1
+     * block, 1 micro-batch, 1 step. Every gather and reduce-scatter moves a
+     * full buffer of 16 x 8 = 128 floats = 512 bytes.
+     * All-gathers: 6 per block (ln1, ln2 forward; the gradients of proj's
+     * and fc2's outputs; ln2, ln1 again backward) + 1 (the embedding's
+     * backward) + 2 (ln_f's output, forward and again backward) = 9: 4608
+     * bytes. Reduce-scatters: 4 per block (proj, fc2 forward; fc1's and
+     * q/k/v's input gradients) + 1 (the embedding) + 1 (lm_head's input
+     * gradient) = 6: 3072 bytes. All-reduces: the cross-entropy's 3 (3 x 16
+     * floats), the block's LayerNorm gradients (4C = 32 floats), ln_f's
+     * (2C = 16): 5 calls, 4 x (48 + 32 + 16) = 384 bytes. */
+    tt_comm_stats s;
+    memset(&s, 0, sizeof s);
+    tp_sp_expected_traffic(&s, 16, 8, 1, 1, 1, 0, 1, 1);
+    ck_assert_int_eq(CALLS(s, TP, ALLGATHER), 9);
+    ck_assert_int_eq(BYTES(s, TP, ALLGATHER), 4608);
+    ck_assert_int_eq(CALLS(s, TP, REDUCE_SCATTER), 6);
+    ck_assert_int_eq(BYTES(s, TP, REDUCE_SCATTER), 3072);
+    ck_assert_int_eq(CALLS(s, TP, ALLREDUCE), 5);
+    ck_assert_int_eq(BYTES(s, TP, ALLREDUCE), 384);
+    ck_assert_int_eq(others(&s, TT_GROUP_TP), 0);
+    /* A middle stage of 3 blocks, 4 micro-batches of 32 tokens (128 a step),
+     * C = 16, 2 steps, --recompute full (the forward's 2 gathers and 2
+     * reduce-scatters again). One collective position of a block moves
+     * 128 x 16 floats = 8192 bytes a step over its 4 micro-batches.
+     * Gathers: (6 + 2) x 3 blocks = 24 positions: 2 x 4 x 24 = 192 calls,
+     * 2 x 24 x 8192 = 393216 bytes; reduce-scatters: (4 + 2) x 3 = 18: 144
+     * calls, 294912 bytes; LayerNorm all-reduces: 2 x 4 x 3 = 24 calls of
+     * 4C = 64 floats: 6144 bytes. */
+    memset(&s, 0, sizeof s);
+    tp_sp_expected_traffic(&s, 128, 16, 3, 0, 0, 1, 4, 2);
+    ck_assert_int_eq(CALLS(s, TP, ALLGATHER), 192);
+    ck_assert_int_eq(BYTES(s, TP, ALLGATHER), 393216);
+    ck_assert_int_eq(CALLS(s, TP, REDUCE_SCATTER), 144);
+    ck_assert_int_eq(BYTES(s, TP, REDUCE_SCATTER), 294912);
+    ck_assert_int_eq(CALLS(s, TP, ALLREDUCE), 24);
+    ck_assert_int_eq(BYTES(s, TP, ALLREDUCE), 6144);
+}
+END_TEST
+
 /* ---- PP ------------------------------------------------------------------ */
 
 /* A pipeline of p stages x v chunks, this GPU on `stage`, without MPI: the
@@ -275,6 +317,7 @@ int main(void)
     tcase_add_test(tc, tp_first_stage);
     tcase_add_test(tc, tp_middle_stage);
     tcase_add_test(tc, tp_whole_model_with_gather);
+    tcase_add_test(tc, tp_sequence_parallel);
     tcase_add_test(tc, pp_ends_and_middle);
     tcase_add_test(tc, pp_interleaved);
     tcase_add_test(tc, dp_buckets);

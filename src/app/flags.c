@@ -361,9 +361,6 @@ int tt_config_check(const tt_run_config *c, tt_err *e)
         if (c->plan_json || c->gpus || c->precision_mixed || c->train_tokens > 0)
             return tt_fail(e, "--plan-json, --gpus, --precision and --train-tokens are for "
                               "--plan only");
-        if (c->sequence_parallel)
-            return tt_fail(e, "--sequence-parallel is not built into training yet; --plan "
-                              "plans it");
     }
     if (m->C % m->NH != 0)
         return tt_fail(e, "--heads %d must divide --dim %d (head size = dim / heads)", m->NH, m->C);

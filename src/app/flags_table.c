@@ -146,8 +146,9 @@ const tt_flag tt_flags[] = {
              "recomputed in the backward; full: each block keeps\n"
              "only its input and is recomputed in the backward"},
     {SWITCH("--sequence-parallel", sequence_parallel, 1), .given = TT_GIVEN_SP, IN(LAYOUT),
-     .help = "split LayerNorm and residuals over the TP group\n"
-             "(planned by --plan, not yet run)"},
+     .help = "with tp > 1: split the LayerNorm and residual\n"
+             "regions over the TP group along the tokens (the\n"
+             "all-reduces become reduce-scatters and all-gathers)"},
     /* The default is spelt out: each word has its own description. */
     {.name = "--tp-mlp", .kind = TT_FLAG_CHOICE, .words = tp_mlp_words,
      .metavar = "megatron|gather", IN(LAYOUT),

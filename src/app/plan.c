@@ -109,11 +109,13 @@ typedef struct {
 } stage_shape;
 
 static void stage_shape_of(const ctx *x, const tt_grid *g, const int *chunk_layers, int s,
-                           const tt_action_list *list, int mbs, int recompute, stage_shape *out)
+                           const tt_action_list *list, int mbs, int recompute, int sp,
+                           stage_shape *out)
 {
     tt_run_config r = *x->rc;
     r.tp_mlp_gather = 0;
     r.recompute = recompute;
+    r.sequence_parallel = sp;
     tt_shard_spec sh = tt_stage_spec(g, &r, chunk_layers, tt_grid_rank_of(g, 0, s, 0));
     tt_shard_memory_of(&r.model, &sh, mbs, &out->sm);
     tt_schedule_buffers(list, g->pp, r.virtual_stages, out->slots, &out->nbuf);
@@ -128,7 +130,8 @@ static void stage_memory(const ctx *x, const tt_grid *g, const int *chunk_layers
     const tt_shard_memory *sm = &sh->sm;
     const int *slots = sh->slots;
     const double P = (double)sm->param_floats, dp = g->dp;
-    const double msg = (double)mbs * rc->model.T * rc->model.C; /* elements of one transfer */
+    /* elements of one transfer: with sequence parallelism a TP rank's rows */
+    const double msg = (double)mbs * rc->model.T * rc->model.C / (sp ? g->tp : 1);
     /* ZeRO's stages: 1 shards the optimizer state, 2 the gradients, 3 the weights. */
     const double os = zero >= 1 ? dp : 1, gs = zero >= 2 ? dp : 1, ws = zero >= 3 ? dp : 1;
     if (!x->plan->mixed) {
@@ -141,11 +144,6 @@ static void stage_memory(const ctx *x, const tt_grid *g, const int *chunk_layers
         double act = (double)sm->scratch_bytes + (double)sm->work_bytes;
         for (int j = 0; j < v; j++)
             act += (double)sm->slot_bytes[j] * (slots[j] > 0 ? slots[j] : 1);
-        /* Sequence parallelism is not run by the emulator yet: its saving is
-         * Korthikanti et al.'s ratio to the same recomputation without it. */
-        if (sp)
-            act *= tt_plan_layer_activation_bytes(&rc->model, mbs, g->tp, 1, recompute) /
-                   tt_plan_layer_activation_bytes(&rc->model, mbs, g->tp, 0, recompute);
         mem[TT_PMEM_ACTIVATIONS] = act;
         mem[TT_PMEM_COMM] = 4 * msg * sh->nbuf;
     } else {
@@ -246,7 +244,8 @@ static int evaluate(const ctx *x, const tt_plan_candidate *base, const int *zero
         if (k % p == 0)
             tp_comm += m * (t.fwd_comm + t.bwd_comm);
         link[k] = k + 1 < K ? tt_cost_link(pp_link(cl, &g, k % p, (k + 1) % p),
-                                           elem * mbs * cfg->T * cfg->C)
+                                           elem * mbs * cfg->T * cfg->C /
+                                               (c0.sequence_parallel ? c0.tp : 1))
                             : 0.0;
     }
     tt_action_list *lists = tt_calloc((size_t)p, sizeof *lists);
@@ -258,7 +257,8 @@ static int evaluate(const ctx *x, const tt_plan_candidate *base, const int *zero
     stage_shape *shape = rc_sim ? NULL : tt_calloc((size_t)p, sizeof *shape);
     double busy = 0;
     for (int s = 0; s < p && !rc_sim; s++) {
-        stage_shape_of(x, &g, chunk_layers, s, &lists[s], mbs, c0.recompute, &shape[s]);
+        stage_shape_of(x, &g, chunk_layers, s, &lists[s], mbs, c0.recompute,
+                       c0.sequence_parallel, &shape[s]);
         busy += res.busy[s];
     }
     /* The loss and the clipping norm: one double summed over the world. */

@@ -25,8 +25,9 @@ static double comm_bytes(const tt_run_config *rc, const tt_grid *g, int mbs)
 {
     if (g->pp == 1)
         return 0;
+    const double sp = rc->sequence_parallel && g->tp > 1 ? g->tp : 1; /* a TP rank's rows */
     return 3.0 * rc->micro_batches * rc->virtual_stages * 4.0 * mbs * rc->model.T *
-           rc->model.C;
+           rc->model.C / sp;
 }
 
 int tt_preflight_memory(const tt_run_config *rc, const tt_grid *g, const tt_shard_spec *spec,

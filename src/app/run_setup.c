@@ -49,6 +49,25 @@ static int run_check(tt_run *r)
                 rc->zero);
         return fail_with(r, &e, TT_EXIT_USAGE);
     }
+    if (rc->sequence_parallel) {
+        /* Sequence parallelism splits the tokens of each micro-batch over
+         * the TP group: it needs one, and a whole number of tokens each. */
+        const long tokens = (long)tt_micro_batch_size(rc, r->g->dp) * rc->model.T;
+        if (r->g->tp == 1)
+            tt_fail(&e, "--sequence-parallel needs tensor parallelism: it splits the "
+                        "LayerNorm and residual regions over the TP group, and this layout "
+                        "has tp 1 (use --tp 2 or more)");
+        else if (tokens % r->g->tp)
+            tt_fail(&e, "--sequence-parallel needs the tokens of a micro-batch (batch/dp/"
+                        "micro-batches x seq = %d/%d/%d x %d = %ld) divisible by tp %d",
+                    rc->batch, r->g->dp, rc->micro_batches, rc->model.T, tokens, r->g->tp);
+        else if (rc->tp_mlp_gather)
+            tt_fail(&e, "--sequence-parallel does not combine with --tp-mlp gather (the "
+                        "gathered MLP is the unsplit Megatron layout's variant); use "
+                        "--tp-mlp megatron");
+        if (r->g->tp == 1 || tokens % r->g->tp || rc->tp_mlp_gather)
+            return fail_with(r, &e, TT_EXIT_USAGE);
+    }
     if (rc->zero == 3) {
         tt_fail(&e, "--zero 3 (sharded weights) is not built yet; stages 1 and 2 are");
         return fail_with(r, &e, TT_EXIT_USAGE);

@@ -54,6 +54,37 @@ void tp_scatter_backward(const tt_grid *g, float *dfull, const float *dpart, int
     tp_gather_forward(g, dfull, dpart, n);
 }
 
+/* Sequence parallelism: the rows of the split region are rank-major blocks
+ * (rank r holds tokens [r*N/tp, (r+1)*N/tp)), the layout gather expects, so
+ * its gather is the gather pair; its reduce-scatter is the new one. */
+void tp_sp_gather_forward(const tt_grid *g, float *full, const float *part, int n)
+{
+    tp_gather_forward(g, full, part, n);
+}
+
+void tp_sp_gather_backward(const tt_grid *g, float *dpart, const float *dfull, int n)
+{
+    tp_gather_backward(g, dpart, dfull, n);
+}
+
+void tp_sp_scatter_forward(const tt_grid *g, float *part, const float *full, int n)
+{
+    if (tp_size(g) > 1)
+        tt_reduce_scatter(g, TT_GROUP_TP, full, part, n, MPI_FLOAT);
+    else
+        memcpy(part, full, (size_t)n * sizeof(float));
+}
+
+void tp_sp_scatter_backward(const tt_grid *g, float *dfull, const float *dpart, int n)
+{
+    tp_gather_forward(g, dfull, dpart, n);
+}
+
+void tp_sp_param_grads(const tt_grid *g, float *grads, int n)
+{
+    sum_over_tp(g, grads, n);
+}
+
 /* out[n, :] += b: a row-parallel layer's replicated bias, once after the sum. */
 static void bias_forward(float *out, const float *b, int N, int OC)
 {
@@ -102,6 +133,44 @@ void row_linear_backward(const tt_grid *g, float *dinp, float *dw, float *db, co
     if (db)
         bias_backward(db, dout, N, OC);
     linear_backward(dinp, dw, NULL, dout, inp, w, N, Cl, OC);
+}
+
+void row_linear_sp_forward(const tt_grid *g, float *out, float *partial, const float *inp,
+                           const float *w, const float *b, int N, int Cl, int OC)
+{
+    const int Ns = N / tp_size(g);
+    linear_forward(partial, inp, w, NULL, N, Cl, OC);
+    tp_sp_scatter_forward(g, out, partial, Ns * OC);
+    if (b)
+        bias_forward(out, b, Ns, OC); /* once, on this rank's rows after the sum */
+}
+
+void row_linear_sp_backward(const tt_grid *g, float *dinp, float *dw, float *db, float *dfull,
+                            const float *dout, const float *inp, const float *w, int N, int Cl,
+                            int OC)
+{
+    tp_sp_scatter_backward(g, dfull, dout, N / tp_size(g) * OC);
+    /* The bias gradient from every row, as without sequence parallelism:
+     * the gathered gradient is already here, so no sum over TP is needed. */
+    if (db)
+        bias_backward(db, dfull, N, OC);
+    linear_backward(dinp, dw, NULL, dfull, inp, w, N, Cl, OC);
+}
+
+void column_linear_sp_backward(const tt_grid *g, float *dinp, float *dfull, float *dw, float *db,
+                               const float *dout, const float *inp, const float *w, int N, int C,
+                               int OCl)
+{
+    memset(dfull, 0, (size_t)N * C * sizeof(float));
+    linear_backward(dfull, dw, db, dout, inp, w, N, C, OCl);
+    tp_sp_gather_backward(g, dinp, dfull, N / tp_size(g) * C);
+}
+
+void vocab_embedding_sp_forward(const tt_grid *g, float *out, float *partial, const int *idx,
+                                const float *w, int N, int C, int v0, int Vl)
+{
+    embedding_forward(partial, idx, w, N, C, v0, Vl);
+    tp_sp_scatter_forward(g, out, partial, N / tp_size(g) * C);
 }
 
 void vocab_embedding_forward(const tt_grid *g, float *out, const int *idx, const float *w, int N,
@@ -211,4 +280,39 @@ void tp_expected_traffic(tt_comm_stats *add, long long tokens_per_step, long lon
         add->c[TT_GROUP_TP][TT_OP_REDUCE_SCATTER].calls += steps * M * L;
         add->c[TT_GROUP_TP][TT_OP_REDUCE_SCATTER].bytes += steps * 4 * L * n * 4 * C;
     }
+}
+
+void tp_sp_expected_traffic(tt_comm_stats *add, long long tokens_per_step, long long C,
+                            long long local_blocks, int first_stage, int last_stage,
+                            int recompute_full, long long micro_batches, long steps)
+{
+    const long long n = tokens_per_step, L = local_blocks, M = micro_batches;
+    /* Per micro-batch and block (forward.c, block_forward_sp and
+     * block_backward_sp), every buffer the full tokens x C floats:
+     * forward, ln1 and ln2 gathered in front of q/k/v and fc1, proj's and
+     * fc2's sums reduce-scattered; backward, the gradients of proj's and
+     * fc2's outputs gathered, fc1's and q/k/v's input gradients
+     * reduce-scattered, and ln2 and ln1 gathered again (the gathered inputs
+     * are not kept: Korthikanti et al.'s memory, at the price of these two
+     * all-gathers). The four LayerNorm tensors' gradients (4C floats) are
+     * all-reduced once per micro-batch. Full recomputation runs the forward's
+     * two gathers and two reduce-scatters again. */
+    long long ag = 6 * L, rs = 4 * L, ar = L, ar_floats = 4 * C * L * M;
+    if (recompute_full)
+        ag += 2 * L, rs += 2 * L;
+    /* The embedding's sum is a reduce-scatter, its backward an all-gather. */
+    if (first_stage)
+        ag += 1, rs += 1;
+    /* ln_f's output gathered for lm_head (and again in the backward),
+     * lm_head's input gradient reduce-scattered, the cross-entropy's three
+     * all-reduces of tokens floats, ln_f's 2C gradients all-reduced. */
+    long long ar_tok = 0;
+    if (last_stage)
+        ag += 2, rs += 1, ar += 3 + 1, ar_tok = 3 * n, ar_floats += 2 * C * M;
+    add->c[TT_GROUP_TP][TT_OP_ALLGATHER].calls += steps * M * ag;
+    add->c[TT_GROUP_TP][TT_OP_ALLGATHER].bytes += steps * 4 * ag * n * C;
+    add->c[TT_GROUP_TP][TT_OP_REDUCE_SCATTER].calls += steps * M * rs;
+    add->c[TT_GROUP_TP][TT_OP_REDUCE_SCATTER].bytes += steps * 4 * rs * n * C;
+    add->c[TT_GROUP_TP][TT_OP_ALLREDUCE].calls += steps * M * ar;
+    add->c[TT_GROUP_TP][TT_OP_ALLREDUCE].bytes += steps * 4 * (ar_tok + ar_floats);
 }

@@ -5,8 +5,7 @@
  *
  * Written for the planner; tests/test_plan.sh holds it against the clocks of
  * real runs (within 2%), so a kernel added to forward.c without a line here
- * shows up there. Sequence parallelism and recomputation are the planner's
- * (Korthikanti et al. 2022): the emulator does not run them yet. */
+ * shows up there, sequence parallelism and recomputation included. */
 #include "tt/model/cost.h"
 #include "tt/core/kcost.h"
 
@@ -71,17 +70,24 @@ static void block_bwd(acc *a, const tt_config *cfg, double B)
     const double tp = a->x->tp, T = cfg->T, C = cfg->C, N = B * T;
     const double Cl = C / tp, Hl = 4.0 * C / tp, NHl = cfg->NH / tp;
     const double Ns = a->x->sequence_parallel ? N / tp : N;
+    const int sp = a->x->sequence_parallel;
     k(a, tt_kcost_linear_bwd(N, Hl, C, 2));
     k(a, tt_kcost_gelu_bwd(N * Hl));
+    if (sp) /* fc1's input, gathered again (not kept) */
+        coll(a, TT_COLL_ALLGATHER, N * C);
     k(a, tt_kcost_linear_bwd(N, C, Hl, 2));
     tp_sum(a, N * C);
     k(a, tt_kcost_layernorm_bwd(Ns, C));
     k(a, tt_kcost_linear_bwd(N, Cl, C, 2));
     k(a, tt_kcost_attention_bwd(B, T, NHl, Cl));
+    if (sp) /* q, k and v's input, gathered again */
+        coll(a, TT_COLL_ALLGATHER, N * C);
     for (int i = 0; i < 3; i++)
         k(a, tt_kcost_linear_bwd(N, C, Cl, 2));
     tp_sum(a, N * C);
     k(a, tt_kcost_layernorm_bwd(Ns, C));
+    if (sp) /* the LayerNorms' gradients of this rank's tokens, summed */
+        coll(a, TT_COLL_ALLREDUCE, 4 * C);
 }
 
 tt_chunk_seconds tt_chunk_cost(const tt_config *cfg, const tt_cost_ctx *x, double B, int nb,
@@ -93,10 +99,16 @@ tt_chunk_seconds tt_chunk_cost(const tt_config *cfg, const tt_cost_ctx *x, doubl
     const double Vp = (double)((cfg->V + x->tp - 1) / x->tp) * x->tp, Vl = Vp / tp;
     acc f = {x, x->mixed ? cl->peak_flops : cl->peak_flops_fp32, x->mixed ? 2.0 : 4.0, 0, 0};
     acc b = f;
+    const int sp = x->sequence_parallel;
+    const double Ns = sp ? N / tp : N;
     if (embedding) {
         k(&f, tt_kcost_embedding_fwd(N, C));
-        coll(&f, TT_COLL_ALLREDUCE, N * C); /* vocab-parallel rows summed */
-        k(&f, tt_kcost_posemb_fwd(B, T, C));
+        /* vocab-parallel rows summed (sequence parallelism: reduce-scattered,
+         * and the backward gathers the gradient) */
+        coll(&f, sp ? TT_COLL_REDUCE_SCATTER : TT_COLL_ALLREDUCE, N * C);
+        if (sp)
+            coll(&b, TT_COLL_ALLGATHER, N * C);
+        k(&f, tt_kcost_posemb_fwd(Ns / T, T, C));
         k(&b, tt_kcost_posemb_bwd(B, T, C));
         k(&b, tt_kcost_embedding_bwd(N, C));
     }
@@ -114,7 +126,9 @@ tt_chunk_seconds tt_chunk_cost(const tt_config *cfg, const tt_cost_ctx *x, doubl
             k(&b, tt_kcost_attention_fwd(B, T, cfg->NH / tp, C / tp));
     }
     if (head) {
-        k(&f, tt_kcost_layernorm_fwd(N, C));
+        k(&f, tt_kcost_layernorm_fwd(Ns, C));
+        if (sp) /* ln_f's rows gathered for lm_head */
+            coll(&f, TT_COLL_ALLGATHER, N * C);
         k(&f, tt_kcost_linear_fwd(N, C, Vl));
         if (x->tp > 1) {
             /* vocab_crossentropy: the row maxima, the target logits and the
@@ -126,9 +140,13 @@ tt_chunk_seconds tt_chunk_cost(const tt_config *cfg, const tt_cost_ctx *x, doubl
             k(&f, tt_kcost_crossentropy_fwd(N, cfg->V, Vp));
             k(&b, tt_kcost_crossentropy_bwd(N, cfg->V, Vp));
         }
+        if (sp) /* lm_head's input, gathered again */
+            coll(&b, TT_COLL_ALLGATHER, N * C);
         k(&b, tt_kcost_linear_bwd(N, C, Vl, 2));
-        coll(&b, TT_COLL_ALLREDUCE, N * C);
-        k(&b, tt_kcost_layernorm_bwd(N, C));
+        coll(&b, sp ? TT_COLL_REDUCE_SCATTER : TT_COLL_ALLREDUCE, N * C);
+        k(&b, tt_kcost_layernorm_bwd(Ns, C));
+        if (sp) /* ln_f's gradients summed */
+            coll(&b, TT_COLL_ALLREDUCE, 2 * C);
     }
     /* A test cluster with fixed chunk costs charges those instead of FLOPs
      * (the collectives still cost their links). */

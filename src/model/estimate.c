@@ -29,6 +29,7 @@ static uint64_t add(uint64_t a, uint64_t b)
 /* Local widths of a TP rank, as build_table computes them. */
 typedef struct {
     uint64_t C, T, Vl, NHl, Cl, Hl, tp;
+    uint64_t sp; /* rows of the LayerNorm and residual regions are N / sp */
 } widths;
 
 static widths local_widths(const tt_config *cfg, const tt_shard_spec *sh)
@@ -41,6 +42,7 @@ static widths local_widths(const tt_config *cfg, const tt_shard_spec *sh)
     w.NHl = (uint64_t)cfg->NH / w.tp;
     w.Cl = w.NHl * (w.C / (uint64_t)(cfg->NH > 0 ? cfg->NH : 1));
     w.Hl = 4 * w.C / w.tp;
+    w.sp = sh->sp && w.tp > 1 ? w.tp : 1;
     return w;
 }
 
@@ -64,13 +66,15 @@ static uint64_t param_floats(const tt_config *cfg, const tt_shard_spec *sh)
 static void block_floats(const widths *w, const tt_shard_spec *sh, uint64_t B, uint64_t *kept,
                          uint64_t *rebuilt)
 {
-    const uint64_t N = mul(B, w->T), C = w->C;
-    uint64_t per = add(mul(N, add(4 * C, 4)), mul(N, add(mul(4, w->Cl), mul(2, w->Hl))));
+    const uint64_t N = mul(B, w->T), C = w->C, Ns = N / w->sp;
+    /* x_in, ln1, x_mid, ln2 and their means and rstds (the split region
+     * with sequence parallelism); q, k, v, atty, fc1, gelu */
+    uint64_t per = add(mul(Ns, add(4 * C, 4)), mul(N, add(mul(4, w->Cl), mul(2, w->Hl))));
     const uint64_t att = mul(mul(B, w->NHl), mul(w->T, w->T));
     per = add(per, att);
     if (sh->mlp_gather && w->tp > 1)
         per = add(per, mul(2, mul(w->tp, mul(N, w->Hl))));
-    *rebuilt = sh->recompute == TT_RECOMPUTE_FULL        ? per - mul(N, C)
+    *rebuilt = sh->recompute == TT_RECOMPUTE_FULL        ? per - mul(Ns, C)
                : sh->recompute == TT_RECOMPUTE_SELECTIVE ? att
                                                           : 0;
     *kept = per - *rebuilt;
@@ -80,12 +84,13 @@ static void block_floats(const widths *w, const tt_shard_spec *sh, uint64_t B, u
 static uint64_t slot_floats(const widths *w, const tt_shard_spec *sh, uint64_t B, uint64_t nb,
                             int head)
 {
-    const uint64_t N = mul(B, w->T), C = w->C;
+    const uint64_t N = mul(B, w->T), C = w->C, Ns = N / w->sp;
     uint64_t kept, rebuilt;
     block_floats(w, sh, B, &kept, &rebuilt);
-    uint64_t n = add(mul(nb, kept), mul(N, C));
+    uint64_t n = add(mul(nb, kept), mul(Ns, C));
+    /* ln_f's output, mean and rstd (split); the losses, logits and probs */
     if (head)
-        n = add(n, add(mul(N, add(C, 3)), mul(2, mul(N, w->Vl))));
+        n = add(n, add(add(mul(Ns, add(C, 2)), N), mul(2, mul(N, w->Vl))));
     /* The bytes and targets (ints, same size as a float). */
     return add(n, mul(2, N));
 }
@@ -113,6 +118,8 @@ void tt_shard_memory_of(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
     uint64_t err = mul(N, add(add(2 * w.C, wide), add(mul(4, w.Cl), w.Hl)));
     if (sh->mlp_gather && w.tp > 1)
         err = add(err, mul(2, mul(w.tp, mul(N, w.Hl))));
+    if (w.sp > 1) /* sp_full, sp_part, sp_lng */
+        err = add(err, add(add(mul(N, w.C), mul(N / w.sp, w.C)), 4 * w.C));
     out->scratch_bytes = mul(sizeof(float), add(err, mul(w.T, w.T)));
     uint64_t kept, rebuilt;
     block_floats(&w, sh, B, &kept, &rebuilt);

@@ -144,6 +144,11 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
         ERR_BUF(m->dfull2, (size_t)sh->tp_size * N * Hl);
     }
     ERR_BUF(m->datt_scratch, (size_t)cfg->T * cfg->T);
+    if (sh->sp && sh->tp_size > 1) {
+        ERR_BUF(m->sp_full, N * C);
+        ERR_BUF(m->sp_part, N / (size_t)sh->tp_size * C);
+        ERR_BUF(m->sp_lng, (size_t)4 * C);
+    }
 #undef ERR_BUF
     /* The errors (activation gradients) of one backward at a time. */
     m->err_bytes = floats * sizeof(float);
@@ -152,22 +157,23 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
     /* Recomputation: one block's worth of what the slots no longer keep,
      * shared by every slot and rebuilt in each block's backward. */
     tt_block_acts *w = &m->work;
+    const size_t Ns = tt_model_rows(m, Bmax); /* rows of the split region */
     floats = 0;
 #define WORK_BUF(ptr, n) (floats += (n), (ptr) = tt_fbuf(n))
     if (sh->recompute != TT_RECOMPUTE_NONE)
         WORK_BUF(w->att, (size_t)Bmax * m->NHl * cfg->T * cfg->T);
     if (sh->recompute == TT_RECOMPUTE_FULL) {
-        WORK_BUF(w->ln1, N * C);
-        WORK_BUF(w->ln1_mean, N);
-        WORK_BUF(w->ln1_rstd, N);
+        WORK_BUF(w->ln1, Ns * C);
+        WORK_BUF(w->ln1_mean, Ns);
+        WORK_BUF(w->ln1_rstd, Ns);
         WORK_BUF(w->q, N * Cl);
         WORK_BUF(w->k, N * Cl);
         WORK_BUF(w->v, N * Cl);
         WORK_BUF(w->atty, N * Cl);
-        WORK_BUF(w->x_mid, N * C);
-        WORK_BUF(w->ln2, N * C);
-        WORK_BUF(w->ln2_mean, N);
-        WORK_BUF(w->ln2_rstd, N);
+        WORK_BUF(w->x_mid, Ns * C);
+        WORK_BUF(w->ln2, Ns * C);
+        WORK_BUF(w->ln2_mean, Ns);
+        WORK_BUF(w->ln2_rstd, Ns);
         WORK_BUF(w->fc1, N * Hl);
         WORK_BUF(w->gelu, N * Hl);
         if (sh->mlp_gather && sh->tp_size > 1) {
@@ -186,7 +192,7 @@ void tt_model_free(tt_model *m)
 {
     tt_slots_free(m);
     float *bufs[] = {m->dres, m->dln, m->dtmp, m->dq, m->dk, m->dv, m->datty, m->dfc1, m->dfull,
-                     m->dfull2, m->datt_scratch};
+                     m->dfull2, m->datt_scratch, m->sp_full, m->sp_part, m->sp_lng};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     tt_block_acts *w = &m->work;
@@ -202,6 +208,12 @@ void tt_model_free(tt_model *m)
     free(m->blk);
     tt_params_free(&m->P);
     memset(m, 0, sizeof *m);
+}
+
+int tt_model_rows(const tt_model *m, int B)
+{
+    const int N = B * m->cfg.T;
+    return m->sh.sp && m->sh.tp_size > 1 ? N / m->sh.tp_size : N;
 }
 
 double tt_model_flops(const tt_config *cfg, int B)

@@ -15,6 +15,7 @@
 static tt_slot *slot_new(tt_model *m, int j)
 {
     const size_t N = (size_t)m->Bmax * m->cfg.T;
+    const size_t Ns = (size_t)tt_model_rows(m, m->Bmax); /* the split region's rows */
     const int C = m->cfg.C, T = m->cfg.T, Cl = m->Cl, Hl = m->Hl, nb = m->chunk_len[j];
     const size_t full = (size_t)m->sh.tp_size * N * Hl;
     const int gather = m->sh.mlp_gather && m->sh.tp_size > 1;
@@ -28,19 +29,19 @@ static tt_slot *slot_new(tt_model *m, int j)
 #define SHARED_BUF(ptr, shared, n) ((shared) ? (void)((ptr) = (shared)) : (void)SLOT_BUF(ptr, n))
     for (int l = 0; l < nb; l++) {
         tt_block_acts *a = &s->acts[l];
-        SLOT_BUF(a->x_in, N * C);
-        SHARED_BUF(a->ln1, w->ln1, N * C);
-        SHARED_BUF(a->ln1_mean, w->ln1_mean, N);
-        SHARED_BUF(a->ln1_rstd, w->ln1_rstd, N);
+        SLOT_BUF(a->x_in, Ns * C);
+        SHARED_BUF(a->ln1, w->ln1, Ns * C);
+        SHARED_BUF(a->ln1_mean, w->ln1_mean, Ns);
+        SHARED_BUF(a->ln1_rstd, w->ln1_rstd, Ns);
         SHARED_BUF(a->q, w->q, N * Cl);
         SHARED_BUF(a->k, w->k, N * Cl);
         SHARED_BUF(a->v, w->v, N * Cl);
         SHARED_BUF(a->att, w->att, (size_t)m->Bmax * m->NHl * T * T);
         SHARED_BUF(a->atty, w->atty, N * Cl);
-        SHARED_BUF(a->x_mid, w->x_mid, N * C);
-        SHARED_BUF(a->ln2, w->ln2, N * C);
-        SHARED_BUF(a->ln2_mean, w->ln2_mean, N);
-        SHARED_BUF(a->ln2_rstd, w->ln2_rstd, N);
+        SHARED_BUF(a->x_mid, w->x_mid, Ns * C);
+        SHARED_BUF(a->ln2, w->ln2, Ns * C);
+        SHARED_BUF(a->ln2_mean, w->ln2_mean, Ns);
+        SHARED_BUF(a->ln2_rstd, w->ln2_rstd, Ns);
         SHARED_BUF(a->fc1, w->fc1, N * Hl);
         SHARED_BUF(a->gelu, w->gelu, N * Hl);
         if (gather) {
@@ -48,11 +49,11 @@ static tt_slot *slot_new(tt_model *m, int j)
             SHARED_BUF(a->gelu_full, w->gelu_full, full);
         }
     }
-    SLOT_BUF(s->x_out, N * C);
+    SLOT_BUF(s->x_out, Ns * C);
     if (tt_has_head(m, j)) {
-        SLOT_BUF(s->lnf, N * C);
-        SLOT_BUF(s->lnf_mean, N);
-        SLOT_BUF(s->lnf_rstd, N);
+        SLOT_BUF(s->lnf, Ns * C);
+        SLOT_BUF(s->lnf_mean, Ns);
+        SLOT_BUF(s->lnf_rstd, Ns);
         SLOT_BUF(s->logits, N * m->Vl);
         SLOT_BUF(s->probs, N * m->Vl);
         SLOT_BUF(s->losses, N);

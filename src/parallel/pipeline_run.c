@@ -31,7 +31,7 @@
 static void allocate_for_list(tt_pipe *pipe)
 {
     const tt_run_config *rc = pipe->rc;
-    const size_t n = (size_t)pipe->mbs * rc->model.T * rc->model.C;
+    const size_t n = (size_t)tt_model_rows(pipe->m, pipe->mbs) * rc->model.C;
     int peak[TT_MAX_CHUNKS] = {0}, nbuf;
     tt_schedule_buffers(&pipe->list, pipe->p, pipe->v, peak, &nbuf);
     (void)nbuf; /* counted again below, buffer by buffer */
@@ -204,7 +204,9 @@ static void run_action(tt_pipe *pipe, int i, step_state *st)
 double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss)
 {
     const int T = pipe->rc->model.T, C = pipe->rc->model.C, mbs = pipe->mbs;
-    step_state st = {.c = c, .step = step, .dloss = dloss, .n = (size_t)mbs * T * C};
+    /* With sequence parallelism a stage sends its rows of the residual
+     * stream only: the next stage's TP rank of equal index holds the same. */
+    step_state st = {.c = c, .step = step, .dloss = dloss, .n = (size_t)tt_model_rows(pipe->m, mbs) * C};
     st.in = tt_malloc((size_t)mbs * T * sizeof(int));
     st.tg = tt_malloc((size_t)mbs * T * sizeof(int));
     /* Times on the clock figures use (tt/core/vclock.h): virtual unless
@@ -256,7 +258,27 @@ double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss)
 double tt_pipe_forward(tt_pipe *pipe, const int *idx, const int *targets, int B)
 {
     tt_model *m = pipe->m;
-    const size_t n = (size_t)B * pipe->rc->model.T * pipe->rc->model.C;
+    const int T = pipe->rc->model.T, Breal = B;
+    int *pad = NULL;
+    if (m->sh.sp) {
+        /* Sequence parallelism splits the tokens over the TP group: an eval
+         * or generation batch whose tokens do not divide is padded with
+         * sequences of byte 0 (a micro-batch's size always divides, so Bmax
+         * bounds the padding). Attention stays within each sequence, so the
+         * padding changes nothing the real sequences compute; the loss is
+         * taken over the real tokens below. */
+        while ((B * T) % m->sh.tp_size)
+            B++;
+        if (B != Breal) {
+            pad = tt_calloc((size_t)2 * B * T, sizeof(int));
+            memcpy(pad, idx, (size_t)Breal * T * sizeof(int));
+            if (targets)
+                memcpy(pad + (size_t)B * T, targets, (size_t)Breal * T * sizeof(int));
+            idx = pad;
+            targets = targets ? pad + (size_t)B * T : NULL;
+        }
+    }
+    const size_t n = (size_t)tt_model_rows(m, B) * pipe->rc->model.C;
     double loss = 0.0;
     tt_slot *slots[TT_MAX_CHUNKS] = {0};
     /* Every chunk in order; a rank takes part in the chunks it holds. The
@@ -276,7 +298,14 @@ double tt_pipe_forward(tt_pipe *pipe, const int *idx, const int *targets, int B)
                     tag_of(pipe, DIR_ACT, k + 1, 0));
         else
             loss = l, m->logits = s->logits;
+        if (k == pipe->K - 1 && targets && B != Breal) {
+            double sum = 0.0; /* the real sequences' mean, as tt_chunk_forward's */
+            for (int t = 0; t < Breal * T; t++)
+                sum += s->losses[t];
+            loss = sum / (Breal * T);
+        }
     }
+    free(pad);
     for (int j = 0; j < pipe->v; j++)
         tt_slot_release(m, slots[j]);
     return loss;
@@ -294,7 +323,9 @@ void tt_pipe_expected_traffic(tt_comm_stats *add, const tt_run_config *rc, const
     const int p = g->pp, v = rc->virtual_stages, K = p * v;
     const long long M = rc->micro_batches;
     const long long mbs = tt_micro_batch_size(rc, g->dp);
-    const long long msg = 4 * mbs * rc->model.T * rc->model.C;
+    /* with sequence parallelism each TP rank sends its 1/tp of the rows */
+    const long long sp = rc->sequence_parallel && g->tp > 1 ? g->tp : 1;
+    const long long msg = 4 * mbs * rc->model.T * rc->model.C / sp;
     long long sends = 0, recvs = 0;
     for (int j = 0; j < v; j++) {
         int k = j * p + g->pp_rank;

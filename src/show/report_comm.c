@@ -19,7 +19,12 @@ void tt_comm_expected(tt_comm_stats *exp, const tt_run_config *rc, const tt_grid
     memset(exp, 0, sizeof *exp);
     /* A group of one GPU communicates nothing, so only the parallelisms
      * actually in use are asked. */
-    if (g->tp > 1) {
+    if (g->tp > 1 && m->sh.sp) {
+        const long long tokens = (long long)(rc->batch / g->dp) * rc->model.T;
+        tp_sp_expected_traffic(exp, tokens, rc->model.C, m->nl, m->sh.first_stage,
+                               m->sh.last_stage, rc->recompute == TT_RECOMPUTE_FULL,
+                               rc->micro_batches, steps);
+    } else if (g->tp > 1) {
         const long long tokens = (long long)(rc->batch / g->dp) * rc->model.T;
         tp_expected_traffic(exp, tokens, rc->model.C, m->nl, m->sh.first_stage,
                             m->sh.last_stage, rc->tp_mlp_gather,

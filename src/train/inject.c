@@ -42,6 +42,11 @@ static const fault_row rows[] = {
      "uses what the last recomputed (or forwarded) block left in the shared activations: "
      "the gradients of block 0 and everything before it are wrong; needs 2 or more blocks "
      "on a GPU, no effect with --recompute none"},
+    {TT_FAULT_SP_NO_LN_ALLREDUCE, "sp-no-ln-allreduce",
+     "model/forward.c, sp_ln_grads_done",
+     "with --sequence-parallel, the LayerNorms' weight and bias gradients are not summed "
+     "over the TP group: each rank steps its copy by the gradient of its own tokens only, "
+     "so the copies drift apart and differ from the single-GPU model"},
 };
 enum { NROWS = sizeof rows / sizeof rows[0] };
 

@@ -51,6 +51,29 @@ void tp_scatter_forward(const tt_grid *g, float *part /* n */, const float *full
 void tp_scatter_backward(const tt_grid *g, float *dfull /* tp*n */, const float *dpart /* n */,
                          int n);
 
+/* Sequence parallelism (Korthikanti et al. 2022): between the TP regions
+ * each rank keeps only its N/tp rows (tokens) of the residual stream, so the
+ * copy in front of a column-parallel layer becomes sp_gather and the reduce
+ * after a row-parallel layer becomes sp_scatter:
+ *
+ *   sp_gather   forward all-gather of the rows   backward reduce-scatter
+ *   sp_scatter  forward reduce-scatter (sum,     backward all-gather
+ *               keep my rows)
+ *
+ * In ring bytes an all-gather plus a reduce-scatter move what one all-reduce
+ * of the full buffer moves. n is this rank's part, the full buffer tp*n. */
+void tp_sp_gather_forward(const tt_grid *g, float *full /* tp*n */, const float *part /* n */,
+                          int n);
+void tp_sp_gather_backward(const tt_grid *g, float *dpart /* n */, const float *dfull /* tp*n */,
+                           int n);
+void tp_sp_scatter_forward(const tt_grid *g, float *part /* n */, const float *full /* tp*n */,
+                           int n);
+void tp_sp_scatter_backward(const tt_grid *g, float *dfull /* tp*n */, const float *dpart /* n */,
+                            int n);
+/* The gradients of parameters that saw only this rank's rows (the
+ * LayerNorms' weights and biases), summed in place over the TP group. */
+void tp_sp_param_grads(const tt_grid *g, float *grads, int n);
+
 /* Column-parallel linear: out = inp W_l^T + b_l, with the copy operator in
  * front (the backward all-reduces dinp, which is overwritten, not added to). */
 void column_linear_forward(const tt_grid *g, float *out /* N,OCl */, const float *inp /* N,C */,
@@ -70,6 +93,29 @@ void row_linear_forward(const tt_grid *g, float *out /* N,OC */, const float *in
 void row_linear_backward(const tt_grid *g, float *dinp /* N,Cl */, float *dw /* OC,Cl */, float *db /* OC */,
                          const float *dout /* N,OC */, const float *inp /* N,Cl */,
                          const float *w /* OC,Cl */, int N, int Cl, int OC);
+
+/* The same layers with sequence parallelism, N the micro-batch's rows and
+ * N/tp this rank's: row-parallel, out (N/tp rows) = sp_scatter of the partial
+ * sums (in `partial`, N,OC scratch) plus b; backward, dout (N/tp rows) is
+ * gathered into dfull (N,OC scratch) and db taken from all N rows.
+ * Column-parallel backward: dinp (N/tp rows, overwritten) = sp_gather's
+ * backward of the full input gradient, built in dfull (N,C scratch); the
+ * forward is the plain linear on the gathered input. */
+void row_linear_sp_forward(const tt_grid *g, float *out /* N/tp,OC */, float *partial /* N,OC */,
+                           const float *inp /* N,Cl */, const float *w, const float *b, int N,
+                           int Cl, int OC);
+void row_linear_sp_backward(const tt_grid *g, float *dinp /* N,Cl */, float *dw, float *db,
+                            float *dfull /* N,OC */, const float *dout /* N/tp,OC */,
+                            const float *inp /* N,Cl */, const float *w, int N, int Cl, int OC);
+void column_linear_sp_backward(const tt_grid *g, float *dinp /* N/tp,C */,
+                               float *dfull /* N,C */, float *dw, float *db,
+                               const float *dout /* N,OCl */, const float *inp /* N,C */,
+                               const float *w, int N, int C, int OCl);
+/* The embedding with sequence parallelism: partial lookups (N,C scratch)
+ * reduce-scattered, so each rank gets its N/tp rows complete. */
+void vocab_embedding_sp_forward(const tt_grid *g, float *out /* N/tp,C */,
+                                float *partial /* N,C */, const int *idx /* N */,
+                                const float *w /* Vl,C */, int N, int C, int v0, int Vl);
 
 /* Vocabulary-parallel embedding: this rank owns rows [v0, v0+Vl); lookups
  * outside give zero and one all-reduce completes every row. The backward is
@@ -101,5 +147,12 @@ void vocab_crossentropy_backward(float *dlogits /* N,Vl */, const float *probs /
 void tp_expected_traffic(tt_comm_stats *add, long long tokens_per_step, long long C,
                          long long local_blocks, int first_stage, int last_stage, int mlp_gather,
                          int recompute_full, long long micro_batches, long steps);
+
+/* The same with sequence parallelism (--tp-mlp gather is refused with it):
+ * all-gathers and reduce-scatters instead of the all-reduces, and small
+ * all-reduces of the LayerNorm gradients. */
+void tp_sp_expected_traffic(tt_comm_stats *add, long long tokens_per_step, long long C,
+                            long long local_blocks, int first_stage, int last_stage,
+                            int recompute_full, long long micro_batches, long steps);
 
 #endif

@@ -35,6 +35,8 @@ typedef struct {
     int first_stage, last_stage;
     int mlp_gather;             /* --tp-mlp gather: all-gather fc1's output */
     int recompute;              /* TT_RECOMPUTE_* (tt/core/config.h) */
+    int sp;                     /* --sequence-parallel (with tp_size > 1): the
+                                   LayerNorm and residual regions keep N/tp rows */
     int nchunks;                /* 0 or 1: one chunk; else the ranges below */
     int zero_stage, dp_size, dp_rank; /* --zero: the table is partitioned over the DP
                                  group (tt_params_set_zero); 0: not */
@@ -51,7 +53,10 @@ typedef struct {
 } tt_block_idx;
 
 /* Activations of one block for one micro-batch (N = B*T rows), kept for the
- * backward pass. Cl = local attention width, Hl = local MLP width. */
+ * backward pass. Cl = local attention width, Hl = local MLP width. With
+ * sequence parallelism x_in, ln1, x_mid, ln2 and their means and rstds hold
+ * only this TP rank's N/tp rows (Ns); the gathered LayerNorm outputs the
+ * linears read are not kept but gathered again in the backward. */
 typedef struct {
     float *x_in;          /* N,C   block input (residual stream) */
     float *ln1;           /* N,C */
@@ -113,6 +118,10 @@ typedef struct {
     float *dfc1;           /* B,T,Hl */
     float *dfull, *dfull2; /* tp,B,T,Hl  (--tp-mlp gather only) */
     float *datt_scratch;   /* T,T */
+    /* sequence parallelism only (NULL otherwise): */
+    float *sp_full;        /* B,T,C     a gathered LayerNorm output or gradient */
+    float *sp_part;        /* B,T/tp,C  a reduce-scattered gradient or sum */
+    float *sp_lng;         /* 4C        LayerNorm gradients of this rank's rows */
     size_t err_bytes;      /* the scratch above, in the memory account */
     /* Called as the backward finishes the gradients of a unit (ZeRO's
      * units: the head, a block, the embeddings), with a tensor of it;
@@ -139,6 +148,10 @@ void tt_model_free(tt_model *m);
 void tt_model_shard_table(tt_params *P, const tt_config *cfg, const tt_shard_spec *sh);
 /* The shard spec of the whole model on one virtual GPU. */
 tt_shard_spec tt_shard_whole(const tt_config *cfg);
+
+/* Rows of the residual stream a micro-batch of B sequences keeps on this
+ * GPU: B*T, or B*T/tp with sequence parallelism (what the pipeline sends). */
+int tt_model_rows(const tt_model *m, int B);
 
 /* A free activation slot for local chunk j and a micro-batch of B sequences
  * (allocated the first time the pool runs dry). */
