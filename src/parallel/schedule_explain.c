@@ -110,8 +110,9 @@ static void wrap_start(wrap *w, FILE *out, const char *head, int indent)
 
 static void wrap_item(wrap *w, const char *sep, const char *text)
 {
-    int len = (int)strlen(text), slen = w->items ? (int)strlen(sep) : 0;
-    if (w->items && w->col + slen + 1 + len > EXPLAIN_WIDTH) {
+    /* Room is kept for one more separator: a line that wraps ends with it. */
+    int len = (int)strlen(text), slen = (int)strlen(sep);
+    if (w->items && w->col + 2 * slen + 1 + len > EXPLAIN_WIDTH) {
         fprintf(w->out, "%s\n%*s", sep[0] == ' ' ? "" : sep, w->indent, "");
         w->col = w->indent;
     } else {

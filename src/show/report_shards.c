@@ -21,7 +21,9 @@ static int shard_line(char *buf, size_t n, const tt_tensor *t, int namew)
         snprintf(shape, sizeof shape, "[%d,%d]", t->gshape[0], t->gshape[1]);
     else
         snprintf(shape, sizeof shape, "[%d]", t->gshape[0]);
-    if (t->split == TT_SPLIT_NONE) {
+    const int dim = t->split == TT_SPLIT_COLS ? 1 : 0;
+    if (t->split == TT_SPLIT_NONE ||
+        (t->offset == 0 && t->lshape[dim] == t->gshape[dim])) { /* tp 1: all of it */
         snprintf(slice, sizeof slice, "whole");
     } else if (t->split == TT_SPLIT_COLS) {
         snprintf(slice, sizeof slice, "cols %d:%d", t->offset, t->offset + t->lshape[1]);
