@@ -28,6 +28,20 @@ else
     ! grep -q "$(printf '\r')" "$work/out" && ok "no updating line when the output is not a terminal" || not_ok "carriage return in a file"
 fi
 
+# On a terminal, without mpirun (whose ranks always write into a pseudo-
+# terminal, so it cannot tell), every step is drawn over the one before (\r)
+# and the same ten or so lines as above stay: 30 steps, one line every 3.
+if command -v script >/dev/null 2>&1; then
+    script -qc "\"$TT_BIN\" --layers 1 --dim 32 --heads 2 --seq 16 --batch 4 --steps 30 --sample-len 0 --eval-every 0" /dev/null > "$work/tty" 2>&1
+    drawn=$(tr '\r' '\n' < "$work/tty" | grep -c '^step ')
+    kept=$(sed 's/\r$//' "$work/tty" | awk -F'\r' '{ print $NF }' | sed -n 's/^step *\([0-9]*\)\/30 .*/\1/p' | tr '\n' ' ')
+    if [ "$drawn" -eq 30 ] && [ "$kept" = "0 2 5 8 11 14 17 20 23 26 29 " ]; then
+        ok "terminal: all 30 steps drawn on one updating line, steps $kept kept"
+    else
+        not_ok "terminal: $drawn steps drawn, kept '$kept'"
+    fi
+fi
+
 # --data: a file of repeated text is learned quickly.
 i=0
 while [ $i -lt 300 ]; do printf 'abcdefghij'; i=$((i + 1)); done > "$work/abc.txt"

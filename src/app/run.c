@@ -45,10 +45,11 @@ static void run_progress_end(tt_run *r)
  * output is a terminal or a file, so under mpirun isatty says nothing about
  * where the lines end up: an updating line would leave \r and escape codes in
  * a captured log. Its launcher's variables tell; a single process started
- * without it (a singleton) has none. */
+ * without it (a singleton) has none (PMIX_RANK does not tell: Open MPI sets
+ * it inside a singleton too, at MPI_Init). */
 static int launched_by_mpirun(void)
 {
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_RANK"); /* Open MPI's, MPICH's */
 }
 
 /* How many step lines a run prints: every one under --verbose; otherwise
