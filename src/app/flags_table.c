@@ -167,7 +167,9 @@ const tt_flag tt_flags[] = {
      .help = "blocks per stage (per chunk, in model order, when\n"
              "interleaved); default: balanced by compute"},
     {SWITCH("--explain", explain, 1), IN(LAYOUT),
-     .help = "narrate one training step, time step by time step"},
+     .help = "one training step as an ASCII Gantt chart (F3, B3:\n"
+             "micro-batch 3's forward, backward), then narrated\n"
+             "time step by time step"},
     {STRING("--trace", trace), .metavar = "FILE.json", IN(LAYOUT),
      .help = "Chrome trace of the last two steps (open it in\n"
              "ui.perfetto.dev): one track per virtual GPU"},
