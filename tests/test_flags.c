@@ -373,7 +373,7 @@ START_TEST(bad_values_refused)
                  NULL);
     expect_error("--tp-mlp expects megatron or gather, got 'scatter'", "--tp-mlp", "scatter",
                  NULL);
-    expect_error("--report expects comm, memory or comm,memory, got 'comm,disk'", "--report",
+    expect_error("--report expects comm, memory, shards or comm,memory,shards, got 'comm,disk'", "--report",
                  "comm,disk", NULL);
     expect_error("--schedule expects naive, gpipe, 1f1b or interleaved, got 'zigzag'",
                  "--schedule", "zigzag", NULL);

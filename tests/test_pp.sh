@@ -34,12 +34,16 @@ tt 2 $cfg --pp 2 --micro-batches 4 --schedule 1f1b
 held=$(awk '$1 ~ /^gpu[01]\(/ && $2 ~ /%$/ { print $5 }' "$work/out" | tr '\n' ' ')
 [ "$held" = "2 1 " ] && ok "1F1B peak held per stage: $held" || not_ok "1F1B peak held: '$held'"
 
-# --explain narrates the step: 4 stages, 4 micro-batches of GPipe take
-# (m + p - 1) x 2 = 14 unit time steps.
+# --explain narrates the step on the papers' grid: 4 stages, 4 micro-batches
+# of GPipe take (m + p - 1) x (1 + 2) = 21 time steps (a backward fills two);
+# its chart has a row per stage, and no line is wider than 100 characters.
 tt 4 $cfg --pp 4 --micro-batches 4 --schedule gpipe --explain
-if grep -q "^Time step 14" "$work/out" && ! grep -q "^Time step 15" "$work/out" &&
-    grep -q "active GPUs 25%" "$work/out" && grep -q "forward mb3" "$work/out"; then
-    ok "--explain: 14 time steps, 25% active at the ends"
+if grep -q "^Time step 21" "$work/out" && ! grep -q "^Time step 22" "$work/out" &&
+    grep -q "active GPUs 25%" "$work/out" && grep -q "forward of micro-batch 3 on chunk 0" "$work/out" &&
+    grep -qx "g3    .  .  . F0 F1 F2 F3 B3 B3 B2 B2 B1 B1 B0 B0  .  .  .  .  .  ." "$work/out" &&
+    grep -qx "GPUs, stage 0 first: g0 = gpu0(dp0,pp0,tp0), g1 = gpu1(dp0,pp1,tp0), g2 = gpu2(dp0,pp2,tp0)," "$work/out" &&
+    [ "$(awk '/^one training step/ { on = 1 } /^trained steps/ { on = 0 } on && length > 100' "$work/out" | wc -l)" -eq 0 ]; then
+    ok "--explain: 21 time steps, 25% active at the ends, the chart, lines within 100 characters"
 else
     not_ok "--explain output"
 fi

@@ -180,7 +180,7 @@ san_case() {
 }
 san_case "1 rank, saving" 1 --steps 3 --save "$work/a.st"
 san_case "tp 2 x pp 2, resumed, --validate" 4 --tp 2 --pp 2 --steps 5 --resume "$work/a.st" --validate
-san_case "dp 2, --report comm,memory" 2 --dp 2 --steps 3 --report comm,memory
+san_case "dp 2, --report comm,memory,shards" 2 --dp 2 --steps 3 --report comm,memory,shards
 san_case "interleaved pp 2 x dp 2, --trace, --timeline, --log, --save" 4 --pp 2 --dp 2 \
     --schedule interleaved --virtual-stages 2 --steps 3 --trace "$work/t.json" \
     --timeline "$work/t.svg" --log "$work/t.csv" --save "$work/b.st"

@@ -102,7 +102,8 @@ static const tt_flag_word clock_words[] = {
 static const tt_flag_word precision_words[] = {
     {"fp32", AT(precision_mixed), 0}, {"mixed", AT(precision_mixed), 1}, {NULL, 0, 0}};
 static const tt_flag_word report_words[] = {
-    {"comm", AT(report_comm), 1}, {"memory", AT(report_memory), 1}, {NULL, 0, 0}};
+    {"comm", AT(report_comm), 1}, {"memory", AT(report_memory), 1},
+    {"shards", AT(report_shards), 1}, {NULL, 0, 0}};
 
 /* ---- the table ------------------------------------------------------------ */
 
@@ -167,7 +168,9 @@ const tt_flag tt_flags[] = {
      .help = "blocks per stage (per chunk, in model order, when\n"
              "interleaved); default: balanced by compute"},
     {SWITCH("--explain", explain, 1), IN(LAYOUT),
-     .help = "narrate one training step, time step by time step"},
+     .help = "one training step as an ASCII Gantt chart (F3, B3:\n"
+             "micro-batch 3's forward, backward), then narrated\n"
+             "time step by time step"},
     {STRING("--trace", trace), .metavar = "FILE.json", IN(LAYOUT),
      .help = "Chrome trace of the last two steps (open it in\n"
              "ui.perfetto.dev): one track per virtual GPU"},
@@ -263,12 +266,18 @@ const tt_flag tt_flags[] = {
      * already takes long on a CPU, more would look like a hang. */
     {INT("--sample-len", sample_len, 0, 65536), .metavar = "N", IN(OUTPUT),
      .help = "bytes to generate at the end; 0 = none (default %D)"},
-    {SWITCH("--quiet", quiet, 1), IN(OUTPUT), .help = "no per-step lines"},
-    {.name = "--report", .kind = TT_FLAG_LIST, .words = report_words, .metavar = "comm,memory",
-     IN(OUTPUT),
+    {SWITCH("--quiet", quiet, 1), IN(OUTPUT), .help = "no step lines"},
+    {SWITCH("--verbose", verbose, 1), IN(OUTPUT),
+     .help = "a line for every step; without it about ten lines a\n"
+             "run (the first, the last, every tenth of the run and\n"
+             "each eval; without mpirun, on a terminal, the others\n"
+             "on one updating line)"},
+    {.name = "--report", .kind = TT_FLAG_LIST, .words = report_words,
+     .metavar = "comm,memory,shards", IN(OUTPUT),
      .help = "the communication table of every GPU (with more than\n"
-             "one GPU, rank 0's table is printed anyway) and the\n"
-             "memory of every GPU by category"},
+             "one GPU, rank 0's table is printed anyway), the\n"
+             "memory of every GPU by category, and the tensors\n"
+             "every GPU holds (global shape and its slice)"},
     {DOUBLE("--watchdog", watchdog, 0.0, 1e9), .metavar = "SECONDS", IN(OUTPUT),
      .help = "a GPU blocked in one communication this long prints\n"
              "what it waits for (operation, group, peer, tag, step,\n"

@@ -14,6 +14,8 @@
  * ranks before anyone acts on it, and every rank returns the same status. */
 #include "app/run_internal.h"
 
+#include <unistd.h> /* isatty */
+
 /* Model FLOPs utilisation of the modelled cluster: the model's FLOPs of a
  * step (tt_model_flops: Narayanan et al.'s count) over what the step's GPUs
  * could do at FP32 peak in that (virtual) time. NAN under --clock wall. */
@@ -28,6 +30,45 @@ static double run_mfu(const tt_run *r, double seconds)
     return flops / (seconds * r->g->world_size * c->peak_flops_fp32);
 }
 
+/* Ends the terminal's updating step line, if one is on the screen, so that
+ * what follows starts on a line of its own. */
+static void run_progress_end(tt_run *r)
+{
+    if (r->pending) {
+        SAY("\n");
+        fflush(stdout);
+        r->pending = 0;
+    }
+}
+
+/* mpirun hands its ranks a pseudo-terminal for their output whether its own
+ * output is a terminal or a file, so under mpirun isatty says nothing about
+ * where the lines end up: an updating line would leave \r and escape codes in
+ * a captured log. Its launcher's variables tell; a single process started
+ * without it (a singleton) has none (PMIX_RANK does not tell: Open MPI sets
+ * it inside a singleton too, at MPI_Init). */
+static int launched_by_mpirun(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_RANK"); /* Open MPI's, MPICH's */
+}
+
+/* How many step lines a run prints: every one under --verbose; otherwise
+ * about ten (the first, the last, every tenth of the run, each eval), so the
+ * tables after training are not pushed off the screen by 200 lines; on a
+ * terminal the other steps still show, one over the other, on one updating
+ * line. --log keeps every step in its CSV either way. */
+static void run_progress_begin(tt_run *r)
+{
+    const long n = r->end - r->step0;
+    r->show_every = r->rc.verbose || n <= 10 ? 1 : (n + 9) / 10;
+    r->tty = !r->rc.verbose && !r->rc.quiet && r->g->world_rank == 0 && isatty(STDOUT_FILENO) &&
+             !launched_by_mpirun();
+    r->pending = 0;
+    if (r->show_every > 1 && !r->rc.quiet)
+        SAY("a step line every %ld steps (--verbose: every step; --log FILE: every step in a "
+            "CSV)\n", r->show_every);
+}
+
 /* The per-step line and the CSV row: time, tokens/s and MFU on the clock
  * figures use (virtual by default), and the wall clock beside them. */
 static void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
@@ -35,20 +76,31 @@ static void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
     const tt_run_config *rc = &r->rc;
     double tok_s = (double)rc->batch * rc->model.T / st->seconds;
     double mfu = run_mfu(r, st->seconds);
-    if (!rc->quiet) {
-        SAY("step %5ld/%ld | loss %.4f | lr %.3e | grad norm %.4f | ", s, rc->steps, st->loss,
-            st->lr, st->grad_norm);
+    const int shown = s == r->step0 || s == r->end - 1 || !isnan(ev) ||
+                      (s - r->step0 + 1) % r->show_every == 0;
+    if (!rc->quiet && r->g->world_rank == 0 && (shown || r->tty)) {
+        char line[256];
+        size_t n = 0;
+        n += (size_t)snprintf(line + n, sizeof line - n,
+                              "step %5ld/%ld | loss %.4f | lr %.3e | grad norm %.4f | ", s,
+                              rc->steps, st->loss, st->lr, st->grad_norm);
         if (tt_vclock_mode() == TT_CLOCK_WALL)
-            SAY("%7.1f ms wall | %8.0f tok/s wall", st->seconds * 1e3, tok_s);
+            n += (size_t)snprintf(line + n, sizeof line - n, "%7.1f ms wall | %8.0f tok/s wall",
+                                  st->seconds * 1e3, tok_s);
         else if (isnan(mfu))
-            SAY("%7.2f ms | %8.0f tok/s | wall %6.1f ms", st->seconds * 1e3, tok_s,
-                st->wall_seconds * 1e3);
+            n += (size_t)snprintf(line + n, sizeof line - n, "%7.2f ms | %8.0f tok/s | wall %6.1f ms",
+                                  st->seconds * 1e3, tok_s, st->wall_seconds * 1e3);
         else
-            SAY("%7.2f ms | %8.0f tok/s | MFU %4.1f%% | wall %6.1f ms", st->seconds * 1e3,
-                tok_s, 100 * mfu, st->wall_seconds * 1e3);
-        if (!isnan(ev))
-            SAY(" | eval %.4f", ev);
-        SAY("\n");
+            n += (size_t)snprintf(line + n, sizeof line - n,
+                                  "%7.2f ms | %8.0f tok/s | MFU %4.1f%% | wall %6.1f ms",
+                                  st->seconds * 1e3, tok_s, 100 * mfu, st->wall_seconds * 1e3);
+        if (!isnan(ev) && n < sizeof line)
+            snprintf(line + n, sizeof line - n, " | eval %.4f", ev);
+        if (r->tty) /* over the previous line; \033[K clears what it leaves */
+            printf("\r%s\033[K%s", line, shown ? "\n" : "");
+        else
+            printf("%s\n", line);
+        r->pending = r->tty && !shown;
         fflush(stdout);
     }
     if (rc->plot && r->g->world_rank == 0)
@@ -83,6 +135,7 @@ static int run_one_step(tt_run *r, long s)
     tt_comm_accumulate(&r->traffic, &before, tt_comm_stats_get());
     tt_bubble_add(&r->bubbles, &r->pipe);
     if (!isfinite(st.loss)) {
+        run_progress_end(r);
         if (g->world_rank == 0)
             fprintf(stderr, "tiny_transformer: loss became %g at step %ld (try a lower --lr)\n",
                     st.loss, s);
@@ -98,6 +151,7 @@ static int run_one_step(tt_run *r, long s)
     run_log_step(r, s, &st, ev);
     if (rc->save_every && (s + 1) % rc->save_every == 0 && s + 1 < r->end) {
         tt_err e;
+        run_progress_end(r);
         if (tt_run_save(rc, &r->model, g, s + 1, rc->save, &e)) /* agreed by every rank */
             return fail_with(r, &e, TT_EXIT_RUNTIME);
         SAY("saved checkpoint '%s' at step %ld\n", rc->save, s + 1);
@@ -115,13 +169,17 @@ static int run_steps(tt_run *r)
     if (traced && r->end - 3 > r->step0)
         r->spot_last = r->end - 3;
     double t_start = tt_now();
+    run_progress_begin(r);
     for (long s = r->step0; s < r->end; s++) {
         if (traced && s == (r->end - 2 > r->step0 ? r->end - 2 : r->step0))
             tt_trace_begin(r->g);
         int status = run_one_step(r, s);
-        if (status)
+        if (status) {
+            run_progress_end(r);
             return status;
+        }
     }
+    run_progress_end(r);
     r->seconds = tt_now() - t_start;
     /* Written after the checkpoint (run_end); gathered now, so the save's
      * communication is not in the picture. */
@@ -176,6 +234,8 @@ static int run_reports(tt_run *r)
     }
     if (rc->report_memory)
         tt_report_memory(stdout, g);
+    if (rc->report_shards)
+        tt_report_shards(stdout, g, &r->model);
     if ((g->world_size > 1 || rc->report_comm) &&
         !tt_report_comm(g->world_rank == 0 ? stdout : NULL, rc, g, &r->model, &r->traffic,
                         r->end - r->step0, rc->report_comm))

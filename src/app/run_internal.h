@@ -43,6 +43,9 @@ typedef struct {
     int have_corpus, have_model, have_pipe, have_val;
     int spot;                  /* spot-check steps step0 and spot_last */
     long spot_last;
+    long show_every;           /* a step line every this many steps (1: all) */
+    int tty;                   /* stdout is a terminal: one updating line */
+    int pending;               /* that line is on the screen, not yet ended */
     FILE *log;                 /* --log, rank 0 */
     tt_plot_series curve;      /* --plot: this run's losses, rank 0 */
     tt_event *ev;              /* the traced steps' events (rank 0), gathered */

@@ -1,56 +1,232 @@
-/* schedule_explain.c - a checked step told the way a textbook tells it, one
- * time step at a time: who computes what, which transfers leave, how many
- * GPUs are busy ("Time step 3 - computing: ...; communication: gpu0 -> gpu1
- * activations of mb3; active GPUs 75%"). It reads the start times of a
- * simulation with unit costs (tt_schedule_check with forward = backward = 1).
+/* schedule_explain.c - a checked step told the way the papers draw it, on
+ * their time steps (a forward fills one, a backward two, a transfer none):
+ * an ASCII Gantt chart (one row per stage, one column per time step, cells
+ * F3 / B3 for micro-batch 3, '.' idle), then the step narrated one time step
+ * at a time ("Time step 3 / computing: g0 forward of micro-batch 2 on chunk 0
+ * / communication: g0 -> g1 activations of micro-batch 2 / active GPUs
+ * 75%"). Both read the start times of tt_schedule_textbook's simulation.
  *
- * With unit costs a compute that starts at time t fills time step t + 1, and
- * the sends it triggers are issued at its end, time t + 1: those are the
- * step's communication. */
+ * Both renderers are driven by the label tables below, so a new action kind
+ * (a zero-bubble schedule's weight-gradient W) is one row there, with the
+ * letter it gets in the chart, its words and how many time steps it fills.
+ * Output lines stay within EXPLAIN_WIDTH characters: long lists wrap, a wide
+ * chart is cut into blocks of columns. */
 #include "tt/parallel/pipeline.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-/* Stage s's GPU name: the caller's, or "stage<s>" written into fallback. */
-static const char *name_of(const char *const *names, int s, char *fallback, size_t n)
+#define EXPLAIN_WIDTH 100
+
+/* ---- the label tables ---------------------------------------------------- */
+
+/* Actions that compute: each fills `steps` textbook time steps. */
+typedef struct {
+    tt_action_kind kind;
+    char letter;      /* in the chart: F3 */
+    const char *what; /* in the narration: "forward of micro-batch 3" */
+    int steps;        /* time steps one takes on the papers' grid */
+} compute_label;
+
+static const compute_label compute_labels[] = {
+    {TT_ACT_FWD, 'F', "forward", 1},
+    {TT_ACT_BWD, 'B', "backward", 2},
+};
+#define N_COMPUTE (int)(sizeof compute_labels / sizeof compute_labels[0])
+
+/* Actions that send: what leaves, and which way the chunk index moves. */
+typedef struct {
+    tt_action_kind kind;
+    const char *what;
+    int chunk_step; /* the receiving chunk is chunk + this */
+} send_label;
+
+static const send_label send_labels[] = {
+    {TT_ACT_SEND_ACT, "activations", +1},
+    {TT_ACT_SEND_GRAD, "gradients", -1},
+};
+#define N_SEND (int)(sizeof send_labels / sizeof send_labels[0])
+
+static const compute_label *compute_of(tt_action_kind k)
 {
-    if (names)
-        return names[s];
-    snprintf(fallback, n, "stage%d", s);
-    return fallback;
+    for (int i = 0; i < N_COMPUTE; i++)
+        if (compute_labels[i].kind == k)
+            return &compute_labels[i];
+    return NULL;
+}
+
+static const send_label *send_of(tt_action_kind k)
+{
+    for (int i = 0; i < N_SEND; i++)
+        if (send_labels[i].kind == k)
+            return &send_labels[i];
+    return NULL;
+}
+
+static double steps_of(tt_action_kind k)
+{
+    const compute_label *c = compute_of(k);
+    return c ? c->steps : 0;
+}
+
+int tt_schedule_textbook(const tt_action_list *lists, int p, int m, int v, tt_sim_result *res,
+                         tt_err *e)
+{
+    return tt_schedule_check(lists, p, m, v, steps_of(TT_ACT_FWD), steps_of(TT_ACT_BWD), res, e);
+}
+
+void tt_schedule_legend(FILE *out)
+{
+    fprintf(out, "time steps as the papers draw them:");
+    for (int i = 0; i < N_COMPUTE; i++)
+        fprintf(out, "%s a %s takes %d", i ? "," : "", compute_labels[i].what,
+                compute_labels[i].steps);
+    fprintf(out, ", a transfer none\n");
 }
 
 /* Action i of stage s starts at time t (the simulation's times are whole
- * numbers with unit costs; rounding guards against representation). */
-static int starts_at(const tt_sim_result *res, int s, int i, int t)
+ * numbers on this grid; rounding guards against representation). */
+static int start_of(const tt_sim_result *res, int s, int i)
 {
-    return (int)(res->start[s][i] + 0.5) == t;
+    return (int)(res->start[s][i] + 0.5);
 }
 
-/* "computing:" - every forward and backward filling step t; marks the stages
- * that compute in busy[] and returns how many do. */
+/* ---- wrapped lists ------------------------------------------------------- */
+
+/* Items separated by `sep`, wrapped before EXPLAIN_WIDTH with an indent. */
+typedef struct {
+    FILE *out;
+    int col, indent, items;
+} wrap;
+
+static void wrap_start(wrap *w, FILE *out, const char *head, int indent)
+{
+    w->out = out;
+    w->indent = indent;
+    w->items = 0;
+    w->col = fprintf(out, "%s", head);
+}
+
+static void wrap_item(wrap *w, const char *sep, const char *text)
+{
+    /* Room is kept for one more separator: a line that wraps ends with it. */
+    int len = (int)strlen(text), slen = (int)strlen(sep);
+    if (w->items && w->col + 2 * slen + 1 + len > EXPLAIN_WIDTH) {
+        fprintf(w->out, "%s\n%*s", sep[0] == ' ' ? "" : sep, w->indent, "");
+        w->col = w->indent;
+    } else {
+        w->col += fprintf(w->out, "%s ", w->items ? sep : "");
+    }
+    w->col += fprintf(w->out, "%s", text);
+    w->items++;
+}
+
+/* ---- the Gantt chart ----------------------------------------------------- */
+
+/* A cell's text: letter, micro-batch, and with interleaving the chunk. */
+static void cell_text(char *buf, size_t n, const compute_label *c, const tt_action *a, int v)
+{
+    if (v > 1)
+        snprintf(buf, n, "%c%dc%d", c->letter, a->mb, a->chunk);
+    else
+        snprintf(buf, n, "%c%d", c->letter, a->mb);
+}
+
+void tt_schedule_gantt(FILE *out, const tt_action_list *lists, const tt_sim_result *res,
+                       const char *const *names)
+{
+    const int p = res->p, span = (int)(res->span + 0.5);
+    if (span <= 0)
+        return;
+    /* cells[s][t]: the label filling time step t + 1 on stage s, or "." */
+    char(*cells)[16] = tt_calloc((size_t)p * (size_t)span, sizeof *cells);
+    int cw = 1, nw = 4; /* cell and name widths; "time" heads the names */
+    for (int s = 0; s < p; s++) {
+        if ((int)strlen(names[s]) > nw)
+            nw = (int)strlen(names[s]);
+        for (int t = 0; t < span; t++)
+            strcpy(cells[s * span + t], ".");
+        for (int i = 0; i < lists[s].n; i++) {
+            const tt_action *a = &lists[s].a[i];
+            const compute_label *c = compute_of(a->kind);
+            if (!c)
+                continue;
+            for (int k = 0, t0 = start_of(res, s, i); k < c->steps && t0 + k < span; k++) {
+                cell_text(cells[s * span + t0 + k], sizeof cells[0], c, a, res->v);
+                if ((int)strlen(cells[s * span + t0 + k]) > cw)
+                    cw = (int)strlen(cells[s * span + t0 + k]);
+            }
+        }
+    }
+    char num[16];
+    if ((int)snprintf(num, sizeof num, "%d", span) > cw)
+        cw = (int)strlen(num);
+    /* Columns per block so that a row fits in EXPLAIN_WIDTH. */
+    int per = (EXPLAIN_WIDTH - nw) / (cw + 1);
+    if (per < 1)
+        per = 1;
+    for (int t0 = 0; t0 < span; t0 += per) {
+        int t1 = t0 + per < span ? t0 + per : span;
+        if (t0)
+            fprintf(out, "\n");
+        fprintf(out, "%-*s", nw, "time");
+        for (int t = t0; t < t1; t++)
+            fprintf(out, " %*d", cw, t + 1);
+        fprintf(out, "\n");
+        for (int s = 0; s < p; s++) {
+            fprintf(out, "%-*s", nw, names[s]);
+            for (int t = t0; t < t1; t++)
+                fprintf(out, " %*s", cw, cells[s * span + t]);
+            fprintf(out, "\n");
+        }
+    }
+    free(cells);
+}
+
+void tt_schedule_gantt_key(FILE *out, int v)
+{
+    wrap w;
+    wrap_start(&w, out, "key:", 2);
+    char item[96];
+    for (int i = 0; i < N_COMPUTE; i++) {
+        snprintf(item, sizeof item, "%c3%s = %s of micro-batch 3%s", compute_labels[i].letter,
+                 v > 1 ? "c5" : "", compute_labels[i].what, v > 1 ? " on chunk 5" : "");
+        wrap_item(&w, ",", item);
+    }
+    wrap_item(&w, ",", ". = idle");
+    fprintf(out, "\n");
+}
+
+/* ---- the narration ------------------------------------------------------- */
+
+/* "computing:" - every action filling step t (started at most its length
+ * before); marks the stages that compute in busy[] and returns how many do. */
 static int print_computing(FILE *out, const tt_action_list *lists, const tt_sim_result *res,
                            const char *const *names, int t, char *busy)
 {
-    char fb[32];
-    int active = 0, first = 1;
-    fprintf(out, "  computing:");
+    int active = 0;
+    wrap w;
+    wrap_start(&w, out, "  computing:", 4);
     for (int s = 0; s < res->p; s++)
         for (int i = 0; i < lists[s].n; i++) {
             const tt_action *a = &lists[s].a[i];
-            if ((a->kind != TT_ACT_FWD && a->kind != TT_ACT_BWD) || !starts_at(res, s, i, t - 1))
+            const compute_label *c = compute_of(a->kind);
+            int k = c ? t - 1 - start_of(res, s, i) : -1; /* which of its steps this is */
+            if (!c || k < 0 || k >= c->steps)
                 continue;
-            fprintf(out, "%s %s %s mb%d of chunk %d", first ? "" : ";",
-                    name_of(names, s, fb, sizeof fb),
-                    a->kind == TT_ACT_FWD ? "forward" : "backward", a->mb, a->chunk);
-            first = 0;
+            char item[160], part[40] = "";
+            if (c->steps > 1)
+                snprintf(part, sizeof part, " (part %d of %d)", k + 1, c->steps);
+            snprintf(item, sizeof item, "%s %s of micro-batch %d on chunk %d%s", names[s], c->what,
+                     a->mb, a->chunk, part);
+            wrap_item(&w, ";", item);
             if (!busy[s]) {
                 busy[s] = 1;
                 active++;
             }
         }
-    if (first)
+    if (!w.items)
         fprintf(out, " nothing");
     fprintf(out, "\n");
     return active;
@@ -60,24 +236,23 @@ static int print_computing(FILE *out, const tt_action_list *lists, const tt_sim_
 static void print_communication(FILE *out, const tt_action_list *lists,
                                 const tt_sim_result *res, const char *const *names, int t)
 {
-    char fb[32];
-    int first = 1;
-    fprintf(out, "  communication:");
+    wrap w;
+    wrap_start(&w, out, "  communication:", 4);
     for (int s = 0; s < res->p; s++)
         for (int i = 0; i < lists[s].n; i++) {
             const tt_action *a = &lists[s].a[i];
-            if ((a->kind != TT_ACT_SEND_ACT && a->kind != TT_ACT_SEND_GRAD) ||
-                !starts_at(res, s, i, t))
+            const send_label *l = send_of(a->kind);
+            if (!l || start_of(res, s, i) != t)
                 continue;
-            int act = a->kind == TT_ACT_SEND_ACT;
-            fprintf(out, "%s %s -> ", first ? "" : ";", name_of(names, s, fb, sizeof fb));
-            fprintf(out, "%s %s of mb%d", name_of(names, a->peer, fb, sizeof fb),
-                    act ? "activations" : "gradients", a->mb);
-            if (res->v > 1) /* interleaved: say which chunk boundary is crossed */
-                fprintf(out, " (chunk %d -> %d)", a->chunk, act ? a->chunk + 1 : a->chunk - 1);
-            first = 0;
+            char item[160];
+            int n = snprintf(item, sizeof item, "%s -> %s %s of micro-batch %d", names[s],
+                             names[a->peer], l->what, a->mb);
+            if (res->v > 1 && n > 0 && (size_t)n < sizeof item) /* which boundary is crossed */
+                snprintf(item + n, sizeof item - (size_t)n, " (chunk %d -> %d)", a->chunk,
+                         a->chunk + l->chunk_step);
+            wrap_item(&w, ";", item);
         }
-    if (first)
+    if (!w.items)
         fprintf(out, " none");
     fprintf(out, "\n");
 }
@@ -86,19 +261,22 @@ static void print_communication(FILE *out, const tt_action_list *lists,
 static void print_active(FILE *out, int p, const char *const *names, const char *busy,
                          int active)
 {
-    char fb[32];
-    int first = 1;
-    fprintf(out, "  active GPUs %d%%:", (100 * active + p / 2) / p);
+    char head[48];
+    snprintf(head, sizeof head, "  active GPUs %d%%:", (100 * active + p / 2) / p);
+    wrap w;
+    wrap_start(&w, out, head, 4);
     for (int s = 0; s < p; s++)
-        if (busy[s]) {
-            fprintf(out, "%s %s", first ? "" : ",", name_of(names, s, fb, sizeof fb));
-            first = 0;
-        }
+        if (busy[s])
+            wrap_item(&w, ",", names[s]);
     if (active < p) {
-        fprintf(out, " (idle:");
+        int first = 1;
         for (int s = 0; s < p; s++)
-            if (!busy[s])
-                fprintf(out, " %s", name_of(names, s, fb, sizeof fb));
+            if (!busy[s]) {
+                char item[64];
+                snprintf(item, sizeof item, "%s%s", first ? "(idle: " : "", names[s]);
+                wrap_item(&w, first ? "" : "", item);
+                first = 0;
+            }
         fprintf(out, ")");
     }
     fprintf(out, "\n");

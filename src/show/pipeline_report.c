@@ -95,13 +95,13 @@ void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pipe, const tt_grid *g)
             printf(", v %d", pipe->v);
         printf("): idle fraction per GPU, median over %d step%s\n", b->n, b->n == 1 ? "" : "s");
         const int wall = tt_vclock_mode() == TT_CLOCK_WALL;
-        printf("  %-20s %9s %11s %9s %13s\n", "GPU", wall ? "wall" : "virtual", "simulated",
+        printf("  %-20s %9s %11s %9s %14s\n", "GPU", wall ? "wall" : "virtual", "simulated",
                "theory", "peak held");
         for (int r = 0; r < g->world_size; r++) {
             char name[48];
             int s = tt_grid_pp_of(g, r);
             double simulated = 1.0 - sim->busy[s] / sim->span;
-            printf("  %-20s %8.1f%% %10.1f%% %8.1f%% %6d of %d\n",
+            printf("  %-20s %8.1f%% %10.1f%% %8.1f%% %6d of %d mb\n",
                    tt_gpu_name(g, r, name, sizeof name), 100 * all[3 * r], 100 * simulated,
                    100 * theory, (int)all[3 * r + 1], pipe->M * pipe->v);
         }
@@ -117,6 +117,12 @@ void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pipe, const tt_grid *g)
                tt_schedule_formula(pipe->kind), wall ? "wall" : "virtual",
                wall ? "step" : "window from the pipeline's first forward to its last backward",
                tt_clock_label());
+        if (pipe->v > 1)
+            printf("  peak held: the most micro-batches (mb) whose activations a GPU kept at once,\n"
+                   "  each chunk's counted, of m x v = %d\n", pipe->M * pipe->v);
+        else
+            printf("  peak held: the most micro-batches (mb) whose activations a GPU kept at once,"
+                   " of m = %d\n", pipe->M);
         /* Why unequal stages idle unequally: the theory assumes equal ones. */
         printf("  compute per micro-batch (forward + backward, %s):",
                wall ? "wall clock" : "virtual");
@@ -129,32 +135,69 @@ void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pipe, const tt_grid *g)
 
 /* ---- --explain ------------------------------------------------------------ */
 
-/* The step narrated from the schedule the executor ran, with unit-time
- * forwards and backwards as the textbook draws them (not the 1:2 costs of
- * the bubble's simulation), so the picture matches the usual figures. */
+/* Prints "head a, b, c" wrapped before 100 characters. */
+static void print_wrapped(const char *head, char *const *items, int n)
+{
+    int col = printf("%s", head);
+    for (int i = 0; i < n; i++) {
+        int len = (int)strlen(items[i]);
+        if (i && col + 2 + len > 100) {
+            printf(",\n ");
+            col = 1;
+        } else if (i) {
+            col += printf(",");
+        }
+        col += printf(" %s", items[i]);
+    }
+    printf("\n");
+}
+
+/* The step the executor ran, on the papers' time steps (not the virtual
+ * clocks' costs), so the chart and the narration match the usual figures:
+ * a header on what a GPU name and a chunk are, the Gantt chart, then the
+ * narration. Stage s's GPU is called g<world rank> (gpu<world rank> in the
+ * tables) so that lines stay short. */
 void tt_explain_step(const tt_pipe *pipe, const tt_grid *g)
 {
     if (g->world_rank != 0)
         return;
     tt_sim_result unit;
     tt_err e;
-    if (tt_schedule_check(pipe->all, pipe->p, pipe->M, pipe->v, 1.0, 1.0, &unit, &e))
+    if (tt_schedule_textbook(pipe->all, pipe->p, pipe->M, pipe->v, &unit, &e))
         return;
-    char **names = tt_malloc((size_t)pipe->p * sizeof(char *));
-    for (int s = 0; s < pipe->p; s++) {
-        names[s] = tt_malloc(48);
-        tt_gpu_name(g, tt_grid_rank_of(g, 0, s, 0), names[s], 48);
+    const int p = pipe->p, v = pipe->v;
+    char **names = tt_malloc((size_t)p * sizeof(char *));
+    char **legend = tt_malloc((size_t)p * sizeof(char *));
+    for (int s = 0; s < p; s++) {
+        char full[48];
+        int r = tt_grid_rank_of(g, 0, s, 0);
+        names[s] = tt_malloc(16);
+        legend[s] = tt_malloc(96);
+        snprintf(names[s], 16, "g%d", r);
+        snprintf(legend[s], 96, "%s = %s", names[s], tt_gpu_name(g, r, full, sizeof full));
     }
-    printf("\none training step of DP replica 0, narrated (%s, %d stage%s, %d micro-batch%s%s; "
-           "TP peers of each GPU do the same)\n", tt_schedule_name(pipe->kind), pipe->p,
-           pipe->p > 1 ? "s" : "", pipe->M, pipe->M > 1 ? "es" : "",
-           pipe->v > 1 ? ", interleaved chunks" : "");
-    printf("in the textbook's unit time steps: every forward and every backward takes one step "
-           "and transfers none (the virtual clocks' real costs are in the bubble table, --trace "
-           "and --timeline)\n");
+    printf("\none training step of DP replica 0 (%s, %d stage%s, %d micro-batch%s; the TP peers\n"
+           "of each GPU do the same)\n", tt_schedule_name(pipe->kind), p, p > 1 ? "s" : "",
+           pipe->M, pipe->M > 1 ? "es" : "");
+    print_wrapped("GPUs, stage 0 first:", legend, p);
+    printf("a chunk is a run of consecutive blocks that one stage computes; ");
+    if (v > 1)
+        printf("here %d chunks,\nstage s holds chunks s, s + %d%s (chunk k on stage k %% %d)\n",
+               p * v, p, v > 2 ? ", ..." : "", p);
+    else
+        printf("here %d chunks,\nstage s holds chunk s\n", p);
+    tt_schedule_legend(stdout);
+    printf("(the virtual clocks' real costs are in the bubble table, --trace and --timeline)\n");
+    printf("\nGantt chart: one row per GPU, one column per time step\n");
+    tt_schedule_gantt_key(stdout, v);
+    tt_schedule_gantt(stdout, pipe->all, &unit, (const char *const *)names);
+    printf("\nthe same step, time step by time step\n");
     tt_schedule_explain(stdout, pipe->all, &unit, (const char *const *)names);
-    for (int s = 0; s < pipe->p; s++)
+    for (int s = 0; s < p; s++) {
         free(names[s]);
+        free(legend[s]);
+    }
     free(names);
+    free(legend);
     tt_sim_result_free(&unit);
 }

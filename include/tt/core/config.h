@@ -56,6 +56,7 @@ typedef struct {
     const char *prompt;       /* start of the generated sample */
     int sample_len;           /* bytes to generate at the end (0 = none) */
     int quiet;
+    int verbose;              /* --verbose: every step's line (default: about ten) */
     int validate;             /* --validate: compare with the unsharded reference */
     int show_grid;            /* --show-grid: print every GPU and group */
     size_t dp_bucket;         /* bytes per DP gradient all-reduce bucket */
@@ -66,6 +67,7 @@ typedef struct {
     int sequence_parallel;    /* --sequence-parallel */
     int report_comm;          /* --report comm: every GPU's traffic table */
     int report_memory;        /* --report memory: every GPU's memory table */
+    int report_shards;        /* --report shards: every GPU's tensors and slices */
     size_t gpu_mem;           /* --gpu-mem: bytes per virtual GPU, 0 = unlimited */
     int schedule;             /* tt_schedule_kind: --schedule */
     int virtual_stages;       /* --virtual-stages: chunks per stage (interleaved) */

@@ -131,11 +131,28 @@ int tt_action_needs_buffer(const tt_action *a);
  * naive (p-1)/p; gpipe and 1f1b (p-1)/(m+p-1); interleaved (p-1)/(v m + p-1). */
 double tt_bubble_theory(tt_schedule_kind kind, int p, int m, int v);
 
-/* Narrates the simulated step as a textbook does, one time step per line
- * group: "Time step 3 - computing: gpu0(...) forward mb3 of chunk 0; ...;
- * communication: gpu0(...) -> gpu2(...) activations of mb3; active GPUs 75%".
- * names[s] names stage s's GPU (e.g. "gpu4(dp0,pp1,tp0)"). Uses unit costs
- * (res from tt_schedule_check with fwd_cost = bwd_cost = 1). */
+/* ---- the step as the papers draw it (schedule_explain.c) ----
+ * On their time steps a forward fills one, a backward two and a transfer
+ * none; each action kind's letter, words and length are a row of the label
+ * tables there. */
+
+/* tt_schedule_check on those time steps (res->start are whole time steps). */
+int tt_schedule_textbook(const tt_action_list *lists, int p, int m, int v, tt_sim_result *res,
+                         tt_err *e);
+/* One line: "time steps as the papers draw them: a forward takes 1, ...". */
+void tt_schedule_legend(FILE *out);
+/* The ASCII Gantt chart of res (from tt_schedule_textbook): one row per
+ * stage named names[s] (short, e.g. "g4"), one column per time step, cells
+ * "F3" / "B3" (with interleaving "F3c5": micro-batch 3 on chunk 5), "." idle;
+ * cut into blocks of columns so no line passes 100 characters. */
+void tt_schedule_gantt(FILE *out, const tt_action_list *lists, const tt_sim_result *res,
+                       const char *const *names);
+/* The chart's key: what F3, B3, ... and '.' mean (v > 1: the chunk suffix). */
+void tt_schedule_gantt_key(FILE *out, int v);
+/* Narrates res one time step per line group: "Time step 3", "computing: g0
+ * forward of micro-batch 2 on chunk 0; ...", "communication: g0 -> g1
+ * activations of micro-batch 2", "active GPUs 75%: g0, g1, g2 (idle: g3)";
+ * a backward says which of its time steps it fills ("(part 1 of 2)"). */
 void tt_schedule_explain(FILE *out, const tt_action_list *lists, const tt_sim_result *res,
                          const char *const *names);
 
