@@ -48,7 +48,7 @@ static const fault_row rows[] = {
      "a DP replica skips the gradient all-reduce (a no_sync() context left on)",
      "each replica steps on the gradient of its own share of the batch: every gradient is "
      "off and the replicas drift apart; no effect with dp 1",
-     2, "--dp 2 " SMALL " --validate", "gradient of lm_head.weight",
+     2, "--dp 2 --micro-batches 2 " SMALL " --validate", "gradient of lm_head.weight",
      "parallel/data_parallel.c, tt_dp_sync_grads"},
     {TT_FAULT_STALL, "stall",
      "not a numerical bug, a hang: the last GPU stops for 30 s before its first communication "
@@ -94,7 +94,7 @@ int tt_inject_parse(const char *name, tt_err *e)
     for (int i = 0; i < NROWS; i++)
         if (name && strcmp(name, rows[i].name) == 0)
             return (int)rows[i].id;
-    char valid[256] = "";
+    char valid[512] = "";
     for (int i = 0; i < NROWS; i++) {
         strncat(valid, rows[i].name, sizeof valid - strlen(valid) - 1);
         strncat(valid, ", ", sizeof valid - strlen(valid) - 1);
