@@ -114,4 +114,7 @@ while IFS='	' read -r bug shows cmd <&3; do
     fi
 done 3< "$work/records"
 [ "$(wc -l < "$work/records")" -gt 0 ] || not_ok "no commands parsed from --inject-bug list"
+
+# The hidden names of the bug lab: eight, no more.
+expect_error "--inject-bug mystery-9" 2 "unknown --inject-bug 'mystery-9' (one of: .*mystery-1 \.\. mystery-8, list)" 1 --inject-bug mystery-9
 finish
