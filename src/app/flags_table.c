@@ -196,7 +196,8 @@ const tt_flag tt_flags[] = {
      * answered in app/run.c. */
     {STRING("--inject-bug", inject_bug), .metavar = "NAME|list", IN(LAYOUT),
      .help = "plant a classic parallelism bug that --validate must\n"
-             "catch (tests, labs); 'list' shows them"},
+             "catch (tests, labs); 'list' shows each with its\n"
+             "symptom and a command that exposes it"},
 
     {INT("--layers", model.L, 1, TT_MAX_LAYERS), .given = TT_GIVEN_LAYERS, .metavar = "L", IN(MODEL),
      .help = "transformer blocks (default %D)"},

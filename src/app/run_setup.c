@@ -15,8 +15,11 @@ static int run_plant_fault(tt_run *r)
         return fail_with(r, &e, TT_EXIT_USAGE);
     tt_inject_set(fault);
     if (fault)
-        SAY("planted fault: %s (--inject-bug; --inject-bug list describes it)\n",
-            tt_inject_name(fault));
+        /* As given: a mystery's name stays hidden. */
+        SAY("planted fault: %s (--inject-bug; %s)\n", r->rc.inject_bug,
+            strncmp(r->rc.inject_bug, "mystery-", 8) == 0
+                ? "which bug it is, the bug lab's answer key says"
+                : "--inject-bug list describes it");
     return 0;
 }
 

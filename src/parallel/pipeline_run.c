@@ -16,6 +16,7 @@
 #include "tt/parallel/pipeline_run.h"
 #include "tt/comm/comm.h"
 #include "tt/comm/watchdog.h"
+#include "tt/core/faults.h"
 #include "tt/core/memory.h"
 #include "tt/core/events.h"
 #include "tt/core/vclock.h"
@@ -147,6 +148,7 @@ typedef struct {
     size_t n;      /* floats in one micro-batch's activation (or its gradient) */
     double loss;   /* sum of (mean loss x sequences) over the micro-batches */
     int held;      /* (mb, chunk) pairs forwarded and not yet backwarded */
+    const float *last_act_sent; /* the buffer of this step's previous activation send */
 } step_state;
 
 /* Runs action i of this stage's list. Chunk 0 reads the tokens and the last
@@ -177,10 +179,16 @@ static void run_action(tt_pipe *pipe, int i, step_state *st)
         if (++st->held > pipe->peak_held)
             pipe->peak_held = st->held;
         break;
-    case TT_ACT_SEND_ACT:
-        post_send(pipe, i, pipe->held[key]->x_out, st->n, a->peer,
-                  tag_of(pipe, DIR_ACT, a->chunk + 1, a->mb));
+    case TT_ACT_SEND_ACT: {
+        const float *x = pipe->held[key]->x_out;
+        /* planted (--inject-bug stale-activation): a send buffer index off by
+         * one, so the next stage gets the previous micro-batch's activation */
+        if (st->last_act_sent && tt_fault_active(TT_FAULT_STALE_ACTIVATION))
+            x = st->last_act_sent;
+        post_send(pipe, i, x, st->n, a->peer, tag_of(pipe, DIR_ACT, a->chunk + 1, a->mb));
+        st->last_act_sent = pipe->buf[i];
         break;
+    }
     case TT_ACT_RECV_GRAD:
         tt_recv(pipe->g, pipe->grad_in[key], (int)st->n, MPI_FLOAT, a->peer,
                 tag_of(pipe, DIR_GRAD, a->chunk, a->mb));
@@ -207,6 +215,10 @@ double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss)
     /* With sequence parallelism a stage sends its rows of the residual
      * stream only: the next stage's TP rank of equal index holds the same. */
     step_state st = {.c = c, .step = step, .dloss = dloss, .n = (size_t)tt_model_rows(pipe->m, mbs) * C};
+    /* planted (--inject-bug grad-accum): each micro-batch backpropagates its
+     * own mean loss and the M results are summed, never divided by M */
+    if (tt_fault_active(TT_FAULT_GRAD_ACCUM))
+        st.dloss = dloss * (float)pipe->M;
     st.in = tt_malloc((size_t)mbs * T * sizeof(int));
     st.tg = tt_malloc((size_t)mbs * T * sizeof(int));
     /* Times on the clock figures use (tt/core/vclock.h): virtual unless

@@ -2,6 +2,7 @@
  * PyTorch's torch.optim.AdamW and torch.nn.utils.clip_grad_norm_. */
 #include "tt/train/optim.h"
 #include "core/simd.h"
+#include "tt/core/faults.h"
 #include "tt/core/kcost.h"
 #include "tt/core/vclock.h"
 
@@ -21,6 +22,10 @@ double tt_lr_at(const tt_optim_config *o, long s, long S)
 double tt_grad_sumsq(const tt_params *p, int dp_rank, int tp_rank)
 {
     double sum = 0.0;
+    /* planted (--inject-bug norm-replicated): every TP rank counts its own
+     * copy of a replicated tensor (a LayerNorm weight, a row-split bias) */
+    if (tt_fault_active(TT_FAULT_NORM_REPLICATED))
+        tp_rank = 0;
     for (int i = 0; i < p->n; i++) {
         const tt_tensor *t = &p->t[i];
         /* Under ZeRO every DP rank holds the summed gradient of its own

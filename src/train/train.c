@@ -68,6 +68,11 @@ tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_val
     }
     double t_opt = tt_clock_now();
     st.grad_norm = grad_norm(m, g);
+    if (val) {
+        tt_vclock_pause();
+        tt_validate_norm(val, m, step, st.grad_norm);
+        tt_vclock_resume();
+    }
     st.lr = tt_lr_at(&rc->optim, step, rc->steps);
     tt_adamw_step(&m->P, &rc->optim, st.lr, step + 1, tt_clip_coef(rc->optim.clip, st.grad_norm));
     tt_events_add(TT_EV_OPTIMIZER, "optimizer step", NULL, t_opt, tt_clock_now(), -1, -1, -1, 0);

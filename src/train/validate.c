@@ -319,6 +319,29 @@ void tt_validate_grads(tt_validator *v, const tt_model *sharded, const tt_corpus
     free(mine);
 }
 
+void tt_validate_norm(tt_validator *v, const tt_model *sharded, long step, double norm)
+{
+    const tt_grid *g = v->g;
+    const double ref_ss = tt_grad_sumsq(&v->ref.P, 0, 0), ref = sqrt(ref_ss);
+    const double rel = ref > 0.0 ? fabs(norm - ref) / ref : (norm != 0.0);
+    if (rel > v->norm_rel)
+        v->norm_rel = rel;
+    /* The GPU to name is the one whose own term of the sum is off: what the
+     * run's norm counts here (tt_grad_sumsq, the training's own code) against
+     * the squares of the slices this GPU is the one to count. */
+    double counted = 0.0;
+    for (int i = 0; i < sharded->P.n; i++) {
+        const tt_tensor *t = &sharded->P.t[i];
+        size_t a, b, n = counted_range(&sharded->P, t, TT_G, g->dp_rank, g->tp_rank, &a, &b);
+        const float *x = n ? tt_owned_data(&sharded->P, t, TT_G, a) : NULL;
+        for (size_t e = 0; e < n; e++)
+            counted += (double)x[e] * x[e];
+    }
+    const double own = tt_grad_sumsq(&sharded->P, g->dp_rank, g->tp_rank);
+    note_bad(v, step, "gradient norm", rel, TT_TOL_GRAD,
+             ref_ss > 0.0 ? fabs(own - counted) / ref_ss : 0.0);
+}
+
 void tt_validate_update(tt_validator *v, long step)
 {
     if (v->g->world_rank != 0)
@@ -411,6 +434,7 @@ int tt_validate_report(tt_validator *v, FILE *out)
         }
         free(done);
         fprintf(out, "  %-28s %11s %11.2e\n", "loss (per step)", "", v->loss_rel);
+        fprintf(out, "  %-28s %11s %11.2e\n", "gradient norm (per step)", "", v->norm_rel);
         fprintf(out, "  tolerances: loss %.0e, gradients %.0e, weights %.0e, Adam moments %.0e "
                      "(float32 sums in another order; see doc/validation.md)\n",
                 TT_TOL_LOSS, TT_TOL_GRAD, TT_TOL_PARAM, TT_TOL_MOMENT);

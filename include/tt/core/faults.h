@@ -17,6 +17,9 @@ typedef enum {
     TT_FAULT_STALL,             /* comm: one rank stops for a while (for --watchdog) */
     TT_FAULT_STALE_RECOMPUTE,   /* model: --recompute skips rebuilding a block */
     TT_FAULT_SP_NO_LN_ALLREDUCE, /* model: sequence parallelism's LayerNorm gradients unsummed */
+    TT_FAULT_GRAD_ACCUM,        /* parallel: micro-batch gradients not divided by their number */
+    TT_FAULT_NORM_REPLICATED,   /* train: the clipping norm counts TP-replicated tensors per rank */
+    TT_FAULT_STALE_ACTIVATION,  /* parallel: a stage sends the previous micro-batch's activation */
     TT_NFAULTS
 } tt_fault;
 

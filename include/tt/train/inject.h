@@ -9,10 +9,16 @@
  *   drop-tp-allreduce  model: block_backward, the copy operator of q, k, v
  *   no-vocab-mask      comm: vocab_crossentropy_forward and _backward
  *   dp-no-sync         parallel: tt_dp_sync_grads
+ *   stall              comm: tt_watch_begin (a hang, for --watchdog)
+ *   stale-recompute    model: recompute_block
+ *   grad-accum         parallel: tt_pipe_train, the loss weight of a micro-batch
+ *   norm-replicated    train: tt_grad_sumsq, which copies count
+ *   stale-activation   parallel: run_action, an activation send
  *
- * tests/test_oracle_faults.sh runs each one where it bites and checks that
- * the oracle fails, naming the tensor and a GPU, and that the same run
- * without the fault passes. */
+ * Each row also holds the command that exposes its bug; tests/test_bugs.sh
+ * runs every command the list prints and checks that the oracle fails,
+ * naming the quantity, the step and a GPU, and that the same run without the
+ * fault passes (tests/test_oracle_faults.sh checks the GPU named, too). */
 #ifndef TT_TRAIN_INJECT_H
 #define TT_TRAIN_INJECT_H
 
@@ -26,7 +32,8 @@
  * with an error naming the valid ones. "list" is not a fault: the caller
  * handles it (tt_inject_list). */
 int tt_inject_parse(const char *name, tt_err *e);
-/* The table: one entry per fault, its name, description and hook. */
+/* The table: for each fault its name, the bug, its symptom, what the oracle
+ * names first, the command (mpirun line) that exposes it and its hook. */
 void tt_inject_list(FILE *out);
 /* The name of fault id ("none" for TT_FAULT_NONE). */
 const char *tt_inject_name(int id);

@@ -50,6 +50,7 @@ typedef struct {
     double *grad_rel, *grad_abs;      /* worst over steps, per global tensor */
     double *w_rel, *m_rel, *v_rel, *w_abs; /* after the last step */
     double loss_rel;     /* worst over steps */
+    double norm_rel;     /* the clipping norm's relative error, worst over steps */
     long steps;          /* steps checked */
     long first_checked, last_checked;
     long first_bad_step;
@@ -73,6 +74,12 @@ void tt_validate_free(tt_validator *v);
  * `step` and compares losses and gradients. */
 void tt_validate_grads(tt_validator *v, const tt_model *sharded, const tt_corpus *c, long step,
                        double sharded_loss);
+/* Collective in effect (every rank the same verdict, no communication),
+ * after tt_validate_grads of `step`: the global gradient norm the sharded run
+ * clips with (the same on every rank) against the norm of the reference's
+ * gradients, which every rank holds. A wrong norm changes the run only when
+ * clipping acts, but it is wrong in every step's log either way. */
+void tt_validate_norm(tt_validator *v, const tt_model *sharded, long step, double norm);
 /* Rank 0: the reference's own clipping and AdamW update for `step`. */
 void tt_validate_update(tt_validator *v, long step);
 /* Collective, after the last step: weights and moments. */
