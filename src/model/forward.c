@@ -115,21 +115,32 @@ static void block_backward(tt_model *m, tt_slot *s, int i)
                        a->ln1_mean, a->ln1_rstd, N, C);
 }
 
+/* The weights of the unit holding tensor i are about to be read. */
+static void weights_needed(tt_model *m, int i)
+{
+    if (m->weights_needed)
+        m->weights_needed(m->weights_needed_ctx, &m->P, i);
+}
+
 double tt_chunk_forward(tt_model *m, tt_slot *s, const int *idx, const int *targets)
 {
     const int B = s->B, T = m->cfg.T, C = m->cfg.C, N = B * T, j = s->chunk;
     const int nb = m->chunk_len[j];
     float *x = nb > 0 ? s->acts[0].x_in : s->x_out;
     if (tt_has_embedding(m, j)) {
+        weights_needed(m, m->tok_emb);
         memcpy(s->idx, idx, (size_t)N * sizeof(int));
         vocab_embedding_forward(m->grid, x, s->idx, W(m->tok_emb), N, C, m->v0, m->Vl);
         posemb_forward(x, W(m->pos_emb), B, T, C); /* replicated: after the sum */
     }
-    for (int i = 0; i < nb; i++)
+    for (int i = 0; i < nb; i++) {
+        weights_needed(m, m->blk[m->chunk_first[j] + i].ln1_w);
         block_forward(m, s, i, i + 1 < nb ? s->acts[i + 1].x_in : s->x_out);
+    }
 
     if (!tt_has_head(m, j))
         return 0.0;
+    weights_needed(m, m->ln_f_w);
     layernorm_forward(s->lnf, s->lnf_mean, s->lnf_rstd, s->x_out, W(m->ln_f_w), W(m->ln_f_b),
                       N, C);
     column_linear_forward(m->grid, s->logits, s->lnf, W(m->lm_head), NULL, N, C, m->Vl);
@@ -177,6 +188,7 @@ void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss)
 {
     const int B = s->B, T = m->cfg.T, C = m->cfg.C, N = B * T, j = s->chunk;
     if (tt_has_head(m, j)) {
+        weights_needed(m, m->ln_f_w);
         float *dlogits = m->dtmp; /* N,Vl */
         memset(dlogits, 0, (size_t)N * m->Vl * sizeof(float));
         if (m->sh.tp_size > 1)
@@ -194,11 +206,15 @@ void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss)
         memcpy(m->dres, dout, (size_t)N * C * sizeof(float));
     }
     for (int i = m->chunk_len[j] - 1; i >= 0; i--) {
+        weights_needed(m, m->blk[m->chunk_first[j] + i].ln1_w);
         recompute_block(m, s, i);
         block_backward(m, s, i);
         grads_ready(m, m->blk[m->chunk_first[j] + i].ln1_w);
     }
     if (tt_has_embedding(m, j)) {
+        /* The embeddings' backward reads no weight, but ZeRO-3 gathers every
+         * unit before its backward (the traffic formula counts it so). */
+        weights_needed(m, m->tok_emb);
         posemb_backward(G(m->pos_emb), m->dres, B, T, C);
         embedding_backward(G(m->tok_emb), m->dres, s->idx, N, C, m->v0, m->Vl);
         grads_ready(m, m->tok_emb);
