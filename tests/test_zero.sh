@@ -6,7 +6,9 @@
 # checkpoints are the same bytes as without ZeRO where the sums are the same
 # float operations, a ZeRO checkpoint resumes without ZeRO on another layout
 # and the reverse, the oracle catches planted bugs under ZeRO, and the flag's
-# wrong uses are one clear line.
+# wrong uses are one clear line. Stage 3 (weights sharded, each unit gathered
+# before its forward and backward) also: eval over windows the DP ranks
+# cannot share equally, and its traffic by hand (1.5 x DP in ring bytes).
 . "$TT_SRCDIR/testlib.sh"
 
 cfg="--layers 2 --dim 32 --heads 4 --seq 16 --batch 16 --steps 3 --warmup 2 --sample-len 0 --quiet --eval-every 0 --eval-windows 4"
