@@ -131,11 +131,15 @@ validate_case 4 --tp 2 --dp 2 --zero 3 --micro-batches 4
 validate_case 4 --pp 2 --dp 2 --tp 1 --schedule interleaved --zero 3 --micro-batches 4 --layers 4
 validate_case 8 --tp 2 --pp 2 --dp 2 --zero 3 --recompute full --schedule interleaved --micro-batches 4 --layers 4
 
-# Eval under ZeRO-3: 5 windows over dp 4 (1, 1, 1, 2), so three ranks run a
-# forward they drop, or the gathers would wait forever; the eval loss is
-# the unsharded run's.
-ecfg="--layers 2 --dim 32 --heads 4 --seq 16 --batch 16 --steps 1 --sample-len 8 --eval-every 1 --eval-windows 5 --micro-batches 1"
+# Eval under ZeRO-3: 5 windows over dp 4 (1, 1, 1, 2) in forwards of one
+# sequence, so three ranks run a forward they drop, or the gathers wait
+# forever (tried: without it this run hangs; hence its own timeout); the
+# eval loss and the sample are the unsharded run's.
+ecfg="--layers 2 --dim 32 --heads 4 --seq 16 --batch 4 --steps 1 --sample-len 8 --eval-every 1 --eval-windows 5 --micro-batches 1"
+launcher=$TT_MPIRUN
+TT_MPIRUN="timeout 60 $launcher"
 tt 4 $ecfg --dp 4 --zero 3
+TT_MPIRUN=$launcher
 e3=$(grep -o "eval loss [0-9.]*" "$work/out"; grep -A1 "^sample" "$work/out")
 s3=$status
 tt 4 $ecfg --dp 4 --zero 0
