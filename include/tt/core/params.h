@@ -154,7 +154,9 @@ int tt_tensor_real_rows(const tt_tensor *t);
  * a pure function of (seed, name, r*gcols + c), so every rank can generate
  * exactly its slice. Weights ~ N(0, std), biases 0, LayerNorm weights 1.
  * Residual projections (attn.proj, mlp.fc2) use std/sqrt(2 n_layers), as
- * GPT-2 does. Padding rows are left zero. */
+ * GPT-2 does. Padding rows are left zero. Under ZeRO-3 each unit is built
+ * whole in the gather buffer and only the owned piece kept (no
+ * communication: the values are the unsharded ones). */
 void tt_params_init(tt_params *p, uint64_t seed, int n_layers);
 
 /* Standard normal deviate number `index` of the stream (seed, name). */
