@@ -2,8 +2,9 @@
 # tests/test_plan_runs.sh - the planner (--plan, DESIGN section 11) against
 # the emulator's own runs: for tp2 pp2, pp4, pp2 dp2 and tp2 dp2 on 4
 # classroom GPUs, tp2 pp2 dp2 on 8 (two servers: the pipeline crosses the
-# network), ZeRO 1 and 2 on pp2 dp2, and selective and full recomputation on
-# tp2 pp2, and sequence parallelism on tp2 pp2, the planned worst-GPU memory equals
+# network), ZeRO 1 and 2 on pp2 dp2, ZeRO 3 on tp2 dp2, selective and full
+# recomputation on tp2 pp2, and sequence parallelism on tp2 pp2, the planned
+# worst-GPU memory equals
 # --report memory's peak within 5% and the planned step time the run's
 # virtual step time (the CSV's ms) within 2%. Planted faults: a plan on a
 # cluster whose links are 10 times slower, and a plan of another schedule
@@ -50,7 +51,8 @@ PYEOF
 }
 printf '{"based_on": "classroom", "nvlink_bandwidth": 20e6, "network_bandwidth": 10e6}\n' > "$work/slow.json"
 for lay in "2 2 1 0 none" "1 4 1 0 none" "1 2 2 0 none" "2 1 2 0 none" "2 2 2 0 none" \
-           "1 2 2 1 none" "1 2 2 2 none" "2 2 1 0 selective" "2 2 1 0 full" "2 2 1 0 none --sequence-parallel"; do
+           "1 2 2 1 none" "1 2 2 2 none" "2 1 2 3 none" "2 2 1 0 selective" "2 2 1 0 full" \
+           "2 2 1 0 none --sequence-parallel"; do
     set -- $lay
     np=$(($1 * $2 * $3))
     $TT_MPIRUN -np $np "$TT_BIN" --tp $1 --pp $2 --dp $3 --zero $4 --recompute $5 ${6:-} $run --log "$work/log.csv" >"$work/run.out" 2>"$work/err"

@@ -265,6 +265,21 @@ START_TEST(zero_units)
     ck_assert_int_eq(BYTES(s, DP, REDUCE_SCATTER), 1728);
     ck_assert_int_eq(CALLS(s, DP, ALLGATHER), 3);
     ck_assert_int_eq(BYTES(s, DP, ALLGATHER), 432);
+    /* Stage 3, 4 micro-batches, 2 steps: every unit gathered before its
+     * forward and before its backward and reduced once, per micro-batch:
+     * 2 x 4 x 3 = 24 reduce-scatters of 2 x 4 x 432 = 3456 bytes, 48
+     * all-gathers of 6912 bytes, none after the update. In ring bytes per
+     * micro-batch 3 x 2/3 x 432 = 864 against DP's 576 per step: 1.5x with
+     * one micro-batch, 3m/2 with m (DESIGN's (2m+1)/2 would reduce once per
+     * step, which needs the whole gradient kept: stage 2's saving gone). */
+    tt_params_set_zero(&p, 3, 3, 0);
+    memset(&s, 0, sizeof s);
+    tt_zero_expected_traffic(&s, &p, 4, 2);
+    ck_assert_int_eq(CALLS(s, DP, REDUCE_SCATTER), 24);
+    ck_assert_int_eq(BYTES(s, DP, REDUCE_SCATTER), 3456);
+    ck_assert_int_eq(CALLS(s, DP, ALLGATHER), 48);
+    ck_assert_int_eq(BYTES(s, DP, ALLGATHER), 6912);
+    ck_assert_int_eq(others(&s, TT_GROUP_DP), 0);
     tt_params_free(&p);
 }
 END_TEST

@@ -28,20 +28,23 @@ static void small_table(tt_params *p, int stage, int parts, int rank)
     tt_params_set_zero(p, stage, parts, rank);
 }
 
-/* The account of stages 2, 1 and 0 (in that order, each total larger than
- * the last, so each becomes the peak and its categories can be read). Over
- * dp 3 the units 40, 20, 44 pad to 42, 21, 45: padded 108, owned 36 per
+/* The account of stages 3, 2, 1 and 0 (in that order, each total larger
+ * than the last, so each becomes the peak and its categories can be read).
+ * Over dp 3 the units 40, 20, 44 pad to 42, 21, 45: padded 108, owned 36 per
  * rank, largest unit 45. By hand:
+ *   stage 3: weights 4 x (36 owned + 45 gathered) = 324, gradients 324,
+ *            Adam 288                                  (total 936)
  *   stage 2: weights 4 x 108 = 432, gradients 4 x (45 scratch + 36 owned)
  *            = 324, Adam 2 x 4 x 36 = 288            (total 1044)
  *   stage 1: weights 432, gradients 4 x 108 = 432, Adam 288   (1152)
  *   stage 0: weights 4 x 104 = 416, gradients 416, Adam 832   (1664) */
 START_TEST(memory_account_per_stage)
 {
-    const int stages[3] = {2, 1, 0};
-    const size_t want[3][3] = {{432, 324, 288}, {432, 432, 288}, {416, 416, 832}};
+    const int stages[4] = {3, 2, 1, 0};
+    const size_t want[4][3] = {
+        {324, 324, 288}, {432, 324, 288}, {432, 432, 288}, {416, 416, 832}};
     tt_mem_tracking(1);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         tt_params p;
         small_table(&p, stages[k], 3, 1);
         size_t w, g, o, at_peak[TT_MEM_NCAT];
@@ -62,7 +65,8 @@ END_TEST
 
 /* The closed form of doc/memory.md at a size where padding vanishes: P =
  * 4 x 10^6 parameters in units divisible by dp 4 give weights 4P, gradients
- * 4P (stage 1) or scratch + 4P/dp (stage 2), Adam 8P/dp. */
+ * 4P (stage 1) or scratch + 4P/dp (stages 2, 3), Adam 8P/dp; stage 3's
+ * weights 4P/dp + the largest unit gathered. */
 START_TEST(memory_closed_form)
 {
     tt_params p;
@@ -80,6 +84,11 @@ START_TEST(memory_closed_form)
     tt_params_set_zero(&p, 2, 4, 0);
     tt_params_zero_bytes(&p, &w, &g, &o);
     ck_assert_uint_eq(g, 4 * 2000000 + 4 * P / 4); /* the block is the largest unit */
+    ck_assert_uint_eq(o, 8 * P / 4);
+    tt_params_set_zero(&p, 3, 4, 0);
+    tt_params_zero_bytes(&p, &w, &g, &o);
+    ck_assert_uint_eq(w, 4 * P / 4 + 4 * 2000000);
+    ck_assert_uint_eq(g, 4 * 2000000 + 4 * P / 4);
     ck_assert_uint_eq(o, 8 * P / 4);
     tt_params_free(&p);
 }
@@ -169,6 +178,38 @@ START_TEST(norm_and_adamw_on_owned_pieces)
 }
 END_TEST
 
+/* Stage 3 keeps only the owned pieces of the weights: each rank's pieces
+ * after tt_params_init are the unsharded initial values at those places
+ * (the init builds each unit whole and keeps its piece), and the gather
+ * buffer is left holding no unit. */
+START_TEST(stage3_init_keeps_the_owned_pieces)
+{
+    tt_params whole, p;
+    small_table(&whole, 0, 1, 0);
+    tt_params_alloc(&whole);
+    tt_params_init(&whole, 7, 1);
+    for (int r = 0; r < 3; r++) {
+        small_table(&p, 3, 3, r);
+        tt_params_alloc(&p);
+        tt_params_init(&p, 7, 1);
+        ck_assert_int_eq(p.wunit, -1);
+        size_t held = 0;
+        for (int i = 0; i < p.n; i++) {
+            size_t a, b;
+            const size_t n = tt_tensor_owned(&p, &p.t[i], &a, &b);
+            ck_assert(tt_owned_data(&p, &p.t[i], TT_W, a) >= p.buf[TT_W]);
+            ck_assert(tt_owned_data(&p, &p.t[i], TT_W, a) + n <= p.buf[TT_W] + p.z.shard);
+            ck_assert_msg(memcmp(tt_owned_data(&p, &p.t[i], TT_W, a), whole.t[i].w + a,
+                                 n * sizeof(float)) == 0, "rank %d %s", r, p.t[i].name);
+            held += n;
+        }
+        ck_assert_uint_eq(held, r < 2 ? 36 : 36 - 4);
+        tt_params_free(&p);
+    }
+    tt_params_free(&whole);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("zero");
@@ -177,6 +218,7 @@ int main(void)
     tcase_add_test(tc, memory_closed_form);
     tcase_add_test(tc, owned_pieces_tile_the_table);
     tcase_add_test(tc, norm_and_adamw_on_owned_pieces);
+    tcase_add_test(tc, stage3_init_keeps_the_owned_pieces);
     suite_add_tcase(s, tc);
     return tt_check_run(s);
 }

@@ -106,6 +106,10 @@ static void add_candidate(tt_plan *p, const tt_plan_candidate *c)
 typedef struct {
     tt_shard_memory sm;
     int slots[TT_MAX_CHUNKS], nbuf;
+    /* ZeRO z (1..3) on this DP size: weights, gradients, optimizer bytes as
+     * the emulator allocates them (padding, stage 2's one-unit gradient
+     * scratch and stage 3's one-unit gather buffer included). */
+    double zero_bytes[4][3];
 } stage_shape;
 
 static void stage_shape_of(const ctx *x, const tt_grid *g, const int *chunk_layers, int s,
@@ -119,6 +123,16 @@ static void stage_shape_of(const ctx *x, const tt_grid *g, const int *chunk_laye
     tt_shard_spec sh = tt_stage_spec(g, &r, chunk_layers, tt_grid_rank_of(g, 0, s, 0));
     tt_shard_memory_of(&r.model, &sh, mbs, &out->sm);
     tt_schedule_buffers(list, g->pp, r.virtual_stages, out->slots, &out->nbuf);
+    for (int z = 1; z <= 3 && g->dp > 1; z++) {
+        tt_params table;
+        size_t w, gr, o;
+        sh.zero_stage = z, sh.dp_size = g->dp, sh.dp_rank = 0;
+        tt_model_shard_table(&table, &r.model, &sh);
+        tt_params_zero_bytes(&table, &w, &gr, &o);
+        tt_params_free(&table);
+        out->zero_bytes[z][0] = (double)w, out->zero_bytes[z][1] = (double)gr;
+        out->zero_bytes[z][2] = (double)o;
+    }
 }
 
 /* What one stage holds, by category (bytes), for one candidate. */
@@ -141,6 +155,11 @@ static void stage_memory(const ctx *x, const tt_grid *g, const int *chunk_layers
         mem[TT_PMEM_WEIGHTS] = 4 * P / ws;
         mem[TT_PMEM_GRADIENTS] = 4 * P / gs;
         mem[TT_PMEM_OPTIMIZER] = 8 * P / os;
+        if (zero >= 1 && g->dp > 1) {
+            mem[TT_PMEM_WEIGHTS] = sh->zero_bytes[zero][0];
+            mem[TT_PMEM_GRADIENTS] = sh->zero_bytes[zero][1];
+            mem[TT_PMEM_OPTIMIZER] = sh->zero_bytes[zero][2];
+        }
         double act = (double)sm->scratch_bytes + (double)sm->work_bytes;
         for (int j = 0; j < v; j++)
             act += (double)sm->slot_bytes[j] * (slots[j] > 0 ? slots[j] : 1);
@@ -197,14 +216,16 @@ static double dp_sync_seconds(const ctx *x, const tt_link *l, int dp, double P, 
     /* DESIGN section 10: stage 1 reduce-scatters the gradients once and
      * all-gathers the weights; stage 2 reduce-scatters per micro-batch;
      * stage 3 all-gathers the weights before each forward and backward of
-     * every micro-batch and reduce-scatters once. */
+     * every micro-batch and reduce-scatters per micro-batch, as stage 2
+     * (tt_zero_expected_traffic; DESIGN's (2m+1)/2 assumes one
+     * reduce-scatter per step). */
     const double rs = tt_cost_collective(l, TT_COLL_REDUCE_SCATTER, dp, elem * P);
     const double ag = tt_cost_collective(l, TT_COLL_ALLGATHER, dp, elem * P);
     if (zero == 1)
         return rs + ag;
     if (zero == 2)
         return m * rs + ag;
-    return rs + 2.0 * m * ag;
+    return m * rs + 2.0 * m * ag;
 }
 
 /* One layout (all but ZeRO): the pipeline simulated with the chunk costs,

@@ -71,10 +71,6 @@ static int run_check(tt_run *r)
         if (r->g->tp == 1 || tokens % r->g->tp || rc->tp_mlp_gather)
             return fail_with(r, &e, TT_EXIT_USAGE);
     }
-    if (rc->zero == 3) {
-        tt_fail(&e, "--zero 3 (sharded weights) is not built yet; stages 1 and 2 are");
-        return fail_with(r, &e, TT_EXIT_USAGE);
-    }
     const int K = r->g->pp * rc->virtual_stages;
     if (K > (int)(sizeof r->chunk_layers / sizeof r->chunk_layers[0])) {
         tt_fail(&e, "pp %d x virtual stages %d is more chunks than this build supports",

@@ -102,21 +102,26 @@ void tt_zero_unit(const tt_params *p, int u, size_t *begin, size_t *n, size_t *l
 
 /* Floats of each kind's buffer: the table's total without ZeRO; under it the
  * weights and stage 1's gradients padded, stage 2's gradient scratch one
- * (padded) unit, the moments the owned pieces. */
+ * (padded) unit, the moments (and stage 3's weights) the owned pieces. */
 static size_t kind_floats(const tt_zero_part *z, size_t total, tt_kind k)
 {
     if (z->stage == 0)
         return total;
     if (k == TT_G)
         return z->stage >= 2 ? z->max_unit : z->padded;
-    return k == TT_W ? z->padded : z->shard;
+    return k == TT_W && z->stage < 3 ? z->padded : z->shard;
+}
+
+int tt_kind_sharded(const tt_params *p, tt_kind k)
+{
+    return p->z.stage > 0 && (k != TT_W || p->z.stage >= 3);
 }
 
 void tt_params_zero_bytes(const tt_params *p, size_t *weights, size_t *grads,
                           size_t *optimizer)
 {
     const tt_zero_part *z = &p->z;
-    *weights = 4 * kind_floats(z, p->total, TT_W);
+    *weights = 4 * (kind_floats(z, p->total, TT_W) + (z->stage >= 3 ? z->max_unit : 0));
     *grads = 4 * (kind_floats(z, p->total, TT_G) + (z->stage >= 2 ? z->shard : 0));
     *optimizer = 4 * (kind_floats(z, p->total, TT_M) + kind_floats(z, p->total, TT_V));
 }
@@ -130,6 +135,7 @@ void tt_params_alloc(tt_params *p)
     for (int k = 0; k < TT_NKINDS; k++) {
         size_t n = kind_floats(&p->z, p->total, (tt_kind)k);
         const char *what = p->z.stage >= 2 && k == TT_G ? "gradient scratch (one unit)"
+                           : p->z.stage >= 3 && k == TT_W ? "weights (ZeRO pieces)"
                            : p->z.stage > 0 && k == TT_M ? "Adam m (ZeRO pieces)"
                            : p->z.stage > 0 && k == TT_V ? "Adam v (ZeRO pieces)"
                                                          : kind_what[k];
@@ -140,9 +146,18 @@ void tt_params_alloc(tt_params *p)
         p->gown = tt_calloc(p->z.shard ? p->z.shard : 1, sizeof(float));
         tt_mem_account(TT_MEM_GRADS, p->z.shard * sizeof(float), "owned gradient pieces (ZeRO)");
     }
+    p->wunit = -1;
+    if (p->z.stage >= 3) {
+        p->wgather = tt_calloc(p->z.max_unit ? p->z.max_unit : 1, sizeof(float));
+        tt_mem_account(TT_MEM_WEIGHTS, p->z.max_unit * sizeof(float),
+                       "gathered weights (one unit)");
+    }
     for (int i = 0; i < p->n; i++) {
         tt_tensor *t = &p->t[i];
-        t->w = p->buf[TT_W] + t->off;
+        /* Stage 3: every unit is read from the one gather buffer, at its
+         * place within the unit, while it is the unit gathered there. */
+        t->w = p->z.stage >= 3 ? p->wgather + (t->off - p->z.ubegin[t->unit])
+                               : p->buf[TT_W] + t->off;
         /* Stage 2: every unit accumulates in the one scratch, at its place
          * within the unit (one unit's backward at a time). */
         t->g = p->buf[TT_G] + (p->z.stage >= 2 ? t->off - p->z.ubegin[t->unit] : t->off);
@@ -163,6 +178,11 @@ void tt_params_free(tt_params *p)
         if (p->tracked)
             tt_mem_release(TT_MEM_GRADS, p->z.shard * sizeof(float));
         free(p->gown);
+    }
+    if (p->z.stage >= 3 && p->wgather) {
+        if (p->tracked)
+            tt_mem_release(TT_MEM_WEIGHTS, p->z.max_unit * sizeof(float));
+        free(p->wgather);
     }
     free(p->z.ubegin);
     free(p->t);
@@ -189,8 +209,9 @@ size_t tt_tensor_owned(const tt_params *p, const tt_tensor *t, size_t *a, size_t
 
 float *tt_owned_data(const tt_params *p, const tt_tensor *t, tt_kind k, size_t a)
 {
-    /* Weights, and stage 1's reduced gradients, stay at their flat place. */
-    if (p->z.stage == 0 || k == TT_W || (k == TT_G && p->z.stage == 1))
+    /* Weights below stage 3, and stage 1's reduced gradients, stay at their
+     * flat place. */
+    if (p->z.stage == 0 || (k == TT_W && p->z.stage < 3) || (k == TT_G && p->z.stage == 1))
         return p->buf[k] + t->off + a;
     /* The owned buffers hold unit u's piece at ubegin[u] / parts. */
     size_t begin, n, lo;
@@ -280,32 +301,53 @@ static int ends_with(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+/* One tensor's initial values into t->w (see tt_params_init). */
+static void init_tensor(tt_tensor *t, uint64_t seed, double std, double std_resid)
+{
+    memset(t->w, 0, t->numel * sizeof(float));
+    int is_ln = strstr(t->name, ".ln1.") || strstr(t->name, ".ln2.") ||
+                strncmp(t->name, "ln_f.", 5) == 0;
+    if (ends_with(t->name, ".bias"))
+        return; /* biases start at 0 */
+    if (is_ln) {
+        for (size_t e = 0; e < t->numel; e++)
+            t->w[e] = 1.0f;
+        return;
+    }
+    double sd = (strstr(t->name, "attn.proj") || strstr(t->name, "mlp.fc2")) ? std_resid : std;
+    int rows = tt_tensor_real_rows(t), lcols = t->lshape[1], gcols = t->gshape[1];
+    int r0, c0;
+    tt_tensor_origin(t, &r0, &c0);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < lcols; c++) {
+            uint64_t gi = (uint64_t)(r0 + r) * (uint64_t)gcols + (uint64_t)(c0 + c);
+            t->w[(size_t)r * lcols + c] = (float)(sd * tt_hash_normal(seed, t->name, gi));
+        }
+}
+
 void tt_params_init(tt_params *p, uint64_t seed, int n_layers)
 {
     const double std = 0.02;
     const double std_resid = 0.02 / sqrt(2.0 * (n_layers > 0 ? n_layers : 1));
-    for (int i = 0; i < p->n; i++) {
-        tt_tensor *t = &p->t[i];
-        memset(t->w, 0, t->numel * sizeof(float));
-        int is_ln = strstr(t->name, ".ln1.") || strstr(t->name, ".ln2.") ||
-                    strncmp(t->name, "ln_f.", 5) == 0;
-        if (ends_with(t->name, ".bias"))
-            continue; /* biases start at 0 */
-        if (is_ln) {
-            for (size_t e = 0; e < t->numel; e++)
-                t->w[e] = 1.0f;
-            continue;
-        }
-        double sd = (strstr(t->name, "attn.proj") || strstr(t->name, "mlp.fc2")) ? std_resid : std;
-        int rows = tt_tensor_real_rows(t), lcols = t->lshape[1], gcols = t->gshape[1];
-        int r0, c0;
-        tt_tensor_origin(t, &r0, &c0);
-        for (int r = 0; r < rows; r++)
-            for (int c = 0; c < lcols; c++) {
-                uint64_t gi = (uint64_t)(r0 + r) * (uint64_t)gcols + (uint64_t)(c0 + c);
-                t->w[(size_t)r * lcols + c] = (float)(sd * tt_hash_normal(seed, t->name, gi));
-            }
+    if (p->z.stage < 3) {
+        for (int i = 0; i < p->n; i++)
+            init_tensor(&p->t[i], seed, std, std_resid);
+        return;
     }
+    /* Stage 3: each unit built whole in the gather buffer (the values are
+     * a function of the element, so no rank needs another's), and only the
+     * owned piece kept. */
+    for (int u = 0, i = 0; u < p->z.nunits; u++) {
+        size_t begin, n, lo;
+        tt_zero_unit(p, u, &begin, &n, &lo);
+        memset(p->wgather, 0, n * sizeof(float));
+        for (; i < p->n && p->t[i].unit == u; i++)
+            init_tensor(&p->t[i], seed, std, std_resid);
+        memcpy(p->buf[TT_W] + begin / (size_t)p->z.parts, p->wgather + (lo - begin),
+               n / (size_t)p->z.parts * sizeof(float));
+    }
+    memset(p->wgather, 0, p->z.max_unit * sizeof(float));
+    p->wunit = -1;
 }
 
 void tt_params_zero_grads(tt_params *p)

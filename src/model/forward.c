@@ -244,12 +244,20 @@ static void posemb_rows(float *x, const float *pos, int n0, int Ns, int T, int C
     tt_vclock_compute(k.flops, 4.0 * k.floats);
 }
 
+/* The weights of the unit holding tensor i are about to be read. */
+static void weights_needed(tt_model *m, int i)
+{
+    if (m->weights_needed)
+        m->weights_needed(m->weights_needed_ctx, &m->P, i);
+}
+
 double tt_chunk_forward(tt_model *m, tt_slot *s, const int *idx, const int *targets)
 {
     const int B = s->B, T = m->cfg.T, C = m->cfg.C, N = B * T, j = s->chunk;
     const int nb = m->chunk_len[j];
     float *x = nb > 0 ? s->acts[0].x_in : s->x_out;
     if (tt_has_embedding(m, j)) {
+        weights_needed(m, m->tok_emb);
         memcpy(s->idx, idx, (size_t)N * sizeof(int));
         if (m->sp_full) {
             /* Sequence parallelism: the embedding's sum is a reduce-scatter
@@ -263,11 +271,14 @@ double tt_chunk_forward(tt_model *m, tt_slot *s, const int *idx, const int *targ
             posemb_forward(x, W(m->pos_emb), B, T, C); /* replicated: after the sum */
         }
     }
-    for (int i = 0; i < nb; i++)
+    for (int i = 0; i < nb; i++) {
+        weights_needed(m, m->blk[m->chunk_first[j] + i].ln1_w);
         block_forward(m, s, i, i + 1 < nb ? s->acts[i + 1].x_in : s->x_out);
+    }
 
     if (!tt_has_head(m, j))
         return 0.0;
+    weights_needed(m, m->ln_f_w);
     if (m->sp_full) {
         /* ln_f on this rank's rows; lm_head reads them all, gathered. */
         const int Ns = tt_model_rows(m, B);
@@ -324,6 +335,7 @@ void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss)
 {
     const int B = s->B, T = m->cfg.T, C = m->cfg.C, N = B * T, j = s->chunk;
     if (tt_has_head(m, j)) {
+        weights_needed(m, m->ln_f_w);
         float *dlogits = m->dtmp; /* N,Vl */
         memset(dlogits, 0, (size_t)N * m->Vl * sizeof(float));
         if (m->sh.tp_size > 1)
@@ -354,11 +366,15 @@ void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss)
         memcpy(m->dres, dout, (size_t)tt_model_rows(m, B) * C * sizeof(float));
     }
     for (int i = m->chunk_len[j] - 1; i >= 0; i--) {
+        weights_needed(m, m->blk[m->chunk_first[j] + i].ln1_w);
         recompute_block(m, s, i);
         block_backward(m, s, i);
         grads_ready(m, m->blk[m->chunk_first[j] + i].ln1_w);
     }
     if (tt_has_embedding(m, j)) {
+        /* The embeddings' backward reads no weight, but ZeRO-3 gathers every
+         * unit before its backward (the traffic formula counts it so). */
+        weights_needed(m, m->tok_emb);
         /* With sequence parallelism the reduce-scatter's backward gathers the
          * whole gradient, so pos_emb's comes from every token here, with no
          * sum over TP of its own. */

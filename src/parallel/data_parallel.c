@@ -77,17 +77,38 @@ void tt_zero_reduce_unit(void *grid, tt_params *p, int tensor)
     memset(scratch, 0, n * sizeof(float));
 }
 
+void tt_zero_gather_unit(void *grid, tt_params *p, int tensor)
+{
+    const tt_grid *g = grid;
+    if (p->z.stage < 3)
+        return;
+    size_t begin, n, lo;
+    const int u = p->t[tensor].unit;
+    tt_zero_unit(p, u, &begin, &n, &lo);
+    const size_t piece = n / (size_t)p->z.parts;
+    /* Gathered even when the unit is already there (the head's forward is
+     * followed by its backward): every use pays its gather, as DESIGN
+     * section 10 counts them; a run that kept it would save 4 x unit bytes. */
+    tt_allgather(g, TT_GROUP_DP, tt_params_buffer(p, TT_W) + begin / (size_t)p->z.parts,
+                 p->wgather, (int)piece, MPI_FLOAT);
+    p->wunit = u;
+}
+
 void tt_zero_attach(tt_model *m, const tt_grid *g)
 {
     if (m->P.z.stage < 2)
         return;
     m->grads_ready = tt_zero_reduce_unit;
     m->grads_ready_ctx = (void *)g;
+    if (m->P.z.stage < 3)
+        return;
+    m->weights_needed = tt_zero_gather_unit;
+    m->weights_needed_ctx = (void *)g;
 }
 
 void tt_zero_gather_weights(const tt_grid *g, tt_params *p)
 {
-    if (p->z.stage == 0)
+    if (p->z.stage == 0 || p->z.stage >= 3) /* stage 3 gathers each unit as it is used */
         return;
     float *w = tt_params_buffer(p, TT_W);
     for (int u = 0; u < p->z.nunits; u++) {
@@ -105,13 +126,16 @@ void tt_zero_expected_traffic(tt_comm_stats *add, const tt_params *p, int micro_
      * its whole output: one padded unit each call, so the calls of a step
      * add up to 4 x padded bytes. Stage 2 reduces every unit once per
      * micro-batch (each block sits in one chunk: one backward per
-     * micro-batch). */
+     * micro-batch). Stage 3 gathers every unit before its forward and
+     * again before its backward, per micro-batch, and never after the
+     * update: 2m gathers to m reduce-scatters. */
     const long long bytes = 4 * (long long)p->z.padded;
     const long rs = p->z.stage >= 2 ? micro_batches : 1;
+    const long ag = p->z.stage >= 3 ? 2L * micro_batches : 1;
     add->c[TT_GROUP_DP][TT_OP_REDUCE_SCATTER].calls += steps * rs * p->z.nunits;
     add->c[TT_GROUP_DP][TT_OP_REDUCE_SCATTER].bytes += steps * rs * bytes;
-    add->c[TT_GROUP_DP][TT_OP_ALLGATHER].calls += steps * p->z.nunits;
-    add->c[TT_GROUP_DP][TT_OP_ALLGATHER].bytes += steps * bytes;
+    add->c[TT_GROUP_DP][TT_OP_ALLGATHER].calls += steps * ag * p->z.nunits;
+    add->c[TT_GROUP_DP][TT_OP_ALLGATHER].bytes += steps * ag * bytes;
 }
 
 void tt_dp_expected_traffic(tt_comm_stats *add, const tt_params *p, size_t bucket_bytes,
@@ -127,6 +151,8 @@ int tt_dp_replicas_identical(const tt_grid *g, const tt_params *p)
     /* Weights and both moments (the gradients differ until synchronised). */
     const tt_kind kept[] = {TT_W, TT_M, TT_V};
     uint32_t crc = 0;
+    if (p->z.stage >= 3)
+        return 1; /* nothing is replicated: each holds its pieces of every kind */
     for (int k = 0; k < (p->z.stage ? 1 : 3); k++)
         crc = tt_crc32(crc, tt_params_buffer(p, kept[k]),
                        (p->z.stage ? p->z.padded : p->total) * sizeof(float));
@@ -142,7 +168,10 @@ int tt_tp_replicated_identical(const tt_grid *g, const tt_params *p)
             continue;
         size_t a, b;
         size_t n = tt_tensor_owned(p, t, &a, &b); /* TP peers share the partition */
-        crc = tt_crc32(crc, t->w, t->numel * sizeof(float));
+        if (p->z.stage >= 3)
+            crc = tt_crc32(crc, tt_owned_data(p, t, TT_W, a), n * sizeof(float));
+        else
+            crc = tt_crc32(crc, t->w, t->numel * sizeof(float));
         crc = tt_crc32(crc, tt_owned_data(p, t, TT_M, a), n * sizeof(float));
         crc = tt_crc32(crc, tt_owned_data(p, t, TT_V, a), n * sizeof(float));
     }

@@ -44,7 +44,8 @@ static void print_param_memory(const tt_model *m, const tt_grid *g)
     char h[32];
     printf(") + %ld replicated = %ld floats, %s of weights (%s)\n", repl, total,
            tt_mem_human((size_t)total * 4, h, sizeof h),
-           m->P.z.stage ? "gradients and Adam moments sharded by ZeRO, see below"
+           m->P.z.stage >= 3 ? "all four kinds sharded by ZeRO, see below"
+           : m->P.z.stage    ? "gradients and Adam moments sharded by ZeRO, see below"
                         : "x4 with gradients and Adam moments");
 }
 
@@ -77,12 +78,15 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
         char h[32];
         SAY("ZeRO-%d over each DP group: %zu floats in %d units (embeddings, blocks, head), "
             "padded to %zu (%s); each DP rank owns 1/%d of every unit (%zu floats); per step "
-            "%s, AdamW on the owned pieces, one all-gather of the weights per unit\n",
+            "%s, AdamW on the owned pieces, %s\n",
             z->stage, m->P.total, z->nunits, z->padded, tt_mem_human(z->padded * 4, h, sizeof h),
             z->parts, z->shard,
             z->stage >= 2 ? "each unit's gradients reduce-scattered as its backward ends, "
                             "every micro-batch"
-                          : "one gradient reduce-scatter per unit");
+                          : "one gradient reduce-scatter per unit",
+            z->stage >= 3 ? "each unit's weights all-gathered before its forward and again "
+                            "before its backward, every micro-batch"
+                          : "one all-gather of the weights per unit");
     } else if (g->dp > 1) {
         size_t n = m->P.total;
         char h[32];

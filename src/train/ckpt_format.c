@@ -16,6 +16,8 @@
 static const char *const kind_prefix[CKPT_KINDS] = {"", "optim.m.", "optim.v."};
 static const tt_kind kind_of_stored[CKPT_KINDS] = {TT_W, TT_M, TT_V};
 
+tt_kind ckpt_kind_of(int kind) { return kind_of_stored[kind]; }
+
 float *ckpt_kind_data(const tt_tensor *t, int kind)
 {
     return tt_tensor_data(t, kind_of_stored[kind]);

@@ -49,6 +49,8 @@ enum { CKPT_KIND_W, CKPT_KIND_M, CKPT_KIND_V, CKPT_KINDS };
 
 /* Tensor t's array of one stored kind, and its name in the file
  * ("optim.m." etc. + t->name; out holds CKPT_KEY_MAX). */
+/* The table's kind (TT_W, TT_M, TT_V) of a stored kind (CKPT_KIND_*). */
+tt_kind ckpt_kind_of(int kind);
 float *ckpt_kind_data(const tt_tensor *t, int kind);
 void ckpt_stored_name(char *out, size_t cap, const tt_tensor *t, int kind);
 

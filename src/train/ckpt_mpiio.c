@@ -295,18 +295,19 @@ static int write_slices(save_job *s)
         int j = tt_params_find(&s->whole, t->name);
         for (int kind = 0; kind < CKPT_KINDS && err == MPI_SUCCESS; kind++) {
             MPI_Offset at = (MPI_Offset)(s->hsize + s->off[kind * s->whole.n + j]);
-            if (kind == CKPT_KIND_W || !p->z.stage) {
+            const tt_kind k = ckpt_kind_of(kind);
+            if (!tt_kind_sharded(p, k)) {
                 if (tt_tensor_canonical(t, g->dp_rank, g->tp_rank))
                     err = write_slice(s->fh, at, t, kind, s->scratch);
                 continue;
             }
-            /* ZeRO: the moments are written by the DP rank that owns them
-             * (the ranks' shards tile the buffer, so each element once). */
+            /* ZeRO: the moments (stage 3: the weights too) are written by
+             * the DP rank that owns them (the ranks' shards tile the
+             * buffer, so each element once). */
             size_t a, b, real = tt_tensor_real_numel(t);
             tt_tensor_owned(p, t, &a, &b);
             if (!tt_tensor_canonical(t, 0, g->tp_rank) || a >= real)
                 continue;
-            const tt_kind k = kind == CKPT_KIND_M ? TT_M : TT_V;
             err = write_range(s->fh, at, t, tt_owned_data(p, t, k, a), a,
                               (b < real ? b : real) - a, s->scratch);
         }

@@ -297,7 +297,7 @@ static int load_one(const ckpt_file *cf, const tt_tensor *t, const char *name,
     return 0;
 }
 
-/* ZeRO: the shard's slice of a stored moment, of which only the part this
+/* ZeRO: the shard's slice of a stored moment (stage 3: or weight), of which only the part this
  * GPU owns is kept (through a host scratch of the slice's size, as load_one
  * reads through one of the whole tensor). */
 static int load_owned(const ckpt_file *cf, const tt_params *p, const tt_tensor *t,
@@ -308,7 +308,7 @@ static int load_owned(const ckpt_file *cf, const tt_params *p, const tt_tensor *
     size_t a, b;
     size_t n = tt_tensor_owned(p, t, &a, &b);
     if (rc == 0 && n)
-        memcpy(tt_owned_data(p, t, kind == CKPT_KIND_M ? TT_M : TT_V, a), slice + a,
+        memcpy(tt_owned_data(p, t, ckpt_kind_of(kind), a), slice + a,
                n * sizeof(float));
     free(slice);
     return rc;
@@ -346,7 +346,7 @@ int tt_checkpoint_load(const char *path, tt_params *p, tt_err *e)
             ckpt_entry en;
             ckpt_stored_name(name, sizeof name, &p->t[i], kind);
             rc = find_entry(&cf, &p->t[i], name, &en, e);
-            if (rc == 0 && (kind == CKPT_KIND_W || !p->z.stage))
+            if (rc == 0 && !tt_kind_sharded(p, ckpt_kind_of(kind)))
                 rc = load_one(&cf, &p->t[i], name, &en, ckpt_kind_data(&p->t[i], kind), e);
             else if (rc == 0)
                 rc = load_owned(&cf, p, &p->t[i], name, &en, kind, e);

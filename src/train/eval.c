@@ -27,6 +27,15 @@ double tt_eval_loss(tt_pipe *pipe, const tt_corpus *c)
         tt_eval_batch(c, k, n, T, in, tg);
         sum += tt_pipe_forward(pipe, in, tg, n) * n;
     }
+    /* ZeRO-3 gathers each unit's weights over the DP group in every
+     * forward, so every DP rank runs as many forwards as the one with the
+     * most windows: the others repeat a window and drop its loss. */
+    if (pipe->m->P.z.stage >= 3) {
+        const int most = (nw + dp - 1) / dp, mine = (k1 - k0 + mb - 1) / mb;
+        tt_eval_batch(c, 0, 1, T, in, tg);
+        for (int b = mine; b < (most + mb - 1) / mb; b++)
+            tt_pipe_forward(pipe, in, tg, 1);
+    }
     free(in);
     free(tg);
     return tt_sum_from_last_stage(g, pipe->m, sum) / nw;

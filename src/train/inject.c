@@ -134,7 +134,7 @@ void tt_inject_list(FILE *out)
                  "hidden names, for the bug lab (doc/labs/lab6-find-the-bug.md)\n", NMYSTERY);
     for (int i = 0; i < NROWS; i++) {
         const fault_row *r = &rows[i];
-        fprintf(out, "\n  %-18s %s\n", r->name, r->what);
+        fprintf(out, "\n  %-20s %s\n", r->name, r->what);
         fprintf(out, "    symptom: %s\n", r->symptom);
         if (r->id == TT_FAULT_STALL)
             fprintf(out, "    shows:   tiny_transformer: %s: ...\n", r->first);

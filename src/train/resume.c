@@ -97,11 +97,12 @@ int tt_resume_check_state(const tt_params *p, const char *path, tt_err *e)
     for (int i = 0; i < p->n; i++)
         for (size_t k = 0; k < sizeof arrays / sizeof arrays[0]; k++) {
             /* Weights whole; under ZeRO only the owned part of the moments
-             * is held here (the other DP ranks check theirs). */
+             * (stage 3: and weights) is held here (the other DP ranks check
+             * theirs). */
             const tt_tensor *t = &p->t[i];
             size_t lo = 0, hi = t->numel;
             const float *a = tt_tensor_data(t, arrays[k].kind);
-            if (arrays[k].kind != TT_W) {
+            if (tt_kind_sharded(p, arrays[k].kind)) {
                 tt_tensor_owned(p, t, &lo, &hi);
                 a = hi > lo ? tt_owned_data(p, t, arrays[k].kind, lo) : NULL;
             }

@@ -18,7 +18,7 @@ static size_t counted_range(const tt_params *p, const tt_tensor *t, tt_kind k, i
 {
     const size_t real = tt_tensor_real_numel(t);
     *a = *b = 0;
-    if (k == TT_W || p->z.stage == 0) {
+    if (!tt_kind_sharded(p, k)) {
         if (tt_tensor_canonical(t, dp_rank, tp_rank))
             *b = real;
         return *b;
@@ -172,10 +172,10 @@ static void compare(tt_validator *v, const tt_model *sh, tt_kind which, double *
             continue;
         const tt_tensor *t = &sh->P.t[li], *r = &v->ref.P.t[i];
         /* What this GPU holds of the array: the whole shard, or under ZeRO
-         * the owned part of the gradients and moments; and the part of it
-         * that counts for the tensor's error. */
+         * the owned part of the gradients and moments (stage 3: and
+         * weights); and the part of it that counts for the tensor's error. */
         size_t a = 0, e_end = t->numel, ca, cb;
-        if (which != TT_W)
+        if (tt_kind_sharded(&sh->P, which))
             tt_tensor_owned(&sh->P, t, &a, &e_end);
         counted_range(&sh->P, t, which, v->g->dp_rank, v->g->tp_rank, &ca, &cb);
         const float *src = tt_owned_data(&sh->P, t, which, a), *ref = tt_tensor_data(r, which);

@@ -70,6 +70,9 @@ typedef struct {
     float *gown;            /* ZeRO stage 2: the summed gradient of the owned
                                pieces (z.shard floats); stage 1 keeps it in
                                place in buf[TT_G] */
+    float *wgather;         /* ZeRO stage 3: one (padded) unit's whole weights,
+                               z.max_unit floats; every t->w points into it */
+    int wunit;              /* the unit wgather holds, -1 none (stage 3) */
 } tt_params;
 
 /* Adds a tensor to the table (before tt_params_alloc). The slice is rows or
@@ -91,11 +94,21 @@ void tt_params_plan(tt_params *p);
  * tt_owned_data); stage 1 keeps the whole padded gradient buffer; stage 2
  * keeps a scratch of the largest unit (every unit's t->g points into it: one
  * unit's backward accumulates there until tt_zero_reduce_unit takes it) and
- * the owned pieces' gradient (p->gown); the weights stay whole (padded). */
+ * the owned pieces' gradient (p->gown); the weights stay whole (padded).
+ * Stage 3 also keeps only the owned pieces of the weights (buf[TT_W], z.shard
+ * floats, like the moments) and a gather buffer of the largest unit
+ * (p->wgather): every t->w points into it at the tensor's place within its
+ * unit, so t->w is valid only while p->wunit is t's unit (the model's
+ * weights_needed hook all-gathers a unit there before it is used). */
 void tt_params_set_zero(tt_params *p, int stage, int parts, int rank);
+/* Whether this GPU holds only its owned pieces of kind k (read them with
+ * tt_tensor_owned / tt_owned_data): the moments and the reduced gradients
+ * under any ZeRO stage, the weights under stage 3. */
+int tt_kind_sharded(const tt_params *p, tt_kind k);
 /* Bytes of the four kinds of a planned table (tt_params_set_zero) as
- * tt_params_alloc books them, by category: weights, gradients (stage 2:
- * scratch + owned pieces), optimizer (Adam m and v). */
+ * tt_params_alloc books them, by category: weights (stage 3: owned pieces +
+ * gather buffer), gradients (stage 2: scratch + owned pieces), optimizer
+ * (Adam m and v). */
 void tt_params_zero_bytes(const tt_params *p, size_t *weights, size_t *grads,
                           size_t *optimizer);
 /* The local elements [*a, *b) of shard t (row-major over lshape) whose
@@ -141,7 +154,9 @@ int tt_tensor_real_rows(const tt_tensor *t);
  * a pure function of (seed, name, r*gcols + c), so every rank can generate
  * exactly its slice. Weights ~ N(0, std), biases 0, LayerNorm weights 1.
  * Residual projections (attn.proj, mlp.fc2) use std/sqrt(2 n_layers), as
- * GPT-2 does. Padding rows are left zero. */
+ * GPT-2 does. Padding rows are left zero. Under ZeRO-3 each unit is built
+ * whole in the gather buffer and only the owned piece kept (no
+ * communication: the values are the unsharded ones). */
 void tt_params_init(tt_params *p, uint64_t seed, int n_layers);
 
 /* Standard normal deviate number `index` of the stream (seed, name). */

@@ -128,6 +128,11 @@ typedef struct {
      * NULL: nothing (ZeRO-2 installs its reduce-scatter here). */
     void (*grads_ready)(void *ctx, tt_params *P, int tensor);
     void *grads_ready_ctx;
+    /* Called just before the forward or the backward reads the weights of
+     * a unit, with a tensor of it; NULL: nothing (ZeRO-3 installs its
+     * all-gather of the unit here). */
+    void (*weights_needed)(void *ctx, tt_params *P, int tensor);
+    void *weights_needed_ctx;
     /* --recompute: the one block's activations the slots share (full: all
      * but the input; selective: the attention probabilities), rebuilt in
      * each block's backward; NULL pointers when not recomputed. */

@@ -29,17 +29,28 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes);
  * group, the owned piece's sum added to p->gown, the scratch zeroed for the
  * next unit. Collective over DP. */
 void tt_zero_reduce_unit(void *grid, tt_params *p, int tensor);
-/* Installs tt_zero_reduce_unit as m's hook when m's table is under ZeRO-2. */
+/* ZeRO stage 3, just before the forward or backward reads the weights of
+ * the unit holding tensor `tensor` (the model's weights_needed hook; grid is
+ * the tt_grid): every DP rank's owned piece of the unit is all-gathered into
+ * the table's gather buffer (p->wgather), which every t->w points into.
+ * Every use gathers anew (twice per unit and micro-batch in training).
+ * Collective over DP: every DP rank must run the same forwards and
+ * backwards (eval equalises its windows for this). */
+void tt_zero_gather_unit(void *grid, tt_params *p, int tensor);
+/* Installs tt_zero_reduce_unit as m's hook when m's table is under ZeRO-2
+ * or 3, and tt_zero_gather_unit under ZeRO-3. */
 void tt_zero_attach(tt_model *m, const tt_grid *g);
-/* ZeRO, after the update of the owned pieces: the weights are all-gathered
- * over the DP group unit by unit (in place: every piece sits at its rank's
- * place in the padded unit), so every replica holds the whole weights. */
+/* ZeRO 1 and 2, after the update of the owned pieces: the weights are
+ * all-gathered over the DP group unit by unit (in place: every piece sits at
+ * its rank's place in the padded unit), so every replica holds the whole
+ * weights. Stage 3 keeps its pieces (nothing to do). */
 void tt_zero_gather_weights(const tt_grid *g, tt_params *p);
 /* The DP traffic under ZeRO (p->z.stage > 0) on one GPU, for `steps` steps
  * of `micro_batches` micro-batches, added to *add, in buffer bytes as comm
  * counts them (doc/memory.md): per step, stage 1 one reduce-scatter and one
  * all-gather per unit, together 4 x padded bytes each way; stage 2 the
- * reduce-scatters once per micro-batch. */
+ * reduce-scatters once per micro-batch; stage 3 also the all-gathers
+ * twice per micro-batch (before each forward and each backward). */
 void tt_zero_expected_traffic(tt_comm_stats *add, const tt_params *p, int micro_batches,
                               long steps);
 
@@ -53,8 +64,9 @@ void tt_dp_expected_traffic(tt_comm_stats *add, const tt_params *p, size_t bucke
 
 /* 1 when every DP replica holds the same bytes of weights and Adam moments
  * (a CRC of the buffers compared across the group; booked as other); under
- * ZeRO, where each replica holds other moments, the weights only. The
- * verdict is the same on every rank. */
+ * ZeRO, where each replica holds other moments, the weights only; under
+ * ZeRO-3 nothing is replicated and the answer is 1. The verdict is the same
+ * on every rank. */
 int tt_dp_replicas_identical(const tt_grid *g, const tt_params *p);
 /* 1 when the replicated tensors (LayerNorms, row-parallel biases, positions)
  * hold the same bytes on every TP rank. */
