@@ -42,6 +42,12 @@ static const fault_row rows[] = {
      "uses what the last recomputed (or forwarded) block left in the shared activations: "
      "the gradients of block 0 and everything before it are wrong; needs 2 or more blocks "
      "on a GPU, no effect with --recompute none"},
+    {TT_FAULT_EARLY_BUCKET, "early-bucket",
+     "parallel/data_parallel.c, dp_unit_ready (the DP overlap's hook)",
+     "the overlapped DP all-reduce starts each bucket after the first micro-batch's backward "
+     "of its layers instead of the last: the later micro-batches' gradients are added while "
+     "the sum is in flight, so the summed gradient misses them; needs dp > 1, 2 or more "
+     "micro-batches and the overlap (not --no-overlap, no --zero)"},
 };
 enum { NROWS = sizeof rows / sizeof rows[0] };
 

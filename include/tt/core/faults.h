@@ -16,6 +16,7 @@ typedef enum {
     TT_FAULT_DP_NO_SYNC,        /* parallel: the DP gradient all-reduce is skipped */
     TT_FAULT_STALL,             /* comm: one rank stops for a while (for --watchdog) */
     TT_FAULT_STALE_RECOMPUTE,   /* model: --recompute skips rebuilding a block */
+    TT_FAULT_EARLY_BUCKET,      /* parallel: DP overlap starts buckets after the first micro-batch */
     TT_NFAULTS
 } tt_fault;
 
