@@ -64,12 +64,6 @@ static void count_peer(int where, tt_op op, long long bytes, double t0, int peer
     book(where, op, bytes, t0, tt_clock_now(), peer);
 }
 
-/* A non-blocking collective, booked at its wait with the span it ran. */
-static void book_span(int where, tt_op op, long long bytes, double t0, double t1)
-{
-    book(where, op, bytes, t0, t1, TT_PEER_BESIDE);
-}
-
 static void count(int where, tt_op op, long long bytes, double t0)
 {
     count_peer(where, op, bytes, t0, -1);
@@ -278,13 +272,17 @@ double tt_coll_wait(const tt_grid *g, tt_coll_req *r, double not_before)
                                                       TT_COLL_ALLREDUCE,
                                                       tt_group_size(g, r->where),
                                                       (double)r->bytes);
-        if (end > tt_vclock_now())
+        /* Booked and drawn as the ring's own span (ticking: virtual time);
+         * beside compute if it began before this GPU came to wait for it. */
+        const double at_wait = tt_vclock_now();
+        if (end > at_wait)
             tt_vclock_set(end);
-        /* Booked and drawn as the ring's own span (ticking: virtual time). */
-        book_span(r->where, TT_OP_ALLREDUCE, r->bytes, start, end);
+        book(r->where, TT_OP_ALLREDUCE, r->bytes, start, end,
+             start < at_wait ? TT_PEER_BESIDE : -1);
         return end;
     }
-    book_span(r->where, TT_OP_ALLREDUCE, r->bytes, r->t0, tt_clock_now());
+    /* --clock wall (or stopped clocks): from the start to the wait's end */
+    book(r->where, TT_OP_ALLREDUCE, r->bytes, r->t0, tt_clock_now(), TT_PEER_BESIDE);
     return tt_clock_now();
 }
 
