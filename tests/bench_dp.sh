@@ -26,6 +26,7 @@ median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] 
 layouts="dp1:1:--dp 1
 dp2:2:--dp 2
 tp2pp3dp2:12:--tp 2 --pp 3 --dp 2
+tp2pp3dp2-noovl:12:--tp 2 --pp 3 --dp 2 --no-overlap
 dp12:12:--dp 12 --micro-batches 2"
 
 echo "wall-clock throughput: default model, global batch 24, $(nproc) cores, one BLAS thread per rank"

@@ -35,10 +35,13 @@ expected() {
         # LayerNorm gradients are each TP rank's own tokens' sums; ln_f's bias
         # is the first LayerNorm gradient the oracle meets (nearest the loss).
         sp-no-ln-allreduce) echo "gradient of ln_f.bias" ;;
+        # The bucket holding lm_head is summed without the last micro-batch's
+        # share: lm_head's gradient is the first the oracle meets.
+        early-bucket) echo "gradient of lm_head.weight" ;;
         *) echo "" ;;
     esac
 }
-known="grad-shard drop-tp-allreduce no-vocab-mask dp-no-sync stall stale-recompute grad-accum norm-replicated stale-activation sp-no-ln-allreduce"
+known="grad-shard drop-tp-allreduce no-vocab-mask dp-no-sync stall stale-recompute grad-accum norm-replicated stale-activation sp-no-ln-allreduce early-bucket"
 
 tt 1 --inject-bug list
 cp "$work/out" "$work/list"

@@ -35,13 +35,15 @@ cfg="--tp 2 --pp 2 --dp 3 --steps 3 --sample-len 0 --eval-every 0 --no-spot-chec
 # Ring all-reduce (the algorithm of doc/communication.md's formulas), basic
 # linear reduce-scatter, ring all-gather, binomial broadcast. Gatherv has one
 # (linear) algorithm. Only the reductions can change bits; the others are
-# pinned so that nothing in a run depends on where its ranks are.
+# pinned so that nothing in a run depends on where its ranks are. The DP
+# gradients go through the non-blocking all-reduce (libnbc's, in both overlap
+# modes: doc/communication.md), pinned to its ring too.
 PINS="--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4
  --mca coll_tuned_reduce_scatter_block_algorithm 1 --mca coll_tuned_allgather_algorithm 4
- --mca coll_tuned_bcast_algorithm 6"
+ --mca coll_tuned_bcast_algorithm 6 --mca coll_libnbc_iallreduce_algorithm 1"
 OTHER_ALLREDUCE="--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 1
  --mca coll_tuned_reduce_scatter_block_algorithm 1 --mca coll_tuned_allgather_algorithm 4
- --mca coll_tuned_bcast_algorithm 6"
+ --mca coll_tuned_bcast_algorithm 6 --mca coll_libnbc_iallreduce_algorithm 2"
 
 skip() { echo "skipped: $1"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "making network namespaces needs root"
@@ -238,14 +240,15 @@ else
     not_ok "checkpoints of 1 host and 3 hosts differ: $(cmp "$work/one.st" "$work/three.st" 2>&1)"
 fi
 
-# The planted fault: another all-reduce algorithm (basic linear: sums to rank
-# 0 in rank order) changes the order of the DP gradient sums, so the bits.
+# The planted fault: other all-reduce algorithms (blocking: basic linear,
+# sums to rank 0 in rank order; non-blocking: binomial tree) change the order
+# of the sums, the DP gradients' included, so the bits.
 run_bg 90 "$work/out" "$work/err" $TT_MPIRUN -np 12 $OTHER_ALLREDUCE "$TT_BIN" $cfg --save "$work/other.st"
 if [ "$status" -ne 0 ]; then
     not_ok "1 host, linear all-reduce: exit $status"
 elif cmp -s "$work/one.st" "$work/other.st"; then
     not_ok "a different all-reduce algorithm gave the same checkpoint: the comparison cannot fail"
 else
-    ok "a different all-reduce algorithm (linear) gives a different checkpoint: the pins matter"
+    ok "different all-reduce algorithms (linear, binomial) give a different checkpoint: the pins matter"
 fi
 finish

@@ -39,6 +39,7 @@ void tt_config_defaults(tt_run_config *c)
     c->prompt = "The cat ";
     c->sample_len = 120;
     c->dp_bucket = (size_t)1 << 20;
+    c->overlap = 1;
     c->schedule = TT_SCHED_1F1B;
     c->virtual_stages = 1;
     c->spot_check = 1;
@@ -136,6 +137,10 @@ const tt_flag tt_flags[] = {
              "for this layout, then exit (no training)"},
     {SIZE("--dp-bucket", dp_bucket), .metavar = "SIZE", IN(LAYOUT),
      .help = "bytes per gradient all-reduce bucket, e.g. 256K, 4M\n(default %D)"},
+    {SWITCH("--no-overlap", overlap, 0), IN(LAYOUT),
+     .help = "start every DP all-reduce bucket after the backward\n"
+             "(default: each starts as the backward finishes its\n"
+             "layers, and runs beside the rest of it)"},
     {INT("--zero", zero, 0, 3), .given = TT_GIVEN_ZERO, .metavar = "N", IN(LAYOUT),
      .help = "ZeRO over each DP group (needs dp > 1; default %D):\n"
              "1 shards the Adam moments and the update, 2 also the\n"

@@ -120,6 +120,8 @@ static int run_build(tt_run *r)
     tt_model_init(&r->model, &rc->model, &spec, tt_micro_batch_size(rc, g->dp), rc->seed);
     r->model.grid = g;
     tt_zero_attach(&r->model, g); /* ZeRO-2: reduce each unit as its backward ends */
+    /* no ZeRO: each DP bucket all-reduced as soon as its units are final */
+    tt_dp_attach(&r->model, g, rc->dp_bucket, rc->micro_batches, rc->overlap);
     r->have_model = 1;
     r->have_pipe = 1; /* tt_pipe_free releases what a failed init leaves */
     if (tt_pipe_init(&r->pipe, &r->model, rc, g, &e))

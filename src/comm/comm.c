@@ -45,19 +45,23 @@ MPI_Comm tt_group_comm(const tt_grid *g, int where)
 
 /* Books one call, and tells the observer (a trace being captured). t0 is
  * tt_clock_now() at entry: times are the virtual clock's unless --clock wall. */
-static void count_peer(int where, tt_op op, long long bytes, double t0, int peer)
+static void book(int where, tt_op op, long long bytes, double t0, double t1, int peer)
 {
     int row = (where & TT_BOOKKEEPING) ? TT_GROUP_OTHER : (where & ~TT_BOOKKEEPING);
     if (tt_vclock_in_step() && tt_vclock_paused()) /* the oracle's, inside a step */
         row = TT_GROUP_ORACLE;
     tt_comm_count *c = &stats.c[row][op];
-    double t1 = tt_clock_now();
     tt_watch_end();
     c->calls++;
     c->bytes += bytes;
     c->seconds += t1 - t0;
     if (observer)
         observer(row, op, bytes, t0, t1, peer);
+}
+
+static void count_peer(int where, tt_op op, long long bytes, double t0, int peer)
+{
+    book(where, op, bytes, t0, tt_clock_now(), peer);
 }
 
 static void count(int where, tt_op op, long long bytes, double t0)
@@ -229,6 +233,57 @@ void tt_allreduce(const tt_grid *g, int where, void *buf, int count_, MPI_Dataty
     if (ticking)
         clock_collective(g, where, latest, TT_COLL_ALLREDUCE, tt_group_size(g, where), bytes);
     count(where, TT_OP_ALLREDUCE, bytes, t0);
+}
+
+/* ---- non-blocking: a collective beside compute ---------------------------
+ * The data and the clocks travel in two non-blocking all-reduces started
+ * together: nobody waits for the others at the start, the GPU computes on,
+ * and the maximum of the entry clocks is known by the wait. The data's
+ * algorithm is MPI's non-blocking one (Open MPI: libnbc), which may add in
+ * another order than the blocking call: a caller that wants the same bits
+ * with and without overlap uses this call in both (tt_dp_sync_grads does). */
+void tt_iallreduce(const tt_grid *g, int where, void *buf, int count_, MPI_Datatype type,
+                   MPI_Op op, tt_coll_req *r)
+{
+    MPI_Comm comm = tt_group_comm(g, where);
+    r->t0 = tt_clock_now();
+    r->where = where;
+    r->ticking = tt_vclock_ticking();
+    r->bytes = (long long)count_ * type_size(type);
+    r->entry = r->ticking ? tt_vclock_now() : 0.0;
+    MPI_Iallreduce(MPI_IN_PLACE, buf, count_, type, op, comm, &r->req[0]);
+    if (r->ticking)
+        MPI_Iallreduce(MPI_IN_PLACE, &r->entry, 1, MPI_DOUBLE, MPI_MAX, comm, &r->req[1]);
+    else
+        r->req[1] = MPI_REQUEST_NULL;
+}
+
+double tt_coll_wait(const tt_grid *g, tt_coll_req *r, double not_before)
+{
+    WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, r->where);
+    wait_politely(&r->req[0]);
+    if (r->req[1] != MPI_REQUEST_NULL)
+        wait_politely(&r->req[1]);
+    if (r->ticking) {
+        /* r->entry is now the latest entry: the ring starts there, or at
+         * not_before (the caller's previous collective on the same links). */
+        const double start = r->entry > not_before ? r->entry : not_before;
+        const double end = start + tt_cost_collective(group_link(g, r->where),
+                                                      TT_COLL_ALLREDUCE,
+                                                      tt_group_size(g, r->where),
+                                                      (double)r->bytes);
+        /* Booked and drawn as the ring's own span (ticking: virtual time);
+         * beside compute if it began before this GPU came to wait for it. */
+        const double at_wait = tt_vclock_now();
+        if (end > at_wait)
+            tt_vclock_set(end);
+        book(r->where, TT_OP_ALLREDUCE, r->bytes, start, end,
+             start < at_wait ? TT_PEER_BESIDE : -1);
+        return end;
+    }
+    /* --clock wall (or stopped clocks): from the start to the wait's end */
+    book(r->where, TT_OP_ALLREDUCE, r->bytes, r->t0, tt_clock_now(), TT_PEER_BESIDE);
+    return tt_clock_now();
 }
 
 void tt_allgather(const tt_grid *g, int where, const void *send, void *recv, int count_,

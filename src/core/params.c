@@ -47,6 +47,8 @@ static int unit_key(const char *name)
     return strncmp(name, "tok_emb.", 8) == 0 || strncmp(name, "pos_emb.", 8) == 0 ? -1 : -2;
 }
 
+int tt_tensor_unit_key(const tt_tensor *t) { return unit_key(t->name); }
+
 void tt_params_plan(tt_params *p)
 {
     size_t total = 0, flat = 0;

@@ -2,6 +2,7 @@
  * and the replica checks. */
 #include "tt/parallel/data_parallel.h"
 #include "tt/comm/comm.h"
+#include "tt/core/common.h"
 #include "tt/core/faults.h"
 
 #include <stdint.h>
@@ -32,6 +33,104 @@ static void reduce_scatter_unit(const tt_grid *g, const tt_params *p, float *run
                       MPI_FLOAT);
 }
 
+/* ---- the DP all-reduce, overlapped with the backward ----------------------
+ * The buckets are runs of bucket_floats() of the gradient buffer from its
+ * start, as without overlap. The table is in layer order, so the backward
+ * finishes the last buckets first: a bucket starts (non-blocking) once every
+ * unit it touches (the head, a block, the embeddings: the model's
+ * grads_ready hook) has had its last micro-batch's backward, and
+ * tt_dp_sync_grads waits for all of them. Both modes make the same
+ * non-blocking calls on the same runs, so the sums are the same bits; only
+ * when each starts differs. One process is one GPU: one state. */
+typedef struct {
+    int on;               /* attached: dp > 1, no ZeRO */
+    int overlap;          /* start buckets during the backward (else all at the end) */
+    int passes;           /* backward passes of a unit per step: the micro-batches */
+    size_t bucket;        /* floats per bucket */
+    long nb;              /* buckets */
+    int nunits;
+    int *unit_of;         /* [tensors] its unit */
+    size_t *ulo, *uhi;    /* [nunits] each unit's run of the flat buffer */
+    int *done;            /* [nunits] backward passes seen this step */
+    char *started;        /* [nb] */
+    long *order;          /* [nb] buckets in the order they were started */
+    long nstarted;
+    tt_coll_req *req;     /* [nb] */
+} dp_overlap;
+static dp_overlap ov;
+
+static void start_bucket(const tt_grid *g, tt_params *p, long b)
+{
+    float *grads = tt_params_buffer(p, TT_G);
+    const size_t off = (size_t)b * ov.bucket;
+    const size_t n = p->total - off < ov.bucket ? p->total - off : ov.bucket;
+    tt_iallreduce(g, TT_GROUP_DP, grads + off, (int)n, MPI_FLOAT, MPI_SUM, &ov.req[b]);
+    ov.started[b] = 1;
+    ov.order[ov.nstarted++] = b;
+}
+
+/* The hook: one more backward pass of the unit holding `tensor`. Buckets all
+ * of whose units are final start, the last first (reverse layer order). */
+static void dp_unit_ready(void *grid, tt_params *p, int tensor)
+{
+    const tt_grid *g = grid;
+    if (!ov.overlap || tt_fault_active(TT_FAULT_DP_NO_SYNC))
+        return;
+    const int u = ov.unit_of[tensor];
+    /* planted (--inject-bug early-bucket): final after the first micro-batch */
+    const int need = tt_fault_active(TT_FAULT_EARLY_BUCKET) ? 1 : ov.passes;
+    if (++ov.done[u] != need)
+        return;
+    for (long b = ov.nb - 1; b >= 0; b--) {
+        if (ov.started[b])
+            continue;
+        const size_t lo = (size_t)b * ov.bucket, hi = lo + ov.bucket;
+        int final = 1;
+        for (int k = 0; k < ov.nunits && final; k++)
+            if (ov.ulo[k] < hi && ov.uhi[k] > lo && ov.done[k] < need)
+                final = 0;
+        if (final)
+            start_bucket(g, p, b);
+    }
+}
+
+void tt_dp_attach(tt_model *m, const tt_grid *g, size_t bucket_bytes, int micro_batches,
+                  int overlap)
+{
+    tt_params *p = &m->P;
+    if (g->dp == 1 || p->z.stage > 0 || p->n == 0)
+        return;
+    free(ov.unit_of);
+    free(ov.ulo);
+    free(ov.uhi);
+    free(ov.done);
+    free(ov.started);
+    free(ov.order);
+    free(ov.req);
+    memset(&ov, 0, sizeof ov);
+    ov.on = 1;
+    ov.overlap = overlap;
+    ov.passes = micro_batches;
+    ov.bucket = bucket_floats(bucket_bytes);
+    ov.nb = tt_dp_buckets(p->total, bucket_bytes);
+    ov.unit_of = tt_malloc((size_t)p->n * sizeof *ov.unit_of);
+    ov.ulo = tt_malloc((size_t)p->n * sizeof *ov.ulo);
+    ov.uhi = tt_malloc((size_t)p->n * sizeof *ov.uhi);
+    ov.done = tt_calloc((size_t)p->n, sizeof *ov.done);
+    for (int i = 0; i < p->n; i++) {
+        const tt_tensor *t = &p->t[i];
+        if (i == 0 || tt_tensor_unit_key(t) != tt_tensor_unit_key(&p->t[i - 1]))
+            ov.ulo[ov.nunits++] = t->off;
+        ov.unit_of[i] = ov.nunits - 1;
+        ov.uhi[ov.nunits - 1] = t->off + t->numel;
+    }
+    ov.started = tt_calloc((size_t)ov.nb, 1);
+    ov.order = tt_malloc((size_t)ov.nb * sizeof *ov.order);
+    ov.req = tt_malloc((size_t)ov.nb * sizeof *ov.req);
+    m->grads_ready = dp_unit_ready;
+    m->grads_ready_ctx = (void *)g;
+}
+
 void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
 {
     if (g->dp == 1 || tt_fault_active(TT_FAULT_DP_NO_SYNC)) /* a planted fault (--inject-bug) */
@@ -49,12 +148,35 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
         }
         return;
     }
-    float *grads = tt_params_buffer(p, TT_G);
-    size_t b = bucket_floats(bucket_bytes);
-    for (size_t off = 0; off < p->total; off += b) {
-        size_t n = p->total - off < b ? p->total - off : b;
-        tt_allreduce(g, TT_GROUP_DP, grads + off, (int)n, MPI_FLOAT, MPI_SUM);
+    if (!ov.on) { /* no hook attached: the same calls, one after another */
+        float *grads = tt_params_buffer(p, TT_G);
+        const size_t b = bucket_floats(bucket_bytes);
+        for (size_t off = 0; off < p->total; off += b) {
+            const size_t n = p->total - off < b ? p->total - off : b;
+            tt_coll_req r;
+            tt_iallreduce(g, TT_GROUP_DP, grads + off, (int)n, MPI_FLOAT, MPI_SUM, &r);
+            tt_coll_wait(g, &r, 0.0);
+        }
+        return;
     }
+    if (ov.overlap) {
+        /* What the backward has not started (a unit it never finished). */
+        for (long b = ov.nb - 1; b >= 0; b--)
+            if (!ov.started[b])
+                start_bucket(g, p, b);
+        /* In start order: each bucket's ring follows the previous one's. */
+        double end = 0.0;
+        for (long i = 0; i < ov.nstarted; i++)
+            end = tt_coll_wait(g, &ov.req[ov.order[i]], end);
+    } else {
+        for (long b = 0; b < ov.nb; b++) { /* front to back, each waited for at once */
+            start_bucket(g, p, b);
+            tt_coll_wait(g, &ov.req[b], 0.0);
+        }
+    }
+    memset(ov.started, 0, (size_t)ov.nb);
+    memset(ov.done, 0, (size_t)ov.nunits * sizeof *ov.done);
+    ov.nstarted = 0;
 }
 
 void tt_zero_reduce_unit(void *grid, tt_params *p, int tensor)

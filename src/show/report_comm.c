@@ -122,7 +122,8 @@ int tt_report_comm(FILE *out, const tt_run_config *rc, const tt_grid *g, const t
         for (int r = 0; r < (all_gpus ? g->world_size : 1); r++)
             print_one(out, g, r, &all[r].measured, &all[r].expected);
         fprintf(out, "every GPU's TP/PP/DP traffic equals its formula: %s\n", ok ? "yes" : "NO");
-        fprintf(out, "seconds: %s inside the calls, waiting for the other members included; "
+        fprintf(out, "seconds: %s inside the calls, waiting for the other members included "
+                     "(the DP all-reduce: its rings' spans, partly beside compute); "
                      "ring bytes: what this GPU sends under ring algorithms (all-reduce "
                      "2(n-1)/n of the buffer, all-gather and reduce-scatter (n-1)/n)\n",
                 tt_clock_label());

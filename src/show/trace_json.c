@@ -6,6 +6,7 @@
  * trace is ever held in memory; the fixed field order also keeps the file
  * byte-for-byte reproducible for the same events. */
 #include "tt/show/trace.h"
+#include "tt/comm/comm.h"
 #include "tt/core/vclock.h"
 #include "show/outfile.h"
 #include "show/trace_name.h"
@@ -30,10 +31,11 @@ static void json_str(FILE *f, const char *s)
 static double usec(double seconds) { return seconds > 0 ? seconds * 1e6 : 0.0; }
 
 /* The metadata of the virtual GPUs: a process per GPU, named with its
- * coordinates and sorted by world rank, with two threads so that
+ * coordinates and sorted by world rank, with three threads so that
  * communication nested inside a forward (TP all-reduces) gets its own track
- * instead of overlapping the compute. Returns the separator the next entry
- * needs. */
+ * instead of overlapping the compute, and a non-blocking collective that
+ * runs beside both (the overlapped DP all-reduce) a third. Returns the
+ * separator the next entry needs. */
 static const char *write_gpu_tracks(FILE *f, const tt_grid *g)
 {
     const char *sep = "";
@@ -48,9 +50,11 @@ static const char *write_gpu_tracks(FILE *f, const tt_grid *g)
                 r, r);
         fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"compute\"}},\n"
                    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"communication\"}},\n"
+                   "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":2,\"args\":{\"name\":\"beside compute\"}},\n"
                    "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":0}},\n"
-                   "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"sort_index\":1}}",
-                r, r, r, r);
+                   "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"sort_index\":1}},\n"
+                   "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":2,\"args\":{\"sort_index\":2}}",
+                r, r, r, r, r, r);
         sep = ",\n";
     }
     return sep;
@@ -86,7 +90,7 @@ static void write_event(FILE *f, const tt_grid *g, const tt_event *v, int r, con
     json_str(f, cat);
     double dur = v->t1 > v->t0 ? v->t1 - v->t0 : 0.0;
     fprintf(f, ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%d",
-            r, comm ? 1 : 0, usec(v->t0), dur * 1e6, v->step);
+            r, comm ? (v->peer == TT_PEER_BESIDE ? 2 : 1) : 0, usec(v->t0), dur * 1e6, v->step);
     if (v->mb >= 0)
         fprintf(f, ",\"mb\":%d", v->mb);
     if (v->chunk >= 0)

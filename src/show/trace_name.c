@@ -1,5 +1,6 @@
 /* trace_name.c - the one-line name of a trace event (see trace_name.h). */
 #include "show/trace_name.h"
+#include "tt/comm/comm.h"
 
 #include <string.h>
 
@@ -32,6 +33,8 @@ void tt_trace_event_name(const tt_grid *g, const tt_event *v, char *buf, size_t 
             char pn[48];
             snprintf(peer, sizeof peer, " %s %s", strcmp(v->name, "recv") == 0 ? "from" : "to",
                      tt_gpu_name(g, v->peer, pn, sizeof pn));
+        } else if (v->peer == TT_PEER_BESIDE) {
+            snprintf(peer, sizeof peer, " (non-blocking, beside compute)");
         }
         snprintf(buf, n, "%s %s %s%s", v->name, v->group[0] ? v->group : "other", size, peer);
         break;

@@ -8,6 +8,7 @@
  * (trace_svg_layout.c), because the SVG element must state the final width
  * and height; this file then writes the parts top to bottom. */
 #include "tt/show/trace.h"
+#include "tt/comm/comm.h"
 #include "show/outfile.h"
 #include "show/trace_name.h"
 #include "show/trace_svg_layout.h"
@@ -126,15 +127,17 @@ static void write_tooltip(FILE *f, const tt_svg_layout *L, const tt_event *x)
     fprintf(f, ": %.3f ms</title></rect>\n", (x->t1 - x->t0) * 1e3);
 }
 
-/* A transfer or collective in the strip under the row at y. */
+/* A transfer or collective in the strip under the row at y; a non-blocking
+ * one, which runs beside the compute, in its own strip over the boxes. */
 static void write_comm(FILE *f, const tt_svg_layout *L, const tt_event *x, int y)
 {
     double bx, bw;
     event_span(L, x, &bx, &bw);
+    const int beside = x->peer == TT_PEER_BESIDE;
     /* Comm calls last microseconds: a minimum width keeps each one visible
      * as a tick in the strip. */
-    fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" ", bx, y + COMM_Y,
-            bw < 0.8 ? 0.8 : bw, COMM_H);
+    fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" ", bx,
+            y + (beside ? BESIDE_Y : COMM_Y), bw < 0.8 ? 0.8 : bw, beside ? BESIDE_H : COMM_H);
     fill(f, group_colour(x->group));
     write_tooltip(f, L, x);
 }
@@ -238,6 +241,15 @@ static void write_legend(FILE *f, const tt_svg_layout *L)
     fprintf(f, "<rect x=\"12\" y=\"%d\" width=\"16\" height=\"14\" fill=\"#f3f3f3\" stroke=\"#bbb\" stroke-width=\"0.6\"/>\n"
                "<text x=\"34\" y=\"%d\">empty: idle (bubble)</text>\n",
             ly - 11, ly);
+    int beside = 0; /* any non-blocking collective drawn over the boxes? */
+    for (int r = 0; r < L->g->world_size && !beside; r++)
+        for (int i = L->first[r]; i < L->first[r + 1]; i++)
+            beside |= L->ev[i].step == L->step && L->ev[i].kind == TT_EV_COMM &&
+                      L->ev[i].peer == TT_PEER_BESIDE;
+    if (beside)
+        fprintf(f, "<text x=\"%d\" y=\"%d\">thin strip over a row: an all-reduce beside "
+                   "compute (non-blocking, no link contention modelled)</text>\n",
+                L->v > 1 ? 34 : 12 + 170, ly + 20 * (L->v > 1));
     if (L->v > 1)
         fprintf(f, "<text x=\"%d\" y=\"%d\">interleaved: stage s holds the global chunks s, s+%d, ...; "
                    "the stage's chunk i (global chunk s+%d\xc2\xb7i) is drawn lighter as i grows</text>\n",

@@ -21,6 +21,9 @@ enum {
     BOX_H = 20,
     COMM_Y = 26,      /* the communication strip under the boxes */
     COMM_H = 5,
+    BESIDE_Y = 0,     /* non-blocking collectives beside compute (the
+                         overlapped DP all-reduce): a strip over the boxes */
+    BESIDE_H = 3,
     TOP = 58,         /* title and subtitle above the plot */
 };
 

@@ -93,6 +93,14 @@ static const fault_row rows[] = {
      "TP copies of the LayerNorms drift apart; only with --sequence-parallel",
      2, "--tp 2 --sequence-parallel " SMALL " --validate", "gradient of ln_f.bias",
      "model/forward.c, sp_ln_grads_done"},
+    {TT_FAULT_EARLY_BUCKET, "early-bucket",
+     "the DP all-reduce overlapped with the backward starts a bucket after the first "
+     "micro-batch's backward of its layers instead of the last",
+     "the later micro-batches' gradients are added while the sum is in flight, so the summed "
+     "gradient misses them; needs dp 2 or more, 2 or more micro-batches and the overlap (not "
+     "--no-overlap, no --zero)",
+     2, "--dp 2 --micro-batches 2 " SMALL " --validate", "gradient of lm_head.weight",
+     "parallel/data_parallel.c, dp_unit_ready (the DP overlap's hook)"},
 };
 enum { NROWS = sizeof rows / sizeof rows[0] };
 

@@ -58,7 +58,7 @@ tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_val
     /* This replica's micro-batches, in the order the schedule says. */
     double loss = tt_pipe_train(pipe, c, step, dloss);
     st.loss = tt_sum_from_last_stage(g, m, loss / rc->batch);
-    if (g)
+    if (g) /* waits for the buckets the backward started (the DP overlap) */
         tt_dp_sync_grads(g, &m->P, rc->dp_bucket);
     tt_inject_after_backward(m, g); /* a planted fault (--inject-bug), or nothing */
     if (val) {

@@ -78,6 +78,27 @@ void tt_gatherv(const tt_grid *g, int where, const void *send, int count, void *
                 const int *counts, const int *displs, MPI_Datatype type, int root);
 void tt_bcast(const tt_grid *g, int where, void *buf, int count, MPI_Datatype type,
               int root);
+/* A non-blocking in-place all-reduce (tt_iallreduce), from its start to
+ * tt_coll_wait. Only the modelled cost runs beside compute: while it is in
+ * flight the GPU's clock goes on; the wait moves it to the collective's end
+ * (the members' latest entry plus the ring's cost), if that is later. */
+typedef struct {
+    MPI_Request req[2];  /* the data; the maximum of the entry clocks */
+    double entry;        /* this rank's clock at the start, then the latest */
+    double t0;           /* tt_clock_now() at the start (--clock wall) */
+    int where, ticking;
+    long long bytes;
+} tt_coll_req;
+/* Starts the all-reduce of count elements of buf (untouched until the wait).
+ * Members must start their non-blocking collectives of a group in one order. */
+void tt_iallreduce(const tt_grid *g, int where, void *buf, int count, MPI_Datatype type,
+                   MPI_Op op, tt_coll_req *r);
+/* Completes r, booked here with its modelled span [start, end]: it starts
+ * at the members' latest entry, or at not_before if later (the end of the
+ * caller's previous collective on the same links: one at a time, as on one
+ * communication stream), and ends a ring's cost later. Returns the end (the
+ * clock's time when the clocks do not tick). */
+double tt_coll_wait(const tt_grid *g, tt_coll_req *r, double not_before);
 /* Number of GPUs in a group (OTHER: the world). */
 int tt_group_size(const tt_grid *g, int where);
 
@@ -132,8 +153,11 @@ void *tt_gather_var_to_root(const tt_grid *g, const void *mine, int bytes, int *
 
 /* Called after every counted transfer: the group it is booked in, the
  * operation, bytes, start and end (tt_clock_now(): the virtual clock unless
- * --clock wall), and the peer's world rank (point-to-point) or -1. NULL
- * removes the observer. */
+ * --clock wall), and the peer's world rank (point-to-point), -1, or
+ * TT_PEER_BESIDE for a non-blocking collective that ran beside compute (its
+ * span is the collective's, not time the GPU spent in it). NULL removes the
+ * observer. */
+#define TT_PEER_BESIDE (-2)
 typedef void (*tt_comm_observer)(int group, tt_op op, long long bytes, double t0, double t1,
                                  int peer);
 void tt_comm_set_observer(tt_comm_observer f);

@@ -20,6 +20,7 @@ typedef enum {
     TT_FAULT_GRAD_ACCUM,        /* parallel: micro-batch gradients not divided by their number */
     TT_FAULT_NORM_REPLICATED,   /* train: the clipping norm counts TP-replicated tensors per rank */
     TT_FAULT_STALE_ACTIVATION,  /* parallel: a stage sends the previous micro-batch's activation */
+    TT_FAULT_EARLY_BUCKET,      /* parallel: DP overlap starts buckets after the first micro-batch */
     TT_NFAULTS
 } tt_fault;
 

@@ -125,6 +125,11 @@ float *tt_owned_data(const tt_params *p, const tt_tensor *t, tt_kind k, size_t a
  * element of this rank's piece of it (begin + rank * n / parts). */
 void tt_zero_unit(const tt_params *p, int u, size_t *begin, size_t *n, size_t *lo);
 
+/* The unit of the backward t belongs to, as a key equal for the tensors of
+ * one unit (with or without ZeRO): its block's number, -1 the embeddings,
+ * -2 the head. The DP overlap's buckets wait for these units. */
+int tt_tensor_unit_key(const tt_tensor *t);
+
 void tt_params_free(tt_params *p);
 int tt_params_find(const tt_params *p, const char *name); /* -1 if absent */
 

@@ -12,10 +12,22 @@
 #include "tt/model/model.h"
 
 /* All-reduce (sum) of the gradient buffer over the DP group in buckets of at
- * most bucket_bytes, front to back. Each replica's gradient already carries the
- * global 1/(B*T) of the mean loss, so the sum is the gradient of the global
- * batch: PyTorch DDP's average of per-replica means, without the division. */
+ * most bucket_bytes (runs from the buffer's start). Each replica's gradient
+ * already carries the global 1/(B*T) of the mean loss, so the sum is the
+ * gradient of the global batch: PyTorch DDP's average of per-replica means,
+ * without the division. After tt_dp_attach with overlap, the buckets the
+ * backward started are waited for and the rest started and waited for;
+ * without overlap each bucket, front to back, is started and waited for. The
+ * calls are MPI's non-blocking all-reduce either way, so both modes sum in
+ * the same order: the same bits (doc/communication.md). */
 void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes);
+/* Installs the DP overlap as m's grads_ready hook (dp > 1 and no ZeRO; else
+ * nothing): a bucket's all-reduce starts as soon as every unit it touches has
+ * had the last of its micro_batches backward passes of the step. overlap 0
+ * (--no-overlap): the hook only counts, every bucket waits for the end.
+ * bucket_bytes must be the one tt_dp_sync_grads is given. */
+void tt_dp_attach(tt_model *m, const tt_grid *g, size_t bucket_bytes, int micro_batches,
+                  int overlap);
 
 /* Under ZeRO (p->z.stage > 0) tt_dp_sync_grads does not all-reduce: stage 1
  * reduce-scatters the padded gradient buffer unit by unit (no buckets: the
