@@ -58,7 +58,7 @@ static uint64_t param_floats(const tt_config *cfg, const tt_shard_spec *sh)
 }
 
 /* Floats of one block's activations for B sequences (slots.c): those a slot
- * keeps, and those recomputation rebuilds into the model's one shared work
+ * keeps (with split_w also B's output gradients for W), and those recomputation rebuilds into the model's one shared work
  * set instead (model.c): selective, the attention probabilities; full,
  * everything but the block's input. */
 static void block_floats(const widths *w, const tt_shard_spec *sh, uint64_t B, uint64_t *kept,
@@ -74,6 +74,9 @@ static void block_floats(const widths *w, const tt_shard_spec *sh, uint64_t B, u
                : sh->recompute == TT_RECOMPUTE_SELECTIVE ? att
                                                           : 0;
     *kept = per - *rebuilt;
+    /* split_w: the output gradients of the six linears, kept from B to W. */
+    if (sh->split_w)
+        *kept = add(*kept, mul(N, add(mul(3, w->Cl), add(2 * C, w->Hl))));
 }
 
 /* Floats of one activation slot of a chunk of nb blocks (slots.c). */

@@ -35,6 +35,9 @@ typedef struct {
     int first_stage, last_stage;
     int mlp_gather;             /* --tp-mlp gather: all-gather fc1's output */
     int recompute;              /* TT_RECOMPUTE_* (tt/core/config.h) */
+    int split_w;                /* 1: zero-bubble schedules run a block's backward as B
+                                   (input gradient) and, later, W (weight gradients), so
+                                   each slot also keeps its linears' output gradients */
     int nchunks;                /* 0 or 1: one chunk; else the ranges below */
     int zero_stage, dp_size, dp_rank; /* --zero: the table is partitioned over the DP
                                  group (tt_params_set_zero); 0: not */
@@ -65,6 +68,11 @@ typedef struct {
     float *fc1;           /* N,Hl  pre-activation */
     float *gelu;          /* N,Hl */
     float *fc1_full, *gelu_full; /* tp,N,Hl  gathered (--tp-mlp gather only) */
+    /* split_w only: the output gradients B leaves for W, which multiplies
+     * them with the kept inputs above (NULL otherwise). */
+    float *dq, *dk, *dv;  /* N,Cl */
+    float *dproj, *dfc2;  /* N,C */
+    float *dfc1;          /* N,Hl */
 } tt_block_acts;
 
 /* Everything one (micro-batch, chunk) keeps between its forward and its
@@ -160,6 +168,16 @@ double tt_chunk_forward(tt_model *m, tt_slot *s, const int *idx, const int *targ
  * Accumulates into the gradients; leaves the gradient of the chunk's input in
  * m->dres. */
 void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss);
+/* The same backward in two parts (zero-bubble schedules, sh.split_w): B
+ * leaves the gradient of the chunk's input in m->dres and computes the
+ * gradients of the LayerNorms, the head and the embeddings (cheap, or tied
+ * to the input gradient's pass); W, run any time after it and before the
+ * slot is released, adds the weight and bias gradients of the blocks' six
+ * linears from what B kept in the slot. Per micro-batch, B then W gives the
+ * same bits as tt_chunk_backward. grads_ready fires for a block in W, for
+ * the head and the embeddings in B: when that unit's part is done. */
+void tt_chunk_backward_input(tt_model *m, tt_slot *s, const float *dout, float dloss);
+void tt_chunk_backward_weights(tt_model *m, tt_slot *s);
 
 /* The whole model on one GPU, one micro-batch at a time (local chunk 0 holds
  * everything): forward of B sequences (B <= Bmax), returning the mean loss
