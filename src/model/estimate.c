@@ -74,9 +74,10 @@ static void block_floats(const widths *w, const tt_shard_spec *sh, uint64_t B, u
                : sh->recompute == TT_RECOMPUTE_SELECTIVE ? att
                                                           : 0;
     *kept = per - *rebuilt;
-    /* split_w: the output gradients of the six linears, kept from B to W. */
+    /* split_w: the output gradients of the six linears and the two
+     * LayerNorms, kept from B to W. */
     if (sh->split_w)
-        *kept = add(*kept, mul(N, add(mul(3, w->Cl), add(2 * C, w->Hl))));
+        *kept = add(*kept, mul(N, add(mul(3, w->Cl), add(4 * C, w->Hl))));
 }
 
 /* Floats of one activation slot of a chunk of nb blocks (slots.c). */
@@ -116,6 +117,8 @@ void tt_shard_memory_of(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
     uint64_t err = mul(N, add(add(2 * w.C, wide), add(mul(4, w.Cl), w.Hl)));
     if (sh->mlp_gather && w.tp > 1)
         err = add(err, mul(2, mul(w.tp, mul(N, w.Hl))));
+    if (sh->split_w)
+        err = add(err, 2 * w.C); /* the LayerNorm gains' sink of B */
     out->scratch_bytes = mul(sizeof(float), add(err, mul(w.T, w.T)));
     uint64_t kept, rebuilt;
     block_floats(&w, sh, B, &kept, &rebuilt);

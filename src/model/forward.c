@@ -63,8 +63,11 @@ static void block_forward(tt_model *m, tt_slot *s, int i, float *x_out /* N,C */
  * their weight and bias gradients (linear_backward computes the input and
  * the weight gradients as independent products, so leaving one out changes
  * no bit of the other) and their output gradients are copied into the slot
- * for block_weights, W. The LayerNorms' gains still get theirs here: one
- * pass yields both, at O(N C). */
+ * for block_weights, W; so are the LayerNorms' (their kernel yields the input
+ * and the gain gradients in one pass, at O(N C): B sends the gains' to a
+ * sink and W runs it again for them). All of a block's weight gradients are
+ * then made in its W, one unit at a time, as ZeRO-2's shared gradient
+ * scratch needs. */
 static void block_backward(tt_model *m, tt_slot *s, int i, int split)
 {
     const tt_block_idx *b = &m->blk[m->chunk_first[s->chunk] + i];
@@ -75,6 +78,9 @@ static void block_backward(tt_model *m, tt_slot *s, int i, int split)
     float *dres = m->dres, *dtmp = m->dtmp;
     /* A linear's weight (or bias) gradient: now, or in W (NULL). */
 #define GW(t) (split ? NULL : G(t))
+    /* The LayerNorm kernel computes its gains' gradients with the input's:
+     * in B they go to a sink of 2C floats, W computes them again. */
+#define LNW(t) (split ? m->ln_sink : G(t))
 #define KEEP(dst, src, n) (split ? (void)memcpy((dst), (src), (size_t)(n) * sizeof(float)) : (void)0)
 
     /* MLP branch: out = x_mid + fc2(gelu(fc1(ln2(x_mid)))) + fc2.bias */
@@ -102,8 +108,9 @@ static void block_backward(tt_model *m, tt_slot *s, int i, int split)
     KEEP(a->dfc1, m->dfc1, N * Hl);
     column_linear_backward(g, dtmp, GW(b->fc1_w), GW(b->fc1_b), m->dfc1, a->ln2, W(b->fc1_w), N,
                            C, Hl);
-    layernorm_backward(dres, G(b->ln2_w), G(b->ln2_b), dtmp, a->x_mid, W(b->ln2_w),
-                       a->ln2_mean, a->ln2_rstd, N, C);
+    KEEP(a->dln2, dtmp, N * C);
+    layernorm_backward(dres, LNW(b->ln2_w), LNW(b->ln2_b) + (split ? C : 0), dtmp, a->x_mid,
+                       W(b->ln2_w), a->ln2_mean, a->ln2_rstd, N, C);
 
     /* Attention branch: x_mid = x_in + proj(attention(q, k, v)) + proj.bias */
     KEEP(a->dproj, dres, N * C);
@@ -128,13 +135,15 @@ static void block_backward(tt_model *m, tt_slot *s, int i, int split)
     linear_backward(dtmp, GW(b->v_w), GW(b->v_b), m->dv, a->ln1, W(b->v_w), N, C, Cl);
     if (!tt_fault_active(TT_FAULT_DROP_TP_ALLREDUCE)) /* a planted fault (--inject-bug) */
         tp_copy_backward(g, dtmp, N * C); /* the shared copy of q, k and v: one all-reduce */
-    layernorm_backward(dres, G(b->ln1_w), G(b->ln1_b), dtmp, a->x_in, W(b->ln1_w),
-                       a->ln1_mean, a->ln1_rstd, N, C);
+    KEEP(a->dln1, dtmp, N * C);
+    layernorm_backward(dres, LNW(b->ln1_w), LNW(b->ln1_b) + (split ? C : 0), dtmp, a->x_in,
+                       W(b->ln1_w), a->ln1_mean, a->ln1_rstd, N, C);
+#undef LNW
 #undef KEEP
 #undef GW
 }
 
-/* W of block i: the weight and bias gradients B left out, from the kept
+/* W of block i: the weight, bias and gain gradients B left out, from the kept
  * inputs and output gradients, with the calls (and so the sums) the fused
  * backward makes. No communication: the row-parallel biases are replicated
  * and their output gradient is too. */
@@ -152,6 +161,12 @@ static void block_weights(tt_model *m, tt_slot *s, int i)
     linear_backward(NULL, G(b->q_w), G(b->q_b), a->dq, a->ln1, W(b->q_w), N, C, Cl);
     linear_backward(NULL, G(b->k_w), NULL, a->dk, a->ln1, W(b->k_w), N, C, Cl);
     linear_backward(NULL, G(b->v_w), G(b->v_b), a->dv, a->ln1, W(b->v_w), N, C, Cl);
+    /* The LayerNorms: the input gradient goes to the scratch, unused here. */
+    memset(m->dtmp, 0, (size_t)N * C * sizeof(float));
+    layernorm_backward(m->dtmp, G(b->ln2_w), G(b->ln2_b), a->dln2, a->x_mid, W(b->ln2_w),
+                       a->ln2_mean, a->ln2_rstd, N, C);
+    layernorm_backward(m->dtmp, G(b->ln1_w), G(b->ln1_b), a->dln1, a->x_in, W(b->ln1_w),
+                       a->ln1_mean, a->ln1_rstd, N, C);
 }
 
 double tt_chunk_forward(tt_model *m, tt_slot *s, const int *idx, const int *targets)

@@ -144,6 +144,8 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
         ERR_BUF(m->dfull2, (size_t)sh->tp_size * N * Hl);
     }
     ERR_BUF(m->datt_scratch, (size_t)cfg->T * cfg->T);
+    if (sh->split_w)
+        ERR_BUF(m->ln_sink, 2 * (size_t)C);
 #undef ERR_BUF
     /* The errors (activation gradients) of one backward at a time. */
     m->err_bytes = floats * sizeof(float);
@@ -186,7 +188,7 @@ void tt_model_free(tt_model *m)
 {
     tt_slots_free(m);
     float *bufs[] = {m->dres, m->dln, m->dtmp, m->dq, m->dk, m->dv, m->datty, m->dfc1, m->dfull,
-                     m->dfull2, m->datt_scratch};
+                     m->dfull2, m->datt_scratch, m->ln_sink};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     tt_block_acts *w = &m->work;

@@ -55,6 +55,8 @@ static tt_slot *slot_new(tt_model *m, int j)
             SLOT_BUF(a->dv, N * Cl);
             SLOT_BUF(a->dproj, N * C);
             SLOT_BUF(a->dfc2, N * C);
+            SLOT_BUF(a->dln1, N * C);
+            SLOT_BUF(a->dln2, N * C);
             SLOT_BUF(a->dfc1, N * Hl);
         }
     }
@@ -93,7 +95,7 @@ static void slot_free(tt_model *m, tt_slot *s)
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (!shared[i] || bufs[i] != shared[i])
                 free(bufs[i]);
-        float *kept_for_w[] = {a->dq, a->dk, a->dv, a->dproj, a->dfc2, a->dfc1};
+        float *kept_for_w[] = {a->dq, a->dk, a->dv, a->dproj, a->dfc2, a->dln1, a->dln2, a->dfc1};
         for (size_t i = 0; i < sizeof kept_for_w / sizeof kept_for_w[0]; i++)
             free(kept_for_w[i]);
     }

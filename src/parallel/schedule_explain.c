@@ -2,7 +2,8 @@
  * time step at a time: who computes what, which transfers leave, how many
  * GPUs are busy ("Time step 3 - computing: ...; communication: gpu0 -> gpu1
  * activations of mb3; active GPUs 75%"). It reads the start times of a
- * simulation with unit costs (tt_schedule_check with forward = backward = 1).
+ * simulation with unit costs (tt_schedule_check with forward = backward = 1,
+ * or backward 2 for lists with W, so that B and W take a step each).
  *
  * With unit costs a compute that starts at time t fills time step t + 1, and
  * the sends it triggers are issued at its end, time t + 1: those are the
@@ -34,16 +35,24 @@ static int print_computing(FILE *out, const tt_action_list *lists, const tt_sim_
                            const char *const *names, int t, char *busy)
 {
     char fb[32];
-    int active = 0, first = 1;
+    int active = 0, first = 1, split = 0;
+    for (int s = 0; s < res->p; s++)
+        for (int i = 0; i < lists[s].n; i++)
+            split |= lists[s].a[i].kind == TT_ACT_W;
     fprintf(out, "  computing:");
     for (int s = 0; s < res->p; s++)
         for (int i = 0; i < lists[s].n; i++) {
             const tt_action *a = &lists[s].a[i];
-            if ((a->kind != TT_ACT_FWD && a->kind != TT_ACT_BWD) || !starts_at(res, s, i, t - 1))
+            if ((a->kind != TT_ACT_FWD && a->kind != TT_ACT_BWD && a->kind != TT_ACT_W) ||
+                !starts_at(res, s, i, t - 1))
                 continue;
             fprintf(out, "%s %s %s mb%d of chunk %d", first ? "" : ";",
                     name_of(names, s, fb, sizeof fb),
-                    a->kind == TT_ACT_FWD ? "forward" : "backward", a->mb, a->chunk);
+                    a->kind == TT_ACT_FWD ? "forward"
+                    : a->kind == TT_ACT_W ? "W (weight gradients of)"
+                    : split               ? "B (input gradient of)"
+                                          : "backward",
+                    a->mb, a->chunk);
             first = 0;
             if (!busy[s]) {
                 busy[s] = 1;

@@ -112,10 +112,14 @@ void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pipe, const tt_grid *g)
         }
         printf("  %-20s %8.1f%% %10.1f%% %8.1f%%\n", "mean of the GPUs", 100 * mean,
                100 * mean_sim, 100 * theory);
-        printf("  theory: %s; simulated: this schedule with a backward costing two forwards;\n"
+        printf("  theory: %s; simulated: this schedule with a backward costing two forwards%s;\n"
                "  %s: 1 - compute / %s (%s)\n",
-               tt_schedule_formula(pipe->kind), wall ? "wall" : "virtual",
-               wall ? "step" : "window from the pipeline's first forward to its last backward",
+               tt_schedule_formula(pipe->kind), pipe->split_w ? " (B one, W one)" : "",
+               wall ? "wall" : "virtual",
+               wall ? "step"
+               : pipe->split_w
+                   ? "window from the pipeline's first forward to its last backward or W"
+                   : "window from the pipeline's first forward to its last backward",
                tt_clock_label());
         /* Why unequal stages idle unequally: the theory assumes equal ones. */
         printf("  compute per micro-batch (forward + backward, %s):",
@@ -138,7 +142,9 @@ void tt_explain_step(const tt_pipe *pipe, const tt_grid *g)
         return;
     tt_sim_result unit;
     tt_err e;
-    if (tt_schedule_check(pipe->all, pipe->p, pipe->M, pipe->v, 1.0, 1.0, &unit, &e))
+    /* Split schedules: B one step and W one step (a backward of two). */
+    if (tt_schedule_check(pipe->all, pipe->p, pipe->M, pipe->v, 1.0, pipe->split_w ? 2.0 : 1.0,
+                          &unit, &e))
         return;
     char **names = tt_malloc((size_t)pipe->p * sizeof(char *));
     for (int s = 0; s < pipe->p; s++) {
@@ -149,9 +155,9 @@ void tt_explain_step(const tt_pipe *pipe, const tt_grid *g)
            "TP peers of each GPU do the same)\n", tt_schedule_name(pipe->kind), pipe->p,
            pipe->p > 1 ? "s" : "", pipe->M, pipe->M > 1 ? "es" : "",
            pipe->v > 1 ? ", interleaved chunks" : "");
-    printf("in the textbook's unit time steps: every forward and every backward takes one step "
+    printf("in the textbook's unit time steps: every forward and every backward%s takes one step "
            "and transfers none (the virtual clocks' real costs are in the bubble table, --trace "
-           "and --timeline)\n");
+           "and --timeline)\n", pipe->split_w ? " input part (B) and weight part (W)" : "");
     tt_schedule_explain(stdout, pipe->all, &unit, (const char *const *)names);
     for (int s = 0; s < pipe->p; s++)
         free(names[s]);

@@ -72,6 +72,7 @@ typedef struct {
      * them with the kept inputs above (NULL otherwise). */
     float *dq, *dk, *dv;  /* N,Cl */
     float *dproj, *dfc2;  /* N,C */
+    float *dln1, *dln2;   /* N,C  the LayerNorms' output gradients */
     float *dfc1;          /* N,Hl */
 } tt_block_acts;
 
@@ -121,6 +122,8 @@ typedef struct {
     float *dfc1;           /* B,T,Hl */
     float *dfull, *dfull2; /* tp,B,T,Hl  (--tp-mlp gather only) */
     float *datt_scratch;   /* T,T */
+    float *ln_sink;        /* 2C: where B puts the LayerNorm gains' gradients that W
+                              makes again (sh.split_w only) */
     size_t err_bytes;      /* the scratch above, in the memory account */
     /* Called as the backward finishes the gradients of a unit (ZeRO's
      * units: the head, a block, the embeddings), with a tensor of it;
@@ -170,12 +173,11 @@ double tt_chunk_forward(tt_model *m, tt_slot *s, const int *idx, const int *targ
 void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss);
 /* The same backward in two parts (zero-bubble schedules, sh.split_w): B
  * leaves the gradient of the chunk's input in m->dres and computes the
- * gradients of the LayerNorms, the head and the embeddings (cheap, or tied
- * to the input gradient's pass); W, run any time after it and before the
- * slot is released, adds the weight and bias gradients of the blocks' six
- * linears from what B kept in the slot. Per micro-batch, B then W gives the
- * same bits as tt_chunk_backward. grads_ready fires for a block in W, for
- * the head and the embeddings in B: when that unit's part is done. */
+ * gradients of the head and the embeddings; W, run any time after it and
+ * before the slot is released, adds the gradients of the blocks' weights,
+ * biases and LayerNorm gains from what B kept in the slot. Per micro-batch,
+ * B then W gives the same bits as tt_chunk_backward. grads_ready fires for a
+ * block in W, for the head and the embeddings in B: when that unit is done. */
 void tt_chunk_backward_input(tt_model *m, tt_slot *s, const float *dout, float dloss);
 void tt_chunk_backward_weights(tt_model *m, tt_slot *s);
 
