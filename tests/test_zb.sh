@@ -11,7 +11,7 @@
 #     from the --trace events equals doc/pipeline.md's formula
 #     (p-1)(F + max(B-W, 0)) / (m(F+B+W) + (p-1)(F + max(B-W, 0))), and slow
 #     links (a planted fault) move it away; the bubble table agrees;
-#  4. --explain, --trace and the report name B and W apart;
+#  4. --explain, --trace, --timeline and the report name B and W apart;
 #  5. what zb-h1 cannot do is refused with one line: --recompute, m < p.
 . "$TT_SRCDIR/testlib.sh"
 
@@ -132,12 +132,14 @@ else
 fi
 
 # 4. B and W by name: the narration, the trace, the report
-tt 2 $cfg --pp 2 --micro-batches 2 --schedule zb-h1 --explain --trace "$work/names.trace"
+tt 2 $cfg --pp 2 --micro-batches 2 --schedule zb-h1 --explain --trace "$work/names.trace" \
+    --timeline "$work/names.svg"
 if [ "$status" -eq 0 ] && grep -q "B (input gradient of) mb1 of chunk 1" "$work/out" &&
+    grep -q "W (weight gradients)" "$work/names.svg" && grep -q "B (input gradient)" "$work/names.svg" &&
     grep -q "W (weight gradients of) mb0 of chunk 0" "$work/out" &&
     grep -q "last backward or W" "$work/out" &&
     grep -q '"W mb1 chunk 0' "$work/names.trace" && grep -q '"B mb0 chunk 1' "$work/names.trace"; then
-    ok "--explain, --trace and the bubble report name B and W apart"
+    ok "--explain, --trace, --timeline and the bubble report name B and W apart"
 else
     not_ok "B and W names in --explain / --trace / report"
 fi
