@@ -12,7 +12,8 @@
 #     (p-1)(F + max(B-W, 0)) / (m(F+B+W) + (p-1)(F + max(B-W, 0))), and slow
 #     links (a planted fault) move it away; the bubble table agrees;
 #  4. --explain, --trace, --timeline and the report name B and W apart;
-#  5. what zb-h1 cannot do is refused with one line: --recompute, m < p.
+#  5. the memory account counts the output gradients B keeps for W;
+#  6. what zb-h1 cannot do is refused with one line: --recompute, m < p.
 . "$TT_SRCDIR/testlib.sh"
 
 if ! command -v python3 >/dev/null 2>&1; then
@@ -144,7 +145,30 @@ else
     not_ok "B and W names in --explain / --trace / report"
 fi
 
-# 5. refusals, one line each
+# 5. the memory account counts what B keeps for W: per (micro-batch,
+#    block) the output gradients of q, k, v (N x C/tp each), proj, fc2 and
+#    the two LayerNorms (N x C each) and fc1 (N x 4C/tp), N = sequences x T.
+#    Stage 0 (blocks 0-1) holds 2 micro-batches under both schedules, so its
+#    activations grow by exactly 2 x 2 x N (3C + 4C + 4C) x 4 bytes (tp 1).
+mem="--layers 4 --dim 48 --heads 12 --seq 16 --batch 24 --steps 1 --sample-len 0 --quiet --eval-every 0 --no-spot-check --pp 2 --micro-batches 4 --report memory"
+acts() { awk '$1 ~ /^gpu0\(/ && NF >= 8 { print $3 }' "$work/out"; }
+tt 2 $mem --schedule 1f1b
+a1=$(acts)
+tt 2 $mem --schedule zb-h1
+a2=$(acts)
+grow=$(python3 -c "
+N, C = (24 // 4) * 16, 48
+want = 2 * 2 * N * (3 * C + 4 * C + 4 * C) * 4 / 2**20
+got = $a2 - $a1
+print('%.3f %.3f' % (got, want))")
+set -- $grow
+if [ "$1" = "$2" ]; then
+    ok "memory account: zb-h1's activations on stage 0 grow by $1 MiB = 2 slots x 2 blocks of W's inputs"
+else
+    not_ok "memory account: activations $a1 -> $a2 MiB, grew $1, want $2"
+fi
+
+# 6. refusals, one line each
 expect_error "zb-h1 refuses --recompute" 2 "cannot run with --recompute" 2 $cfg --pp 2 \
     --micro-batches 4 --schedule zb-h1 --recompute full
 expect_error "zb-h1 needs m >= p" 2 "at least as many micro-batches as pipeline stages" 4 $cfg \
