@@ -227,9 +227,10 @@ static int evaluate(const ctx *x, const tt_plan_candidate *base, const int *zero
     c0.virtual_stages = v;
     if (tt_schedule_validate_args(c0.schedule, p, m, v, e))
         return -1;
-    if (tt_schedule_splits_w(c0.schedule) && c0.recompute != TT_RECOMPUTE_NONE)
-        return tt_fail(e, "the %s schedule does not run with recompute (its W needs the "
-                          "activations recomputation drops)", tt_schedule_name(c0.schedule));
+    if (tt_schedule_splits_w(c0.schedule) &&
+        (c0.recompute != TT_RECOMPUTE_NONE || c0.sequence_parallel))
+        return tt_fail(e, "the %s schedule does not run with recompute or sequence "
+                          "parallelism (tt_pipe_check_flags)", tt_schedule_name(c0.schedule));
     int *chunk_layers = tt_malloc((size_t)K * sizeof *chunk_layers);
     if (tt_stage_split(chunk_layers, cfg, K, NULL, e)) {
         free(chunk_layers);

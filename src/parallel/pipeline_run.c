@@ -73,6 +73,21 @@ int tt_pipe_check_flags(const tt_run_config *rc, int p, tt_err *e)
                        "backward and needs the block's activations kept until then, which "
                        "recomputation does not keep; use --recompute none or --schedule 1f1b",
                        tt_schedule_name(kind));
+    /* Sequence parallelism's backward gathers each linear's input again
+     * inside the block; ZeRO-3 frees a unit's gathered weights after its
+     * backward. Neither is split into B and W yet: W would find neither. */
+    if (tt_schedule_splits_w(kind) && rc->sequence_parallel)
+        return tt_fail(e,
+                       "the %s schedule cannot run with --sequence-parallel yet: its W would "
+                       "need the inputs that sequence parallelism gathers only inside the "
+                       "fused backward; use --schedule 1f1b",
+                       tt_schedule_name(kind));
+    if (tt_schedule_splits_w(kind) && rc->zero >= 3)
+        return tt_fail(e,
+                       "the %s schedule cannot run with --zero 3 yet: its W runs after the "
+                       "backward has released the unit's gathered weights; use --zero 2 or "
+                       "--schedule 1f1b",
+                       tt_schedule_name(kind));
     return 0;
 }
 
@@ -89,7 +104,8 @@ int tt_pipe_init(tt_pipe *pipe, tt_model *m, const tt_run_config *rc, const tt_g
     pipe->stage = g ? g->pp_rank : 0;
     pipe->mbs = tt_micro_batch_size(rc, g ? g->dp : 1);
     pipe->kind = tt_pipe_kind(rc, pipe->p);
-    if (tt_pipe_check_flags(rc, pipe->p, e) || tt_schedule_validate_args(pipe->kind, pipe->p, pipe->M, pipe->v, e))
+    if (tt_pipe_check_flags(rc, pipe->p, e) ||
+        tt_schedule_validate_args(pipe->kind, pipe->p, pipe->M, pipe->v, e))
         return -1;
     /* Every rank builds every stage's list and checks them together, so a
      * wrong schedule stops all ranks with the same message before any work.

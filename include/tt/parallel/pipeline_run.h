@@ -63,7 +63,8 @@ typedef struct {
  * one stage without interleaving. */
 tt_schedule_kind tt_pipe_kind(const tt_run_config *rc, int p);
 /* Fails with one line when the schedule cannot run with the other flags
- * (a schedule with B and W apart refuses --recompute). */
+ * (a schedule with B and W apart refuses --recompute, --sequence-parallel
+ * and --zero 3). */
 int tt_pipe_check_flags(const tt_run_config *rc, int p, tt_err *e);
 
 /* Builds and checks the schedule (every stage's list through the
