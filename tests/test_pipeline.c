@@ -4,7 +4,10 @@
  * activation memory the theory predicts; the schedule registry's rows agree
  * with each other and with the simulation; broken lists (a missing receive, a
  * wrong order, a deadlock, ...) are rejected with a message that names the
- * problem; the narration reads like the textbook's. Single process, no MPI.
+ * problem; the narration reads like the textbook's; zb-h1 (B and W apart)
+ * computes each F, B and W once, reaches its bubble formula for several cost
+ * ratios, and the checker rejects a W before its B, a missing W and a list
+ * over the schedule's memory bound. Single process, no MPI.
  *
  * K = p*v is the number of chunks, chunk k lives on stage k % p. */
 #include <check.h>
@@ -434,7 +437,8 @@ START_TEST(arguments_and_names)
     ck_assert_int_eq(tt_schedule_validate_args(TT_SCHED_GPIPE, 2, 0, 1, &e), -1);
     ck_assert(strstr(e.msg, "(got 0)"));
     ck_assert_int_eq(tt_schedule_validate_args(99, 2, 4, 1, &e), -1);
-    ck_assert_str_eq(e.msg, "unknown pipeline schedule 99 (use naive, gpipe, 1f1b or interleaved)");
+    ck_assert_str_eq(e.msg, "unknown pipeline schedule 99 (use naive, gpipe, 1f1b, interleaved or "
+                            "zb-h1)");
     ck_assert_str_eq(tt_schedule_name(99), "unknown");
     ck_assert_int_eq(tt_schedule_parse("1F1B-ish"), -1);
     ck_assert_int_eq(tt_schedule_parse(NULL), -1);
@@ -459,7 +463,7 @@ START_TEST(registry_rows_consistent)
     char names[256];
     tt_schedule_names(names, sizeof names);
     const int n = tt_schedule_count();
-    ck_assert_int_eq(n, 4);
+    ck_assert_int_eq(n, 5);
     for (int k = 0; k < n; k++) {
         const char *name = tt_schedule_name(k);
         ck_assert_int_eq(tt_schedule_parse(name), k);
@@ -475,8 +479,12 @@ START_TEST(registry_rows_consistent)
                     accepted++;
                     ck_assert_int_eq(tt_schedule_chunks_per_stage(k, v), v);
                     tt_sim_result r;
-                    ck_assert_msg(run(k, p, m, v, 1, 1, &r, &e) == 0, "%s p=%d m=%d v=%d: %s",
+                    /* A row that splits the backward states its bubble for
+                     * the papers' F = B = W: backward 2, split 1 and 1. */
+                    const double bc = tt_schedule_splits_w(k) ? 2 : 1;
+                    ck_assert_msg(run(k, p, m, v, 1, bc, &r, &e) == 0, "%s p=%d m=%d v=%d: %s",
                                   name, p, m, v, e.msg);
+                    ck_assert_int_eq(tt_schedule_check_bound(k, &r, &e), 0);
                     double theory = tt_bubble_theory(k, p, m, v);
                     for (int s = 0; s < p; s++) {
                         double idle = (r.span - r.busy[s]) / r.span;
@@ -490,7 +498,7 @@ START_TEST(registry_rows_consistent)
     }
     /* The names as the flag parser and the help will list them, and the
      * formulas as the bubble report prints them. */
-    ck_assert_str_eq(names, "naive, gpipe, 1f1b or interleaved");
+    ck_assert_str_eq(names, "naive, gpipe, 1f1b, interleaved or zb-h1");
     ck_assert_str_eq(tt_schedule_names(names, 10), "naive, gp");
     ck_assert_str_eq(tt_schedule_formula(TT_SCHED_NAIVE), "(p-1)/p");
     ck_assert_str_eq(tt_schedule_formula(TT_SCHED_GPIPE), "(p-1)/(m + p-1)");
@@ -498,6 +506,174 @@ START_TEST(registry_rows_consistent)
     ck_assert_str_eq(tt_schedule_formula(TT_SCHED_INTERLEAVED), "(p-1)/(v m + p-1)");
     ck_assert_int_eq(tt_schedule_chunks_per_stage(TT_SCHED_1F1B, 3), 1);
     ck_assert_int_eq(tt_schedule_chunks_per_stage(TT_SCHED_INTERLEAVED, 3), 3);
+}
+END_TEST
+
+/* ---- zero bubble (B and W apart) ------------------------------------------ */
+
+/* Counts of F, B and W per (mb, chunk), independently of the checker. */
+static void count_fbw(const tt_action_list *L, int p, int m, const char *what)
+{
+    int *n = calloc((size_t)(3 * m * p), sizeof *n);
+    for (int s = 0; s < p; s++)
+        for (int i = 0; i < L[s].n; i++) {
+            const tt_action *a = &L[s].a[i];
+            int c = a->kind == TT_ACT_FWD ? 0 : a->kind == TT_ACT_BWD ? 1 : a->kind == TT_ACT_W ? 2 : -1;
+            if (c >= 0)
+                n[(a->mb * p + a->chunk) * 3 + c]++;
+        }
+    for (int i = 0; i < 3 * m * p; i++)
+        ck_assert_msg(n[i] == 1, "%s: mb%d chunk %d has %d %c", what, i / 3 / p, i / 3 % p, n[i],
+                      "FBW"[i % 3]);
+    free(n);
+}
+
+/* ZB-H1's idle time per stage, worked out in doc/pipeline.md:
+ * (p-1)(T_F + max(T_B - T_W, 0)), around m (T_F + T_B + T_W) of work. */
+static double zb_h1_idle(int p, double f, double b, double w)
+{
+    return (p - 1) * (f + (b > w ? b - w : 0.0));
+}
+
+START_TEST(zb_h1_all)
+{
+    /* Cost triples (F, B, W): the papers' equal costs, B dearer than W (our
+     * blocks: attention has no weights), W dearer than B, and F dearer. */
+    static const double costs[][3] = {{1, 1, 1}, {2, 3, 1}, {2, 1, 3}, {3, 2, 2}, {4, 5, 3}};
+    int ran = 0;
+    for (int p = 1; p <= PMAX; p++)
+        for (int m = 1; m <= 16; m++) {
+            tt_err e;
+            if (m < p) {
+                ck_assert_int_eq(tt_schedule_validate_args(TT_SCHED_ZB_H1, p, m, 1, &e), -1);
+                ck_assert_msg(strstr(e.msg, "at least as many micro-batches"), "%s", e.msg);
+                continue;
+            }
+            ck_assert_msg(tt_schedule_validate_args(TT_SCHED_ZB_H1, p, m, 1, &e) == 0, "%s",
+                          e.msg);
+            char what[64];
+            snprintf(what, sizeof what, "zb-h1 p=%d m=%d", p, m);
+            tt_action_list L[PMAX];
+            build_all(L, TT_SCHED_ZB_H1, p, m, 1);
+            count_fbw(L, p, m, what);
+            for (size_t c = 0; c < sizeof costs / sizeof costs[0]; c++) {
+                double f[PMAX], b[PMAX], w[PMAX];
+                for (int k = 0; k < p; k++)
+                    f[k] = costs[c][0], b[k] = costs[c][1], w[k] = costs[c][2];
+                tt_sim_costs sc = {f, b, NULL, w};
+                tt_sim_result r;
+                ck_assert_msg(tt_schedule_simulate(L, p, m, 1, &sc, &r, &e) == 0, "%s: %s", what,
+                              e.msg);
+                const double work = m * (costs[c][0] + costs[c][1] + costs[c][2]);
+                const double idle = zb_h1_idle(p, costs[c][0], costs[c][1], costs[c][2]);
+                ck_assert_msg(r.span == work + idle, "%s F=%g B=%g W=%g: span %g, want %g", what,
+                              costs[c][0], costs[c][1], costs[c][2], r.span, work + idle);
+                for (int s = 0; s < p; s++) {
+                    ck_assert(r.busy[s] == work);
+                    /* 1F1B's memory: p pairs at most on every stage. */
+                    ck_assert_msg(r.peak_held[s] <= p, "%s: stage %d holds %d", what, s,
+                                  r.peak_held[s]);
+                }
+                ck_assert_int_eq(tt_schedule_check_bound(TT_SCHED_ZB_H1, &r, &e), 0);
+                tt_sim_result_free(&r);
+            }
+            /* Against 1F1B with the same costs (its backward B + W = 2):
+             * the same on one stage, shorter on more. */
+            tt_action_list O[PMAX];
+            build_all(O, TT_SCHED_1F1B, p, m, 1);
+            tt_sim_result a, z;
+            ck_assert(tt_schedule_check(O, p, m, 1, 1, 2, &a, &e) == 0);
+            ck_assert(tt_schedule_check(L, p, m, 1, 1, 2, &z, &e) == 0);
+            ck_assert_msg(p == 1 ? z.span == a.span : z.span < a.span, "%s: zb %g, 1f1b %g", what,
+                          z.span, a.span);
+            tt_sim_result_free(&a);
+            tt_sim_result_free(&z);
+            free_all(O, p);
+            free_all(L, p);
+            ran++;
+        }
+    ck_assert_int_gt(ran, 0);
+    /* The textbook's unit costs, p = 4, m = 8, by hand: 3 idle units around
+     * 24 of work, 3/27; 1F1B idles 9 of 33. */
+    ck_assert(tt_bubble_theory(TT_SCHED_ZB_H1, 4, 8, 1) == 3.0 / 27.0);
+}
+END_TEST
+
+/* Checks L (p stages, m micro-batches, F 1, backward 2 split 1 + 1) and wants
+ * the failure message to hold every string of want. */
+static void expect_reject_zb(tt_action_list *L, int p, int m, const char *const *want)
+{
+    tt_err e;
+    tt_sim_result r;
+    e.msg[0] = 0;
+    ck_assert_int_eq(tt_schedule_check(L, p, m, 1, 1, 2, &r, &e), -1);
+    for (; *want; want++)
+        ck_assert_msg(strstr(e.msg, *want), "message \"%s\" lacks \"%s\"", e.msg, *want);
+    free_all(L, p);
+}
+
+START_TEST(reject_w_before_b)
+{
+    tt_action_list L[2];
+    build_all(L, TT_SCHED_ZB_H1, 2, 3, 1);
+    /* Stage 0 does W right after each B: move W(1) in front of B(1). */
+    int b = find(&L[0], TT_ACT_BWD, 1), w = find(&L[0], TT_ACT_W, 1);
+    ck_assert_int_gt(w, b);
+    tt_action wa = L[0].a[w];
+    erase(&L[0], w);
+    insert(&L[0], b, wa);
+    char at[80];
+    snprintf(at, sizeof at, "stage 0 action %d (W (weight gradients) mb1 chunk 0)", b);
+    expect_reject_zb(L, 2, 3, (const char *[]){at, "comes before its B", NULL});
+}
+END_TEST
+
+START_TEST(reject_missing_w)
+{
+    tt_action_list L[2];
+    build_all(L, TT_SCHED_ZB_H1, 2, 3, 1);
+    erase(&L[1], find(&L[1], TT_ACT_W, 2));
+    char at[48];
+    snprintf(at, sizeof at, "stage 1 action %d", find(&L[1], TT_ACT_BWD, 2));
+    expect_reject_zb(L, 2, 3,
+                     (const char *[]){at, "backward mb2 chunk 1", "never followed by its W",
+                                      NULL});
+    /* A W whose micro-batch has no B at all. */
+    build_all(L, TT_SCHED_ZB_H1, 2, 3, 1);
+    erase(&L[0], find(&L[0], TT_ACT_BWD, 0));
+    expect_reject_zb(L, 2, 3, (const char *[]){"stage 0", "never", NULL});
+}
+END_TEST
+
+/* Over the bound: stage 1 of a ZB-H1 with p = 2, m = 4 deferring every W to
+ * the end holds all 4 micro-batches, more than 1F1B's p = 2. The lists are
+ * otherwise correct (the plain check passes); only the bound rejects them. */
+START_TEST(reject_over_bound)
+{
+    tt_action_list L[2];
+    build_all(L, TT_SCHED_ZB_H1, 2, 4, 1);
+    for (int mb = 0; mb < 4; mb++) {
+        int w = find(&L[1], TT_ACT_W, mb);
+        tt_action wa = L[1].a[w];
+        erase(&L[1], w);
+        insert(&L[1], L[1].n, wa);
+    }
+    tt_sim_result r;
+    tt_err e;
+    ck_assert_msg(tt_schedule_check(L, 2, 4, 1, 1, 2, &r, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(r.peak_held[1], 4);
+    ck_assert_int_eq(tt_schedule_check_bound(TT_SCHED_ZB_H1, &r, &e), -1);
+    ck_assert_msg(strstr(e.msg, "stage 1 holds the activations of 4") &&
+                      strstr(e.msg, "bound of 2"),
+                  "%s", e.msg);
+    /* The unchanged lists stay within it. */
+    tt_sim_result_free(&r);
+    free_all(L, 2);
+    build_all(L, TT_SCHED_ZB_H1, 2, 4, 1);
+    ck_assert(tt_schedule_check(L, 2, 4, 1, 1, 2, &r, &e) == 0);
+    ck_assert_int_eq(tt_schedule_check_bound(TT_SCHED_ZB_H1, &r, &e), 0);
+    tt_sim_result_free(&r);
+    free_all(L, 2);
 }
 END_TEST
 
@@ -691,7 +867,7 @@ static int print_summary(void)
             int p = 4, m = ms[i], v = tt_schedule_chunks_per_stage(k, 2);
             tt_sim_result r;
             tt_err e;
-            if (run(k, p, m, v, 1, 1, &r, &e)) {
+            if (run(k, p, m, v, 1, tt_schedule_splits_w(k) ? 2 : 1, &r, &e)) {
                 printf("%-11s p=%d m=%d v=%d: FAILED %s\n", tt_schedule_name(k), p, m, v, e.msg);
                 rc = 1;
                 continue;
@@ -733,6 +909,10 @@ int main(void)
     tcase_add_test(tc, explain_gpipe_4x4);
     tcase_add_test(tc, gantt_by_hand);
     tcase_add_test(tc, explain_width);
+    tcase_add_test(tc, zb_h1_all);
+    tcase_add_test(tc, reject_w_before_b);
+    tcase_add_test(tc, reject_missing_w);
+    tcase_add_test(tc, reject_over_bound);
     suite_add_tcase(s, tc);
     int status = tt_check_run(s);
     if (print_summary() != 0) /* the bubble table checks its own figures too */

@@ -163,9 +163,10 @@ const tt_flag tt_flags[] = {
              "gather: fc1's output is also all-gathered, so every\n"
              "GPU holds the whole activation (compare --report comm)"},
     {.name = "--schedule", .kind = TT_FLAG_CUSTOM, .set = set_schedule, .show = show_schedule,
-     .given = TT_GIVEN_SCHEDULE, .metavar = "naive|gpipe|1f1b|interleaved", IN(LAYOUT),
+     .given = TT_GIVEN_SCHEDULE, .metavar = "naive|gpipe|1f1b|interleaved|zb-h1", IN(LAYOUT),
      .help = "pipeline schedule (default %D); naive: one micro-batch\n"
-             "at a time through the whole pipe"},
+             "at a time through the whole pipe; zb-h1: 1f1b with each\n"
+             "backward split into B and W, W filling the bubbles"},
     {INT("--virtual-stages", virtual_stages, 1, TT_MAX_CHUNKS), .given = TT_GIVEN_VIRTUAL,
      .show = show_virtual_stages, .metavar = "V", IN(LAYOUT),
      .help = "chunks of blocks per stage for interleaved (default %D)"},

@@ -246,6 +246,10 @@ static int evaluate(const ctx *x, const tt_plan_candidate *base, const int *zero
     c0.virtual_stages = v;
     if (tt_schedule_validate_args(c0.schedule, p, m, v, e))
         return -1;
+    if (tt_schedule_splits_w(c0.schedule) &&
+        (c0.recompute != TT_RECOMPUTE_NONE || c0.sequence_parallel))
+        return tt_fail(e, "the %s schedule does not run with recompute or sequence "
+                          "parallelism (tt_pipe_check_flags)", tt_schedule_name(c0.schedule));
     int *chunk_layers = tt_malloc((size_t)K * sizeof *chunk_layers);
     if (tt_stage_split(chunk_layers, cfg, K, NULL, e)) {
         free(chunk_layers);
@@ -273,8 +277,22 @@ static int evaluate(const ctx *x, const tt_plan_candidate *base, const int *zero
     for (int s = 0; s < p; s++)
         tt_schedule_build(&lists[s], (tt_schedule_kind)c0.schedule, p, m, v, s);
     tt_sim_result res;
-    tt_sim_costs sc = {fwd, bwd, link};
+    /* B and W apart: W is the blocks' weight-gradient products, 24 C^2 of a
+     * block's about 48 C^2 + 8 T C backward FLOPs per token (the rest, the
+     * input gradients and attention, is B); the head and embeddings stay in B. */
+    double *wgt = NULL;
+    if (tt_schedule_splits_w(c0.schedule)) {
+        const double C = cfg->C, T = cfg->T, share = 24 * C * C / (48 * C * C + 8 * T * C);
+        wgt = tt_malloc((size_t)K * sizeof *wgt);
+        for (int k = 0; k < K; k++) {
+            tt_chunk_seconds blocks = tt_chunk_cost(cfg, &cx, mbs, chunk_layers[k], 0, 0);
+            wgt[k] = (blocks.bwd - blocks.bwd_comm) * share;
+            bwd[k] -= wgt[k];
+        }
+    }
+    tt_sim_costs sc = {fwd, bwd, link, wgt};
     int rc_sim = tt_schedule_simulate(lists, p, m, v, &sc, &res, e);
+    free(wgt);
     stage_shape *shape = rc_sim ? NULL : tt_calloc((size_t)p, sizeof *shape);
     double busy = 0;
     for (int s = 0; s < p && !rc_sim; s++) {
@@ -466,8 +484,11 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
             }
             const int per_dp = rc->batch / dp;
             for (int sched = 0; sched < tt_schedule_count(); sched++) {
+                /* Zero-bubble schedules only when asked for: their W costs are
+                 * an estimate (evaluate). */
                 if (pinned_sched ? sched != rc->schedule
-                                 : (pp == 1 ? sched != TT_SCHED_1F1B : sched == TT_SCHED_NAIVE))
+                                 : (pp == 1 ? sched != TT_SCHED_1F1B
+                                            : sched == TT_SCHED_NAIVE || tt_schedule_splits_w(sched)))
                     continue;
                 for (int m = 1; m <= per_dp; m++) {
                     if (!divides(m, per_dp) || (pinned_m && m != rc->micro_batches))

@@ -24,7 +24,7 @@ static double run_mfu(const tt_run *r, double seconds)
     const tt_cluster *c = tt_vclock_cluster();
     /* Fixed chunk costs (tests, labs) are not FLOPs at a rate: no MFU. */
     if (tt_vclock_mode() == TT_CLOCK_WALL || !(seconds > 0) || c->fixed_forward > 0 ||
-        c->fixed_backward > 0)
+        c->fixed_backward > 0 || c->fixed_w > 0)
         return NAN;
     const double flops = tt_model_flops(&r->rc.model, r->rc.batch);
     return flops / (seconds * r->g->world_size * c->peak_flops_fp32);

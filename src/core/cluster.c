@@ -81,6 +81,7 @@ static const field fields[] = {
     F("storage_bandwidth", storage_bandwidth, 1, 1e15),
     F("fixed_forward", fixed_forward, 0, 1e6),
     F("fixed_backward", fixed_backward, 0, 1e6),
+    F("fixed_w", fixed_w, 0, 1e6),
 };
 #undef F
 

@@ -60,7 +60,7 @@ static uint64_t param_floats(const tt_config *cfg, const tt_shard_spec *sh)
 }
 
 /* Floats of one block's activations for B sequences (slots.c): those a slot
- * keeps, and those recomputation rebuilds into the model's one shared work
+ * keeps (with split_w also B's output gradients for W), and those recomputation rebuilds into the model's one shared work
  * set instead (model.c): selective, the attention probabilities; full,
  * everything but the block's input. */
 static void block_floats(const widths *w, const tt_shard_spec *sh, uint64_t B, uint64_t *kept,
@@ -78,6 +78,10 @@ static void block_floats(const widths *w, const tt_shard_spec *sh, uint64_t B, u
                : sh->recompute == TT_RECOMPUTE_SELECTIVE ? att
                                                           : 0;
     *kept = per - *rebuilt;
+    /* split_w: the output gradients of the six linears and the two
+     * LayerNorms, kept from B to W. */
+    if (sh->split_w)
+        *kept = add(*kept, mul(N, add(mul(3, w->Cl), add(4 * C, w->Hl))));
 }
 
 /* Floats of one activation slot of a chunk of nb blocks (slots.c). */
@@ -120,6 +124,8 @@ void tt_shard_memory_of(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
         err = add(err, mul(2, mul(w.tp, mul(N, w.Hl))));
     if (w.sp > 1) /* sp_full, sp_part, sp_lng */
         err = add(err, add(add(mul(N, w.C), mul(N / w.sp, w.C)), 4 * w.C));
+    if (sh->split_w)
+        err = add(err, 2 * w.C); /* the LayerNorm gains' sink of B */
     out->scratch_bytes = mul(sizeof(float), add(err, mul(w.T, w.T)));
     uint64_t kept, rebuilt;
     block_floats(&w, sh, B, &kept, &rebuilt);

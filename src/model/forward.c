@@ -168,8 +168,18 @@ static void block_forward(tt_model *m, tt_slot *s, int i, float *x_out /* N,C */
 /* One block backward: on entry m->dres is d loss / d block output; on exit it
  * is d loss / d block input (the residual path carries it through). The
  * all-reduces are the copy operators' backward, one per column-parallel
- * group (q, k, v together; fc1): two per block. */
-static void block_backward(tt_model *m, tt_slot *s, int i)
+ * group (q, k, v together; fc1): two per block.
+ *
+ * split (zero-bubble schedules): this is B only. The linears get NULL for
+ * their weight and bias gradients (linear_backward computes the input and
+ * the weight gradients as independent products, so leaving one out changes
+ * no bit of the other) and their output gradients are copied into the slot
+ * for block_weights, W; so are the LayerNorms' (their kernel yields the input
+ * and the gain gradients in one pass, at O(N C): B sends the gains' to a
+ * sink and W runs it again for them). All of a block's weight gradients are
+ * then made in its W, one unit at a time, as ZeRO-2's shared gradient
+ * scratch needs. */
+static void block_backward(tt_model *m, tt_slot *s, int i, int split)
 {
     const tt_block_idx *b = &m->blk[m->chunk_first[s->chunk] + i];
     tt_block_acts *a = &s->acts[i];
@@ -177,17 +187,24 @@ static void block_backward(tt_model *m, tt_slot *s, int i)
     const int B = s->B, T = m->cfg.T, C = m->cfg.C, N = B * T;
     const int Cl = m->Cl, Hl = m->Hl, hs = C / m->cfg.NH;
     float *dres = m->dres, *dtmp = m->dtmp;
+    /* A linear's weight (or bias) gradient: now, or in W (NULL). */
+#define GW(t) (split ? NULL : G(t))
+    /* The LayerNorm kernel computes its gains' gradients with the input's:
+     * in B they go to a sink of 2C floats, W computes them again. */
+#define LNW(t) (split ? m->ln_sink : G(t))
+#define KEEP(dst, src, n) (split ? (void)memcpy((dst), (src), (size_t)(n) * sizeof(float)) : (void)0)
 
     if (m->sp_full) {
         block_backward_sp(m, s, i);
         return;
     }
     /* MLP branch: out = x_mid + fc2(gelu(fc1(ln2(x_mid)))) + fc2.bias */
+    KEEP(a->dfc2, dres, N * C);
     float *dgelu = dtmp; /* N,Hl */
     memset(dgelu, 0, (size_t)N * Hl * sizeof(float));
     if (a->fc1_full) {
         const size_t full = (size_t)m->sh.tp_size * N * Hl, mine = (size_t)m->sh.tp_rank * N * Hl;
-        row_linear_backward(g, dgelu, G(b->fc2_w), G(b->fc2_b), dres, a->gelu_full + mine,
+        row_linear_backward(g, dgelu, GW(b->fc2_w), GW(b->fc2_b), dres, a->gelu_full + mine,
                             W(b->fc2_w), N, Hl, C);
         /* Only this rank's block of the gathered activation fed its fc2; the
          * gather's backward (reduce-scatter) sums every rank's gradient of
@@ -198,35 +215,72 @@ static void block_backward(tt_model *m, tt_slot *s, int i)
         gelu_backward(m->dfull2, a->fc1_full, m->dfull, (int)full);
         tp_gather_backward(g, m->dfc1, m->dfull2, N * Hl);
     } else {
-        row_linear_backward(g, dgelu, G(b->fc2_w), G(b->fc2_b), dres, a->gelu, W(b->fc2_w), N, Hl, C);
+        row_linear_backward(g, dgelu, GW(b->fc2_w), GW(b->fc2_b), dres, a->gelu, W(b->fc2_w), N,
+                            Hl, C);
         memset(m->dfc1, 0, (size_t)N * Hl * sizeof(float));
         gelu_backward(m->dfc1, a->fc1, dgelu, N * Hl);
     }
-    column_linear_backward(g, dtmp, G(b->fc1_w), G(b->fc1_b), m->dfc1, a->ln2, W(b->fc1_w), N, C,
-                           Hl);
-    layernorm_backward(dres, G(b->ln2_w), G(b->ln2_b), dtmp, a->x_mid, W(b->ln2_w),
-                       a->ln2_mean, a->ln2_rstd, N, C);
+    KEEP(a->dfc1, m->dfc1, N * Hl);
+    column_linear_backward(g, dtmp, GW(b->fc1_w), GW(b->fc1_b), m->dfc1, a->ln2, W(b->fc1_w), N,
+                           C, Hl);
+    KEEP(a->dln2, dtmp, N * C);
+    layernorm_backward(dres, LNW(b->ln2_w), LNW(b->ln2_b) + (split ? C : 0), dtmp, a->x_mid,
+                       W(b->ln2_w), a->ln2_mean, a->ln2_rstd, N, C);
 
     /* Attention branch: x_mid = x_in + proj(attention(q, k, v)) + proj.bias */
+    KEEP(a->dproj, dres, N * C);
     memset(m->datty, 0, (size_t)N * Cl * sizeof(float));
-    row_linear_backward(g, m->datty, G(b->proj_w), G(b->proj_b), dres, a->atty, W(b->proj_w), N, Cl,
-                        C);
+    row_linear_backward(g, m->datty, GW(b->proj_w), GW(b->proj_b), dres, a->atty, W(b->proj_w),
+                        N, Cl, C);
     memset(m->dq, 0, (size_t)N * Cl * sizeof(float));
     memset(m->dk, 0, (size_t)N * Cl * sizeof(float));
     memset(m->dv, 0, (size_t)N * Cl * sizeof(float));
     attention_backward(m->dq, m->dk, m->dv, m->datt_scratch, m->datty, a->q, a->k, a->v,
                        a->att, B, T, m->NHl, hs);
+    KEEP(a->dq, m->dq, N * Cl);
+    KEEP(a->dk, m->dk, N * Cl);
+    KEEP(a->dv, m->dv, N * Cl);
     memset(dtmp, 0, (size_t)N * C * sizeof(float));
-    linear_backward(dtmp, G(b->q_w), G(b->q_b), m->dq, a->ln1, W(b->q_w), N, C, Cl);
+    linear_backward(dtmp, GW(b->q_w), GW(b->q_b), m->dq, a->ln1, W(b->q_w), N, C, Cl);
     /* The key bias gets no gradient: it is exactly zero, because a bias added
      * to every key adds the same q.b to a whole row of scores, which softmax
      * ignores. Summed in float it would be rounding noise (~1e-11) that Adam
      * turns into steps of lr * noise / eps, different in every layout. */
-    linear_backward(dtmp, G(b->k_w), NULL, m->dk, a->ln1, W(b->k_w), N, C, Cl);
-    linear_backward(dtmp, G(b->v_w), G(b->v_b), m->dv, a->ln1, W(b->v_w), N, C, Cl);
+    linear_backward(dtmp, GW(b->k_w), NULL, m->dk, a->ln1, W(b->k_w), N, C, Cl);
+    linear_backward(dtmp, GW(b->v_w), GW(b->v_b), m->dv, a->ln1, W(b->v_w), N, C, Cl);
     if (!tt_fault_active(TT_FAULT_DROP_TP_ALLREDUCE)) /* a planted fault (--inject-bug) */
         tp_copy_backward(g, dtmp, N * C); /* the shared copy of q, k and v: one all-reduce */
-    layernorm_backward(dres, G(b->ln1_w), G(b->ln1_b), dtmp, a->x_in, W(b->ln1_w),
+    KEEP(a->dln1, dtmp, N * C);
+    layernorm_backward(dres, LNW(b->ln1_w), LNW(b->ln1_b) + (split ? C : 0), dtmp, a->x_in,
+                       W(b->ln1_w), a->ln1_mean, a->ln1_rstd, N, C);
+#undef LNW
+#undef KEEP
+#undef GW
+}
+
+/* W of block i: the weight, bias and gain gradients B left out, from the kept
+ * inputs and output gradients, with the calls (and so the sums) the fused
+ * backward makes. No communication: the row-parallel biases are replicated
+ * and their output gradient is too. */
+static void block_weights(tt_model *m, tt_slot *s, int i)
+{
+    const tt_block_idx *b = &m->blk[m->chunk_first[s->chunk] + i];
+    tt_block_acts *a = &s->acts[i];
+    const int N = s->B * m->cfg.T, C = m->cfg.C, Cl = m->Cl, Hl = m->Hl;
+    const float *fc2_in = a->fc1_full ? a->gelu_full + (size_t)m->sh.tp_rank * N * Hl : a->gelu;
+    row_linear_backward(m->grid, NULL, G(b->fc2_w), G(b->fc2_b), a->dfc2, fc2_in, W(b->fc2_w),
+                        N, Hl, C);
+    linear_backward(NULL, G(b->fc1_w), G(b->fc1_b), a->dfc1, a->ln2, W(b->fc1_w), N, C, Hl);
+    row_linear_backward(m->grid, NULL, G(b->proj_w), G(b->proj_b), a->dproj, a->atty,
+                        W(b->proj_w), N, Cl, C);
+    linear_backward(NULL, G(b->q_w), G(b->q_b), a->dq, a->ln1, W(b->q_w), N, C, Cl);
+    linear_backward(NULL, G(b->k_w), NULL, a->dk, a->ln1, W(b->k_w), N, C, Cl);
+    linear_backward(NULL, G(b->v_w), G(b->v_b), a->dv, a->ln1, W(b->v_w), N, C, Cl);
+    /* The LayerNorms: the input gradient goes to the scratch, unused here. */
+    memset(m->dtmp, 0, (size_t)N * C * sizeof(float));
+    layernorm_backward(m->dtmp, G(b->ln2_w), G(b->ln2_b), a->dln2, a->x_mid, W(b->ln2_w),
+                       a->ln2_mean, a->ln2_rstd, N, C);
+    layernorm_backward(m->dtmp, G(b->ln1_w), G(b->ln1_b), a->dln1, a->x_in, W(b->ln1_w),
                        a->ln1_mean, a->ln1_rstd, N, C);
 }
 
@@ -331,7 +385,9 @@ static void grads_ready(tt_model *m, int i)
         m->grads_ready(m->grads_ready_ctx, &m->P, i);
 }
 
-void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss)
+/* The chunk's backward; split: B only (block_backward's split), the blocks'
+ * grads_ready left to W. */
+static void chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss, int split)
 {
     const int B = s->B, T = m->cfg.T, C = m->cfg.C, N = B * T, j = s->chunk;
     if (tt_has_head(m, j)) {
@@ -368,8 +424,9 @@ void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss)
     for (int i = m->chunk_len[j] - 1; i >= 0; i--) {
         weights_needed(m, m->blk[m->chunk_first[j] + i].ln1_w);
         recompute_block(m, s, i);
-        block_backward(m, s, i);
-        grads_ready(m, m->blk[m->chunk_first[j] + i].ln1_w);
+        block_backward(m, s, i, split);
+        if (!split)
+            grads_ready(m, m->blk[m->chunk_first[j] + i].ln1_w);
     }
     if (tt_has_embedding(m, j)) {
         /* The embeddings' backward reads no weight, but ZeRO-3 gathers every
@@ -386,6 +443,27 @@ void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss)
         posemb_backward(G(m->pos_emb), d, B, T, C);
         embedding_backward(G(m->tok_emb), d, s->idx, N, C, m->v0, m->Vl);
         grads_ready(m, m->tok_emb);
+    }
+}
+
+void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss)
+{
+    chunk_backward(m, s, dout, dloss, 0);
+}
+
+void tt_chunk_backward_input(tt_model *m, tt_slot *s, const float *dout, float dloss)
+{
+    chunk_backward(m, s, dout, dloss, 1);
+}
+
+void tt_chunk_backward_weights(tt_model *m, tt_slot *s)
+{
+    /* In the fused backward's block order (last first), so each unit is
+     * complete in the same order. */
+    const int j = s->chunk;
+    for (int i = m->chunk_len[j] - 1; i >= 0; i--) {
+        block_weights(m, s, i);
+        grads_ready(m, m->blk[m->chunk_first[j] + i].ln1_w);
     }
 }
 

@@ -149,6 +149,8 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
         ERR_BUF(m->sp_part, N / (size_t)sh->tp_size * C);
         ERR_BUF(m->sp_lng, (size_t)4 * C);
     }
+    if (sh->split_w)
+        ERR_BUF(m->ln_sink, 2 * (size_t)C);
 #undef ERR_BUF
     /* The errors (activation gradients) of one backward at a time. */
     m->err_bytes = floats * sizeof(float);
@@ -192,7 +194,8 @@ void tt_model_free(tt_model *m)
 {
     tt_slots_free(m);
     float *bufs[] = {m->dres, m->dln, m->dtmp, m->dq, m->dk, m->dv, m->datty, m->dfc1, m->dfull,
-                     m->dfull2, m->datt_scratch, m->sp_full, m->sp_part, m->sp_lng};
+                     m->dfull2, m->datt_scratch, m->sp_full, m->sp_part, m->sp_lng,
+                     m->ln_sink};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     tt_block_acts *w = &m->work;

@@ -1,5 +1,5 @@
 /* slots.c - the activations of one (micro-batch, chunk) kept between its
- * forward and its backward. A pipeline stage holds as many as its schedule
+ * forward and its backward (with a zero-bubble schedule: its W). A pipeline stage holds as many as its schedule
  * has micro-batches in flight, so they come from a pool that grows to the
  * schedule's peak before the first step (tt_slot_reserve) and are booked in
  * the virtual GPU's memory account as they are allocated. */
@@ -48,6 +48,18 @@ static tt_slot *slot_new(tt_model *m, int j)
             SHARED_BUF(a->fc1_full, w->fc1_full, full);
             SHARED_BUF(a->gelu_full, w->gelu_full, full);
         }
+        /* Zero-bubble schedules: B's output gradients wait here for W, so
+         * they live as long as the slot and count as its activations. */
+        if (m->sh.split_w) {
+            SLOT_BUF(a->dq, N * Cl);
+            SLOT_BUF(a->dk, N * Cl);
+            SLOT_BUF(a->dv, N * Cl);
+            SLOT_BUF(a->dproj, N * C);
+            SLOT_BUF(a->dfc2, N * C);
+            SLOT_BUF(a->dln1, N * C);
+            SLOT_BUF(a->dln2, N * C);
+            SLOT_BUF(a->dfc1, N * Hl);
+        }
     }
     SLOT_BUF(s->x_out, Ns * C);
     if (tt_has_head(m, j)) {
@@ -84,6 +96,9 @@ static void slot_free(tt_model *m, tt_slot *s)
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (!shared[i] || bufs[i] != shared[i])
                 free(bufs[i]);
+        float *kept_for_w[] = {a->dq, a->dk, a->dv, a->dproj, a->dfc2, a->dln1, a->dln2, a->dfc1};
+        for (size_t i = 0; i < sizeof kept_for_w / sizeof kept_for_w[0]; i++)
+            free(kept_for_w[i]);
     }
     float *bufs[] = {s->x_out, s->lnf, s->lnf_mean, s->lnf_rstd, s->logits, s->probs, s->losses};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)

@@ -55,6 +55,43 @@ static void allocate_for_list(tt_pipe *pipe)
         tt_slot_reserve(pipe->m, j, peak[j] > 0 ? peak[j] : 1);
 }
 
+tt_schedule_kind tt_pipe_kind(const tt_run_config *rc, int p)
+{
+    /* One stage: each micro-batch forward then backward (1F1B with no
+     * warm-up), holding one micro-batch's activations at a time. */
+    return p == 1 && rc->virtual_stages == 1 ? TT_SCHED_1F1B : (tt_schedule_kind)rc->schedule;
+}
+
+int tt_pipe_check_flags(const tt_run_config *rc, int p, tt_err *e)
+{
+    tt_schedule_kind kind = tt_pipe_kind(rc, p);
+    /* --recompute rebuilds a block's activations into one set the slots
+     * share, just before that block's backward; a W that runs later would
+     * read the next block's. */
+    if (tt_schedule_splits_w(kind) && rc->recompute != TT_RECOMPUTE_NONE)
+        return tt_fail(e,
+                       "the %s schedule cannot run with --recompute: its W runs after the "
+                       "backward and needs the block's activations kept until then, which "
+                       "recomputation does not keep; use --recompute none or --schedule 1f1b",
+                       tt_schedule_name(kind));
+    /* Sequence parallelism's backward gathers each linear's input again
+     * inside the block; ZeRO-3 frees a unit's gathered weights after its
+     * backward. Neither is split into B and W yet: W would find neither. */
+    if (tt_schedule_splits_w(kind) && rc->sequence_parallel)
+        return tt_fail(e,
+                       "the %s schedule cannot run with --sequence-parallel yet: its W would "
+                       "need the inputs that sequence parallelism gathers only inside the "
+                       "fused backward; use --schedule 1f1b",
+                       tt_schedule_name(kind));
+    if (tt_schedule_splits_w(kind) && rc->zero >= 3)
+        return tt_fail(e,
+                       "the %s schedule cannot run with --zero 3 yet: its W runs after the "
+                       "backward has released the unit's gathered weights; use --zero 2 or "
+                       "--schedule 1f1b",
+                       tt_schedule_name(kind));
+    return 0;
+}
+
 int tt_pipe_init(tt_pipe *pipe, tt_model *m, const tt_run_config *rc, const tt_grid *g, tt_err *e)
 {
     memset(pipe, 0, sizeof *pipe);
@@ -67,10 +104,9 @@ int tt_pipe_init(tt_pipe *pipe, tt_model *m, const tt_run_config *rc, const tt_g
     pipe->M = rc->micro_batches;
     pipe->stage = g ? g->pp_rank : 0;
     pipe->mbs = tt_micro_batch_size(rc, g ? g->dp : 1);
-    /* One stage: each micro-batch forward then backward (1F1B with no
-     * warm-up), holding one micro-batch's activations at a time. */
-    pipe->kind = pipe->p == 1 && pipe->v == 1 ? TT_SCHED_1F1B : (tt_schedule_kind)rc->schedule;
-    if (tt_schedule_validate_args(pipe->kind, pipe->p, pipe->M, pipe->v, e))
+    pipe->kind = tt_pipe_kind(rc, pipe->p);
+    if (tt_pipe_check_flags(rc, pipe->p, e) ||
+        tt_schedule_validate_args(pipe->kind, pipe->p, pipe->M, pipe->v, e))
         return -1;
     /* Every rank builds every stage's list and checks them together, so a
      * wrong schedule stops all ranks with the same message before any work.
@@ -80,8 +116,16 @@ int tt_pipe_init(tt_pipe *pipe, tt_model *m, const tt_run_config *rc, const tt_g
         tt_schedule_build(&pipe->all[s], pipe->kind, pipe->p, pipe->M, pipe->v, s);
     /* A backward costs about twice a forward: the simulation with those
      * costs is the bubble the schedule implies for this model. */
-    if (tt_schedule_check(pipe->all, pipe->p, pipe->M, pipe->v, 1.0, 2.0, &pipe->sim, e))
+    if (tt_schedule_check(pipe->all, pipe->p, pipe->M, pipe->v, 1.0, 2.0, &pipe->sim, e) ||
+        tt_schedule_check_bound(pipe->kind, &pipe->sim, e))
         return -1;
+    /* B and W apart need slots that keep B's output gradients. */
+    pipe->split_w = tt_schedule_splits_w(pipe->kind);
+    if (pipe->split_w != m->sh.split_w)
+        return tt_fail(e, "internal: schedule %s %s the backward but the model's slots were "
+                          "built %s the room for it", tt_schedule_name(pipe->kind),
+                       pipe->split_w ? "splits" : "does not split",
+                       m->sh.split_w ? "with" : "without");
     pipe->list = pipe->all[pipe->stage];
     const size_t nkeys = (size_t)pipe->M * pipe->v;
     pipe->held = tt_calloc(nkeys, sizeof *pipe->held);
@@ -194,13 +238,25 @@ static void run_action(tt_pipe *pipe, int i, step_state *st)
                 tag_of(pipe, DIR_GRAD, a->chunk, a->mb));
         break;
     case TT_ACT_BWD:
-        tt_chunk_backward(m, pipe->held[key], last ? NULL : pipe->grad_in[key], st->dloss);
-        tt_slot_release(m, pipe->held[key]);
-        pipe->held[key] = NULL;
-        st->held--;
+        if (pipe->split_w) {
+            /* B: the slot now also holds the output gradients W needs */
+            tt_chunk_backward_input(m, pipe->held[key], last ? NULL : pipe->grad_in[key],
+                                    st->dloss);
+        } else {
+            tt_chunk_backward(m, pipe->held[key], last ? NULL : pipe->grad_in[key], st->dloss);
+            tt_slot_release(m, pipe->held[key]);
+            pipe->held[key] = NULL;
+            st->held--;
+        }
         /* m->dres is overwritten by the next backward: into the send buffer */
         if (!first)
             memcpy(pipe->grad_out[key], m->dres, st->n * sizeof(float));
+        break;
+    case TT_ACT_W:
+        tt_chunk_backward_weights(m, pipe->held[key]);
+        tt_slot_release(m, pipe->held[key]);
+        pipe->held[key] = NULL;
+        st->held--;
         break;
     case TT_ACT_SEND_GRAD:
         post_send(pipe, i, pipe->grad_out[key], st->n, a->peer,
@@ -225,8 +281,8 @@ double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss)
      * --clock wall. A cluster with fixed chunk costs (tests) charges them
      * here instead of the kernels' FLOPs. */
     const tt_cluster *cl = tt_vclock_cluster();
-    const double fixed[2] = {cl->fixed_forward, cl->fixed_backward};
-    const int use_fixed = fixed[0] > 0 || fixed[1] > 0;
+    const double fixed[3] = {cl->fixed_forward, cl->fixed_backward, cl->fixed_w};
+    const int use_fixed = fixed[0] > 0 || fixed[1] > 0 || fixed[2] > 0;
     double t_start = tt_clock_now();
     double first = INFINITY, last = -INFINITY;
     pipe->busy_seconds = 0.0;
@@ -236,16 +292,21 @@ double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss)
         double t0 = tt_clock_now();
         tt_watch_context(step, a->mb);
         run_action(pipe, i, &st);
-        if (use_fixed && (a->kind == TT_ACT_FWD || a->kind == TT_ACT_BWD))
-            tt_vclock_advance(fixed[a->kind == TT_ACT_BWD]);
+        const int compute = a->kind == TT_ACT_FWD || a->kind == TT_ACT_BWD || a->kind == TT_ACT_W;
+        if (use_fixed && compute)
+            tt_vclock_advance(fixed[a->kind == TT_ACT_FWD ? 0 : a->kind == TT_ACT_BWD ? 1 : 2]);
         double t1 = tt_clock_now();
-        if (a->kind == TT_ACT_FWD || a->kind == TT_ACT_BWD) {
+        if (compute) {
             pipe->busy_seconds += t1 - t0;
             first = t0 < first ? t0 : first;
             last = t1 > last ? t1 : last;
-            int fwd = a->kind == TT_ACT_FWD;
-            tt_events_add(fwd ? TT_EV_FORWARD : TT_EV_BACKWARD, fwd ? "forward" : "backward", NULL,
-                          t0, t1, a->mb, a->chunk, -1, 0);
+            /* The trace and the timeline tell B and W apart by name. */
+            const char *name = a->kind == TT_ACT_FWD ? "forward"
+                               : a->kind == TT_ACT_W ? "W"
+                               : pipe->split_w      ? "B"
+                                                    : "backward";
+            tt_events_add(a->kind == TT_ACT_FWD ? TT_EV_FORWARD : TT_EV_BACKWARD, name, NULL, t0,
+                          t1, a->mb, a->chunk, -1, 0);
         }
         pipe->rec[i].act = *a;
         pipe->rec[i].t0 = t0 - t_start;
@@ -255,7 +316,7 @@ double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss)
     complete_sends(pipe);
     pipe->step_seconds = tt_clock_now() - t_start;
     /* The bubble's window (DESIGN section 12): from the pipeline's first
-     * forward to its last backward, over all its stages (and TP ranks). */
+     * forward to its last backward or W, over all its stages (and TP ranks). */
     pipe->window_seconds = pipe->step_seconds;
     if (pipe->g && tt_vclock_ticking() && pipe->list.n > 0) {
         double lo = -tt_clock_max(pipe->g, TT_GROUP_PP, -first);

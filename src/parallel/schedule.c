@@ -65,6 +65,10 @@ static void bwd(builder *b, int mb, int k)
         push(b->out, TT_ACT_SEND_GRAD, mb, k, (k - 1) % b->p);
 }
 
+/* W of (mb, chunk k): the weight gradients, from what B kept on this stage;
+ * nothing travels. */
+static void wgt(builder *b, int mb, int k) { push(b->out, TT_ACT_W, mb, k, -1); }
+
 /* ---- the builders: stage s's compute order ------------------------------ */
 
 /* Naive: one micro-batch at a time. The stage does F then B of each
@@ -157,6 +161,35 @@ static void build_interleaved(builder *b, int s)
     }
 }
 
+/* ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", the schedule
+ * with 1F1B's memory): 1F1B's order of forwards and B's, with each W placed
+ * after a B. Stage s lets its first s W's wait: the later a stage, the sooner
+ * its B's must reach the stages before it, and a B without its W travels
+ * back T_B per stage instead of T_B + T_W. The waiting W's then fill the
+ * cool-down, where 1F1B idles for gradients. Stage s holds its p - s - 1
+ * warm-up micro-batches, the one just forwarded and the s whose W waits: p at
+ * most, as 1F1B's stage 0. */
+static void build_zb_h1(builder *b, int s)
+{
+    int p = b->p, m = b->m;
+    int warmup = p - s - 1 < m ? p - s - 1 : m;
+    int steady = m - warmup, next_w = 0;
+    for (int i = 0; i < warmup; i++)
+        fwd(b, i, s);
+    for (int i = 0; i < steady; i++) {
+        fwd(b, warmup + i, s);
+        bwd(b, i, s);
+        if (i >= s)
+            wgt(b, next_w++, s);
+    }
+    for (int i = steady; i < m; i++) {
+        bwd(b, i, s);
+        wgt(b, next_w++, s);
+    }
+    while (next_w < m)
+        wgt(b, next_w++, s);
+}
+
 /* ---- the bubble each schedule's theory predicts ------------------------- */
 
 /* Only one stage is ever busy. */
@@ -177,6 +210,27 @@ static double bubble_interleaved(int p, int m, int v)
     return (double)(p - 1) / ((double)v * m + p - 1);
 }
 
+/* ZB-H1 with the papers' unit costs F = B = W = 1 (doc/pipeline.md derives
+ * the general (p-1)(T_F + max(T_B - T_W, 0)) of idle time): p - 1 idle units
+ * around 3m of work. */
+static double bubble_zb_h1(int p, int m, int v)
+{
+    return (double)(p - 1) / (3.0 * m + p - 1);
+}
+
+/* ---- how much each schedule holds --------------------------------------- */
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+static int held_one(int p, int m, int v, int s) { return 1; }
+static int held_all(int p, int m, int v, int s) { return m; }
+static int held_1f1b(int p, int m, int v, int s) { return min_int(p - s, m); }
+static int held_interleaved(int p, int m, int v, int s)
+{
+    return min_int((p - s - 1) * 2 + (v - 1) * p + 1, v * m);
+}
+static int held_zb_h1(int p, int m, int v, int s) { return min_int(p, m); }
+
 /* ---- the registry ------------------------------------------------------- */
 
 typedef struct {
@@ -189,6 +243,11 @@ typedef struct {
                             stage, chunk k on stage k % p */
     int min_stages;      /* 2 when the schedule is pointless without a bubble */
     int m_multiple_of_p; /* micro-batches enter in groups of p */
+    int split_w;         /* the backward runs as B and W (TT_ACT_W) */
+    int (*held)(int p, int m, int v, int s); /* memory bound: (mb, chunk) pairs stage
+                                                s holds at most */
+    int m_at_least_p;    /* needs m >= p (its bubble formula assumes a full steady
+                            state) */
 } schedule_row;
 
 /* One row per schedule; a row's index is its tt_schedule_kind. Adding a
@@ -197,14 +256,19 @@ typedef struct {
  * row is exercised by tests/test_pipeline.c's registry test. */
 static const schedule_row rows[] = {
     [TT_SCHED_NAIVE] = {"naive", "one micro-batch at a time through the whole pipe",
-                        build_naive, bubble_one_at_a_time, "(p-1)/p", 0, 1, 0},
+                        build_naive, bubble_one_at_a_time, "(p-1)/p", 0, 1, 0, 0, held_one, 0},
     [TT_SCHED_GPIPE] = {"gpipe", "all forwards, then all backwards",
-                        build_gpipe, bubble_fill_drain, "(p-1)/(m + p-1)", 0, 1, 0},
+                        build_gpipe, bubble_fill_drain, "(p-1)/(m + p-1)", 0, 1, 0, 0,
+                        held_all, 0},
     [TT_SCHED_1F1B] = {"1f1b", "warm-up, one forward one backward, cool-down",
-                       build_1f1b, bubble_fill_drain, "(p-1)/(m + p-1)", 0, 1, 0},
+                       build_1f1b, bubble_fill_drain, "(p-1)/(m + p-1)", 0, 1, 0, 0, held_1f1b,
+                       0},
     [TT_SCHED_INTERLEAVED] = {"interleaved", "1F1B over v chunks per stage (Megatron-LM)",
                               build_interleaved, bubble_interleaved, "(p-1)/(v m + p-1)", 1, 2,
-                              1},
+                              1, 0, held_interleaved, 0},
+    [TT_SCHED_ZB_H1] = {"zb-h1", "1F1B with B and W apart, W filling the cool-down (zero bubble)",
+                        build_zb_h1, bubble_zb_h1, "(p-1)/(3m + p-1)", 0, 1, 0, 1, held_zb_h1,
+                        1},
 };
 
 enum { N_ROWS = (int)(sizeof rows / sizeof rows[0]) };
@@ -243,6 +307,31 @@ const char *tt_schedule_formula(tt_schedule_kind kind)
 {
     const schedule_row *r = row_of(kind);
     return r ? r->formula : "?";
+}
+
+int tt_schedule_splits_w(tt_schedule_kind kind)
+{
+    const schedule_row *r = row_of(kind);
+    return r ? r->split_w : 0;
+}
+
+int tt_schedule_held_bound(tt_schedule_kind kind, int p, int m, int v, int s)
+{
+    const schedule_row *r = row_of(kind);
+    return r ? r->held(p, m, tt_schedule_chunks_per_stage(kind, v), s) : 0;
+}
+
+int tt_schedule_check_bound(tt_schedule_kind kind, const tt_sim_result *res, tt_err *e)
+{
+    for (int s = 0; s < res->p; s++) {
+        int bound = tt_schedule_held_bound(kind, res->p, res->m, res->v, s);
+        if (res->peak_held[s] > bound)
+            return tt_fail(e,
+                           "stage %d holds the activations of %d (micro-batch, chunk) pairs "
+                           "at once, more than the %s schedule's bound of %d",
+                           s, res->peak_held[s], tt_schedule_name(kind), bound);
+    }
+    return 0;
 }
 
 int tt_schedule_chunks_per_stage(tt_schedule_kind kind, int v)
@@ -303,6 +392,11 @@ int tt_schedule_validate_args(tt_schedule_kind kind, int p, int m, int v, tt_err
                        "the %s schedule needs at least %d pipeline stages (got pp = %d); "
                        "with one stage there is no bubble to shrink, use 1f1b",
                        name, r->min_stages, p);
+    if (r->m_at_least_p && m < p)
+        return tt_fail(e,
+                       "the %s schedule needs at least as many micro-batches as pipeline "
+                       "stages (got %d micro-batches, pp = %d); use %d or more micro-batches",
+                       name, m, p, p);
     if (r->m_multiple_of_p && m % p != 0) {
         int lo = m / p * p, hi = lo + p;
         if (lo == 0)

@@ -23,6 +23,9 @@ static void describe(char *buf, size_t n, const tt_action *a)
         snprintf(buf, n, "%s mb%d chunk %d", a->kind == TT_ACT_FWD ? "forward" : "backward",
                  a->mb, a->chunk);
         return;
+    case TT_ACT_W:
+        snprintf(buf, n, "W (weight gradients) mb%d chunk %d", a->mb, a->chunk);
+        return;
     case TT_ACT_SEND_ACT:
     case TT_ACT_SEND_GRAD:
         snprintf(buf, n, "send %s of mb%d chunk %d to stage %d",
@@ -40,16 +43,23 @@ static void describe(char *buf, size_t n, const tt_action *a)
 /* Where each (mb, chunk) event sits: the index in the owning stage's list, or
  * -1. The owning stage is chunk % p, so the index alone locates the action.
  * One table per action kind, in the order of tt_action_kind. */
-enum { T_FWD, T_BWD, T_SACT, T_RACT, T_SGRAD, T_RGRAD, T_N };
+enum { T_FWD, T_BWD, T_SACT, T_RACT, T_SGRAD, T_RGRAD, T_W, T_N };
 _Static_assert(T_FWD == (int)TT_ACT_FWD && T_BWD == (int)TT_ACT_BWD &&
                    T_SACT == (int)TT_ACT_SEND_ACT && T_RACT == (int)TT_ACT_RECV_ACT &&
-                   T_SGRAD == (int)TT_ACT_SEND_GRAD && T_RGRAD == (int)TT_ACT_RECV_GRAD,
+                   T_SGRAD == (int)TT_ACT_SEND_GRAD && T_RGRAD == (int)TT_ACT_RECV_GRAD &&
+                   T_W == (int)TT_ACT_W,
                "event tables follow tt_action_kind");
 
 typedef struct {
     int p, m, K;
+    int split;    /* some list has a W: then every backward needs one */
     int *at[T_N]; /* [mb * K + chunk] */
 } event_table;
+
+static int is_compute(tt_action_kind k)
+{
+    return k == TT_ACT_FWD || k == TT_ACT_BWD || k == TT_ACT_W;
+}
 
 static int table_of(tt_action_kind k) { return (unsigned)k < T_N ? (int)k : -1; }
 
@@ -68,7 +78,7 @@ static int expected_peer(const tt_action *a, int p, int K, int s, int i, const c
         [TT_ACT_RECV_GRAD] = "the last chunk gets its gradient from the loss, it receives none",
     };
     *want = -1;
-    if (a->kind == TT_ACT_FWD || a->kind == TT_ACT_BWD)
+    if (is_compute(a->kind))
         return 0;
     /* Activations come from chunk k-1 and gradients go back to it; the other
      * two transfers talk to chunk k+1. */
@@ -112,6 +122,7 @@ static int check_fields(const tt_action_list *lists, event_table *t, tt_err *e)
                 return tt_fail(e, "stage %d action %d (%s) appears twice (also action %d)", s,
                                i, d, *slot);
             *slot = i;
+            t->split |= a->kind == TT_ACT_W;
         }
     }
     return 0;
@@ -138,6 +149,20 @@ static int check_compute(const tt_action *a, int s, int i, const event_table *t,
                               "backward of mb%d chunk %d in the list)", s, i, d, a->mb, k);
         return 0;
     }
+    if (a->kind == TT_ACT_W) {
+        int b = t->at[T_BWD][id];
+        if (b < 0)
+            return tt_fail(e, "stage %d action %d (%s): the micro-batch is never "
+                              "backwarded (B) through this chunk", s, i, d);
+        if (b > i)
+            return tt_fail(e, "stage %d action %d (%s) comes before its B, which leaves "
+                              "it the output gradients (action %d)", s, i, d, b);
+        return 0;
+    }
+    if (t->split && t->at[T_W][id] < 0)
+        return tt_fail(e, "stage %d action %d (%s) is never followed by its W (no W of "
+                          "mb%d chunk %d in the list, so its weight gradients are lost)",
+                       s, i, d, a->mb, k);
     int f = t->at[T_FWD][id];
     if (f < 0)
         return tt_fail(e, "stage %d action %d (%s): the micro-batch is never "
@@ -207,7 +232,7 @@ static int check_order(const tt_action_list *lists, const event_table *t, tt_err
         for (int i = 0; i < lists[s].n; i++) {
             const tt_action *a = &lists[s].a[i];
             describe(d, sizeof d, a);
-            int compute = a->kind == TT_ACT_FWD || a->kind == TT_ACT_BWD;
+            int compute = is_compute(a->kind);
             if (compute ? check_compute(a, s, i, t, d, e) : check_transfer(a, s, i, t, d, e))
                 return -1;
         }
@@ -237,6 +262,7 @@ typedef struct {
     double *clock;                 /* [stage] */
     double **start, *busy;         /* the result: as tt_sim_result */
     int *peak;
+    int split;                     /* W actions: activations held until W */
 } sim_state;
 
 /* Runs stage s until it blocks in a receive or finishes; returns whether it
@@ -274,8 +300,15 @@ static int run_stage(const tt_action_list *l, int s, int K, sim_state *st)
         case TT_ACT_BWD:
             st->clock[s] += st->cost->bwd[a->chunk];
             st->busy[s] += st->cost->bwd[a->chunk];
+            st->held[s] -= !st->split; /* with W, the slot stays until W */
+            break;
+        case TT_ACT_W: {
+            double w = st->cost->wgt ? st->cost->wgt[a->chunk] : 0.0;
+            st->clock[s] += w;
+            st->busy[s] += w;
             st->held[s]--;
             break;
+        }
         case TT_ACT_SEND_ACT: st->sent_act[id] = ready; break;
         case TT_ACT_SEND_GRAD: st->sent_grad[id] = ready; break;
         default: break;
@@ -322,6 +355,7 @@ static int simulate(const tt_action_list *lists, const event_table *t, sim_state
     for (int i = 0; i < n_ev; i++)
         st->sent_act[i] = st->sent_grad[i] = -1.0;
     int rc = 0;
+    st->split = t->split;
     for (;;) {
         int progressed = 0, left = 0;
         for (int s = 0; s < p; s++) {
@@ -352,12 +386,20 @@ static int simulate(const tt_action_list *lists, const event_table *t, sim_state
 int tt_schedule_check(const tt_action_list *lists, int p, int m, int v, double fwd_cost,
                       double bwd_cost, tt_sim_result *res, tt_err *e)
 {
-    /* Every chunk costs the same and transfers are free. */
+    /* Every chunk costs the same and transfers are free; lists with W
+     * actions spend half the backward in B and half in W. */
     const int K = p > 0 && v > 0 && p <= TT_MAX_SIM_CHUNKS / v ? p * v : 1;
-    double *f = tt_malloc(2 * (size_t)K * sizeof *f), *b = f + K;
-    for (int k = 0; k < K; k++)
-        f[k] = fwd_cost, b[k] = bwd_cost;
-    const tt_sim_costs c = {f, b, NULL};
+    int split = 0;
+    for (int s = 0; s < p && !split; s++)
+        for (int i = 0; i < lists[s].n && !split; i++)
+            split = lists[s].a[i].kind == TT_ACT_W;
+    double *f = tt_malloc(3 * (size_t)K * sizeof *f), *b = f + K, *w = b + K;
+    for (int k = 0; k < K; k++) {
+        f[k] = fwd_cost;
+        b[k] = split ? bwd_cost / 2 : bwd_cost;
+        w[k] = split ? bwd_cost / 2 : 0.0;
+    }
+    const tt_sim_costs c = {f, b, NULL, w};
     int rc = tt_schedule_simulate(lists, p, m, v, &c, res, e);
     free(f);
     return rc;
@@ -371,7 +413,7 @@ int tt_schedule_simulate(const tt_action_list *lists, int p, int m, int v, const
     if (p < 1 || m < 1 || v < 1 || p > TT_MAX_SIM_CHUNKS / v)
         return tt_fail(e, "schedule check: need p >= 1, m >= 1, v >= 1, p x v <= %d (got p = "
                           "%d, m = %d, v = %d)", TT_MAX_SIM_CHUNKS, p, m, v);
-    event_table t = {p, m, p * v, {0}};
+    event_table t = {p, m, p * v, 0, {0}};
     size_t n_ev = (size_t)m * (size_t)t.K;
     for (int k = 0; k < T_N; k++) {
         t.at[k] = tt_malloc(n_ev * sizeof(int));
@@ -428,10 +470,14 @@ void tt_schedule_buffers(const tt_action_list *l, int p, int v, int *slots, int 
 {
     /* A slot is taken when the input of (mb, chunk) arrives (or chunk 0's
      * forward reads the tokens) and given back by its backward. */
-    int held[TT_MAX_CHUNKS] = {0};
+    int held[TT_MAX_CHUNKS] = {0}, split = 0;
     for (int j = 0; j < v; j++)
         slots[j] = 0;
     *buffers = 0;
+    /* With W actions the slot is given back by W instead (it keeps B's
+     * output gradients until then). */
+    for (int i = 0; i < l->n; i++)
+        split |= l->a[i].kind == TT_ACT_W;
     for (int i = 0; i < l->n; i++) {
         const tt_action *a = &l->a[i];
         const int j = a->chunk / p;
@@ -439,7 +485,7 @@ void tt_schedule_buffers(const tt_action_list *l, int p, int v, int *slots, int 
             continue;
         if (a->kind == TT_ACT_RECV_ACT || (a->kind == TT_ACT_FWD && a->chunk == 0))
             slots[j] = ++held[j] > slots[j] ? held[j] : slots[j];
-        else if (a->kind == TT_ACT_BWD)
+        else if (a->kind == (split ? TT_ACT_W : TT_ACT_BWD))
             held[j]--;
         *buffers += tt_action_needs_buffer(a);
     }

@@ -35,6 +35,25 @@ static const compute_label compute_labels[] = {
 };
 #define N_COMPUTE (int)(sizeof compute_labels / sizeof compute_labels[0])
 
+/* Zero-bubble schedules split the backward in two halves of one step each:
+ * B (the input gradient, what the previous stage waits for) and W (the
+ * weight gradients, which can wait). Lists holding a W use this table. */
+static const compute_label split_labels[] = {
+    {TT_ACT_FWD, 'F', "forward", 1},
+    {TT_ACT_BWD, 'B', "input gradient (B)", 1},
+    {TT_ACT_W, 'W', "weight gradients (W)", 1},
+};
+#define N_SPLIT (int)(sizeof split_labels / sizeof split_labels[0])
+
+static int lists_split(const tt_action_list *lists, int p)
+{
+    for (int s = 0; s < p; s++)
+        for (int i = 0; i < lists[s].n; i++)
+            if (lists[s].a[i].kind == TT_ACT_W)
+                return 1;
+    return 0;
+}
+
 /* Actions that send: what leaves, and which way the chunk index moves. */
 typedef struct {
     tt_action_kind kind;
@@ -48,11 +67,12 @@ static const send_label send_labels[] = {
 };
 #define N_SEND (int)(sizeof send_labels / sizeof send_labels[0])
 
-static const compute_label *compute_of(tt_action_kind k)
+static const compute_label *compute_of(tt_action_kind k, int split)
 {
-    for (int i = 0; i < N_COMPUTE; i++)
-        if (compute_labels[i].kind == k)
-            return &compute_labels[i];
+    const compute_label *t = split ? split_labels : compute_labels;
+    for (int i = 0, n = split ? N_SPLIT : N_COMPUTE; i < n; i++)
+        if (t[i].kind == k)
+            return &t[i];
     return NULL;
 }
 
@@ -64,24 +84,29 @@ static const send_label *send_of(tt_action_kind k)
     return NULL;
 }
 
-static double steps_of(tt_action_kind k)
+static double steps_of(tt_action_kind k, int split)
 {
-    const compute_label *c = compute_of(k);
+    const compute_label *c = compute_of(k, split);
     return c ? c->steps : 0;
 }
 
 int tt_schedule_textbook(const tt_action_list *lists, int p, int m, int v, tt_sim_result *res,
                          tt_err *e)
 {
-    return tt_schedule_check(lists, p, m, v, steps_of(TT_ACT_FWD), steps_of(TT_ACT_BWD), res, e);
+    /* The checker's backward cost is B's and W's together (it halves it
+     * between them when a list holds W). */
+    const int split = lists_split(lists, p);
+    return tt_schedule_check(lists, p, m, v, steps_of(TT_ACT_FWD, split),
+                             steps_of(TT_ACT_BWD, split) + steps_of(TT_ACT_W, split), res, e);
 }
 
-void tt_schedule_legend(FILE *out)
+void tt_schedule_legend(FILE *out, int split)
 {
+    const compute_label *t = split ? split_labels : compute_labels;
     fprintf(out, "time steps as the papers draw them:");
-    for (int i = 0; i < N_COMPUTE; i++)
-        fprintf(out, "%s a %s takes %d", i ? "," : "", compute_labels[i].what,
-                compute_labels[i].steps);
+    for (int i = 0, n = split ? N_SPLIT : N_COMPUTE; i < n; i++)
+        fprintf(out, "%s a%s %s takes %d", i ? "," : "", strchr("aeiou", t[i].what[0]) ? "n" : "",
+                t[i].what, t[i].steps);
     fprintf(out, ", a transfer none\n");
 }
 
@@ -141,6 +166,7 @@ void tt_schedule_gantt(FILE *out, const tt_action_list *lists, const tt_sim_resu
         return;
     /* cells[s][t]: the label filling time step t + 1 on stage s, or "." */
     char(*cells)[16] = tt_calloc((size_t)p * (size_t)span, sizeof *cells);
+    const int split = lists_split(lists, p);
     int cw = 1, nw = 4; /* cell and name widths; "time" heads the names */
     for (int s = 0; s < p; s++) {
         if ((int)strlen(names[s]) > nw)
@@ -149,7 +175,7 @@ void tt_schedule_gantt(FILE *out, const tt_action_list *lists, const tt_sim_resu
             strcpy(cells[s * span + t], ".");
         for (int i = 0; i < lists[s].n; i++) {
             const tt_action *a = &lists[s].a[i];
-            const compute_label *c = compute_of(a->kind);
+            const compute_label *c = compute_of(a->kind, split);
             if (!c)
                 continue;
             for (int k = 0, t0 = start_of(res, s, i); k < c->steps && t0 + k < span; k++) {
@@ -184,14 +210,15 @@ void tt_schedule_gantt(FILE *out, const tt_action_list *lists, const tt_sim_resu
     free(cells);
 }
 
-void tt_schedule_gantt_key(FILE *out, int v)
+void tt_schedule_gantt_key(FILE *out, int v, int split)
 {
+    const compute_label *t = split ? split_labels : compute_labels;
     wrap w;
     wrap_start(&w, out, "key:", 2);
     char item[96];
-    for (int i = 0; i < N_COMPUTE; i++) {
-        snprintf(item, sizeof item, "%c3%s = %s of micro-batch 3%s", compute_labels[i].letter,
-                 v > 1 ? "c5" : "", compute_labels[i].what, v > 1 ? " on chunk 5" : "");
+    for (int i = 0, n = split ? N_SPLIT : N_COMPUTE; i < n; i++) {
+        snprintf(item, sizeof item, "%c3%s = %s of micro-batch 3%s", t[i].letter,
+                 v > 1 ? "c5" : "", t[i].what, v > 1 ? " on chunk 5" : "");
         wrap_item(&w, ",", item);
     }
     wrap_item(&w, ",", ". = idle");
@@ -206,12 +233,13 @@ static int print_computing(FILE *out, const tt_action_list *lists, const tt_sim_
                            const char *const *names, int t, char *busy)
 {
     int active = 0;
+    const int split = lists_split(lists, res->p);
     wrap w;
     wrap_start(&w, out, "  computing:", 4);
     for (int s = 0; s < res->p; s++)
         for (int i = 0; i < lists[s].n; i++) {
             const tt_action *a = &lists[s].a[i];
-            const compute_label *c = compute_of(a->kind);
+            const compute_label *c = compute_of(a->kind, split);
             int k = c ? t - 1 - start_of(res, s, i) : -1; /* which of its steps this is */
             if (!c || k < 0 || k >= c->steps)
                 continue;

@@ -111,6 +111,7 @@ tt_shard_spec tt_stage_spec(const tt_grid *g, const tt_run_config *rc, const int
     sh.mlp_gather = rc->tp_mlp_gather;
     sh.recompute = rc->recompute;
     sh.sp = rc->sequence_parallel && sh.tp_size > 1;
+    sh.split_w = tt_schedule_splits_w(tt_pipe_kind(rc, g ? g->pp : 1));
     if (g && g->dp > 1 && rc->zero > 0) {
         sh.zero_stage = rc->zero;
         sh.dp_size = g->dp;

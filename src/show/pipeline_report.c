@@ -112,10 +112,14 @@ void tt_bubble_report(tt_bubble_stats *b, const tt_pipe *pipe, const tt_grid *g)
         }
         printf("  %-20s %8.1f%% %10.1f%% %8.1f%%\n", "mean of the GPUs", 100 * mean,
                100 * mean_sim, 100 * theory);
-        printf("  theory: %s; simulated: this schedule with a backward costing two forwards;\n"
+        printf("  theory: %s; simulated: this schedule with a backward costing two forwards%s;\n"
                "  %s: 1 - compute / %s (%s)\n",
-               tt_schedule_formula(pipe->kind), wall ? "wall" : "virtual",
-               wall ? "step" : "window from the pipeline's first forward to its last backward",
+               tt_schedule_formula(pipe->kind), pipe->split_w ? " (B one, W one)" : "",
+               wall ? "wall" : "virtual",
+               wall ? "step"
+               : pipe->split_w
+                   ? "window from the pipeline's first forward to its last backward or W"
+                   : "window from the pipeline's first forward to its last backward",
                tt_clock_label());
         if (pipe->v > 1)
             printf("  peak held: the most micro-batches (mb) whose activations a GPU kept at once,\n"
@@ -186,10 +190,10 @@ void tt_explain_step(const tt_pipe *pipe, const tt_grid *g)
                p * v, p, v > 2 ? ", ..." : "", p);
     else
         printf("here %d chunks,\nstage s holds chunk s\n", p);
-    tt_schedule_legend(stdout);
+    tt_schedule_legend(stdout, pipe->split_w);
     printf("(the virtual clocks' real costs are in the bubble table, --trace and --timeline)\n");
     printf("\nGantt chart: one row per GPU, one column per time step\n");
-    tt_schedule_gantt_key(stdout, v);
+    tt_schedule_gantt_key(stdout, v, pipe->split_w);
     tt_schedule_gantt(stdout, pipe->all, &unit, (const char *const *)names);
     printf("\nthe same step, time step by time step\n");
     tt_schedule_explain(stdout, pipe->all, &unit, (const char *const *)names);

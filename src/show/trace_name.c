@@ -22,8 +22,10 @@ void tt_trace_event_name(const tt_grid *g, const tt_event *v, char *buf, size_t 
     switch (v->kind) {
     case TT_EV_FORWARD:
     case TT_EV_BACKWARD:
-        snprintf(buf, n, "%s mb%d chunk %d", v->kind == TT_EV_FORWARD ? "forward" : "backward",
-                 v->mb, v->chunk);
+        /* A zero-bubble schedule's backward events are named B and W. */
+        snprintf(buf, n, "%s mb%d chunk %d",
+                 v->kind == TT_EV_FORWARD ? "forward" : v->name[0] ? v->name : "backward", v->mb,
+                 v->chunk);
         break;
     case TT_EV_COMM:
         fmt_bytes(size, sizeof size, v->bytes);

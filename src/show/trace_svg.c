@@ -55,7 +55,7 @@ static void write_heading(FILE *f, const tt_svg_layout *L)
     fprintf(f, "<text x=\"12\" y=\"44\" font-size=\"11.5\" fill=\"#555\">"
                "Boxes: compute, numbered by micro-batch. Strip under each row: communication. "
                "Empty: idle. Right: idle = 1 - (forward+backward) / window from the pipeline's first "
-               "forward to its last backward.</text>\n");
+               "forward to its last backward (or W).</text>\n");
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#555\" text-anchor=\"middle\">idle</text>\n",
             PLOT_X + L->plot_w + IDLE_W / 2 + 4, TOP - 4);
 }
@@ -164,7 +164,7 @@ static void write_box(FILE *f, const tt_svg_layout *L, const tt_event *x, int y)
     double bx, bw;
     event_span(L, x, &bx, &bw);
     rgb c = x->kind == TT_EV_OPTIMIZER ? C_OPT
-            : chunk_shade(x->kind == TT_EV_FORWARD ? C_FWD : C_BWD,
+            : chunk_shade(x->kind == TT_EV_FORWARD ? C_FWD : tt_event_is_w(x) ? C_W : C_BWD,
                           x->chunk >= 0 ? x->chunk / L->g->pp : 0, L->v);
     fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" ", bx, y + BOX_Y,
             bw < 0.5 ? 0.5 : bw, BOX_H);

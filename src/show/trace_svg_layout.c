@@ -24,7 +24,7 @@ static void measure_rows(tt_svg_layout *L, const int *counts)
     for (int r = 0; r < W; r++)
         L->win_lo[r] = INFINITY, L->win_hi[r] = -INFINITY;
     L->t_lo = INFINITY, L->t_hi = -INFINITY;
-    L->max_boxes = 0, L->v = 1;
+    L->max_boxes = 0, L->v = 1, L->has_w = 0;
     for (int r = 0; r < W; r++) {
         L->row_lo[r] = INFINITY, L->row_hi[r] = -INFINITY;
         int boxes = 0;
@@ -39,6 +39,7 @@ static void measure_rows(tt_svg_layout *L, const int *counts)
                 L->win_lo[r] = fmin(L->win_lo[r], x->t0);
                 L->win_hi[r] = fmax(L->win_hi[r], x->t1);
                 boxes++;
+                L->has_w |= tt_event_is_w(x);
                 if (x->chunk >= 0 && x->chunk / L->g->pp + 1 > L->v)
                     L->v = x->chunk / L->g->pp + 1;
             }
@@ -97,11 +98,15 @@ static void lay_out_legend(tt_svg_layout *L)
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < L->v && i < 8; i++) {
             legend_item *it = add_legend_item(L, chunk_shade(k ? C_BWD : C_FWD, i, L->v), 0);
+            const char *what = !k ? "forward" : L->has_w ? "B (input gradient)" : "backward";
             if (L->v > 1)
-                snprintf(it->text, sizeof it->text, "%s, stage's chunk %d", k ? "backward" : "forward", i);
+                snprintf(it->text, sizeof it->text, "%s, stage's chunk %d", what, i);
             else
-                snprintf(it->text, sizeof it->text, "%s", k ? "backward" : "forward");
+                snprintf(it->text, sizeof it->text, "%s", what);
         }
+    if (L->has_w)
+        snprintf(add_legend_item(L, C_W, 0)->text, sizeof L->items[0].text,
+                 "W (weight gradients)");
     snprintf(add_legend_item(L, C_OPT, 0)->text, sizeof L->items[0].text, "optimizer step");
     const char *groups[] = {"TP", "PP", "DP", "other"};
     for (int k = 0; k < 4; k++)

@@ -34,6 +34,14 @@ typedef struct {
 } rgb;
 
 static const rgb C_FWD = {0x5b, 0x8f, 0xd6}, C_BWD = {0xf2, 0x9b, 0x45}, C_OPT = {0x4d, 0x4d, 0x4d};
+/* W (weight gradients) of a zero-bubble schedule, apart from B's orange. */
+static const rgb C_W = {0xb8, 0x9b, 0x2e};
+
+/* A backward event that is a W (pipeline_run.c names them so). */
+static inline int tt_event_is_w(const tt_event *x)
+{
+    return x->kind == TT_EV_BACKWARD && strcmp(x->name, "W") == 0;
+}
 
 /* A comm group's colour: TP purple, PP green, DP red, anything else grey. */
 static inline rgb group_colour(const char *grp)
@@ -78,10 +86,11 @@ typedef struct {
     double t_lo, t_hi;       /* the step over all rows: the common time axis */
     int empty;               /* no event of the step on any row */
     int max_boxes;           /* the most compute boxes on one row */
+    int has_w;               /* a zero-bubble schedule: backwards are B and W apart */
     int v;                   /* chunks per pipeline stage (the shades) */
     double span_ms, px_per_ms;
     int plot_w, plot_h, axis_y, legend_y, width, height;
-    legend_item items[24];   /* 2 x 8 compute shades, optimizer, 4 groups */
+    legend_item items[24];   /* 2 x 8 compute shades, W, optimizer, 4 groups */
     int n_items, last_line;
 } tt_svg_layout;
 

@@ -32,8 +32,9 @@ typedef struct {
     double gpu_mtbf_hours;    /* mean time between failures of one GPU's share */
     double storage_bandwidth; /* bytes/s the whole job writes a checkpoint at (planner) */
     /* Tests only: every chunk forward costs fixed_forward seconds and every
-     * chunk backward fixed_backward, whatever its FLOPs (0: off). */
-    double fixed_forward, fixed_backward;
+     * chunk backward fixed_backward, whatever its FLOPs (0: off); with a
+     * zero-bubble schedule fixed_backward is B's and fixed_w W's. */
+    double fixed_forward, fixed_backward, fixed_w;
 } tt_cluster;
 
 /* Names of the built-in clusters, separated by '|', for help and errors. */

@@ -37,6 +37,9 @@ typedef struct {
     int recompute;              /* TT_RECOMPUTE_* (tt/core/config.h) */
     int sp;                     /* --sequence-parallel (with tp_size > 1): the
                                    LayerNorm and residual regions keep N/tp rows */
+    int split_w;                /* 1: zero-bubble schedules run a block's backward as B
+                                   (input gradient) and, later, W (weight gradients), so
+                                   each slot also keeps its linears' output gradients */
     int nchunks;                /* 0 or 1: one chunk; else the ranges below */
     int zero_stage, dp_size, dp_rank; /* --zero: the table is partitioned over the DP
                                  group (tt_params_set_zero); 0: not */
@@ -70,6 +73,12 @@ typedef struct {
     float *fc1;           /* N,Hl  pre-activation */
     float *gelu;          /* N,Hl */
     float *fc1_full, *gelu_full; /* tp,N,Hl  gathered (--tp-mlp gather only) */
+    /* split_w only: the output gradients B leaves for W, which multiplies
+     * them with the kept inputs above (NULL otherwise). */
+    float *dq, *dk, *dv;  /* N,Cl */
+    float *dproj, *dfc2;  /* N,C */
+    float *dln1, *dln2;   /* N,C  the LayerNorms' output gradients */
+    float *dfc1;          /* N,Hl */
 } tt_block_acts;
 
 /* Everything one (micro-batch, chunk) keeps between its forward and its
@@ -122,6 +131,8 @@ typedef struct {
     float *sp_full;        /* B,T,C     a gathered LayerNorm output or gradient */
     float *sp_part;        /* B,T/tp,C  a reduce-scattered gradient or sum */
     float *sp_lng;         /* 4C        LayerNorm gradients of this rank's rows */
+    float *ln_sink;        /* 2C: where B puts the LayerNorm gains' gradients that W
+                              makes again (sh.split_w only) */
     size_t err_bytes;      /* the scratch above, in the memory account */
     /* Called as the backward finishes the gradients of a unit (ZeRO's
      * units: the head, a block, the embeddings), with a tensor of it;
@@ -178,6 +189,15 @@ double tt_chunk_forward(tt_model *m, tt_slot *s, const int *idx, const int *targ
  * Accumulates into the gradients; leaves the gradient of the chunk's input in
  * m->dres. */
 void tt_chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dloss);
+/* The same backward in two parts (zero-bubble schedules, sh.split_w): B
+ * leaves the gradient of the chunk's input in m->dres and computes the
+ * gradients of the head and the embeddings; W, run any time after it and
+ * before the slot is released, adds the gradients of the blocks' weights,
+ * biases and LayerNorm gains from what B kept in the slot. Per micro-batch,
+ * B then W gives the same bits as tt_chunk_backward. grads_ready fires for a
+ * block in W, for the head and the embeddings in B: when that unit is done. */
+void tt_chunk_backward_input(tt_model *m, tt_slot *s, const float *dout, float dloss);
+void tt_chunk_backward_weights(tt_model *m, tt_slot *s);
 
 /* The whole model on one GPU, one micro-batch at a time (local chunk 0 holds
  * everything): forward of B sequences (B <= Bmax), returning the mean loss

@@ -32,7 +32,9 @@ typedef enum {
     TT_SCHED_NAIVE,      /* one micro-batch at a time through the whole pipe */
     TT_SCHED_GPIPE,      /* all forwards, then all backwards */
     TT_SCHED_1F1B,       /* warm-up, one-forward-one-backward, cool-down */
-    TT_SCHED_INTERLEAVED /* 1F1B over v chunks per stage */
+    TT_SCHED_INTERLEAVED, /* 1F1B over v chunks per stage */
+    TT_SCHED_ZB_H1        /* 1F1B with the backward split into B and W, W filling the
+                             cool-down (zero bubble, Qi et al. 2023) */
 } tt_schedule_kind;
 
 typedef enum {
@@ -41,7 +43,9 @@ typedef enum {
     TT_ACT_SEND_ACT,  /* send the output activation of (mb, chunk) to the next chunk */
     TT_ACT_RECV_ACT,  /* receive the input activation of (mb, chunk) from the previous chunk */
     TT_ACT_SEND_GRAD, /* send the input gradient of (mb, chunk) to the previous chunk */
-    TT_ACT_RECV_GRAD  /* receive the output gradient of (mb, chunk) from the next chunk */
+    TT_ACT_RECV_GRAD, /* receive the output gradient of (mb, chunk) from the next chunk */
+    TT_ACT_W          /* weight gradients of (mb, chunk) (zero-bubble schedules: then
+                         TT_ACT_BWD is B, the input gradient only) */
 } tt_action_kind;
 
 typedef struct {
@@ -72,6 +76,12 @@ const char *tt_schedule_formula(tt_schedule_kind kind);
 /* Chunks per stage the schedule runs when v are asked for: v for a schedule
  * that interleaves chunks, else 1 (so K = p x this). */
 int tt_schedule_chunks_per_stage(tt_schedule_kind kind, int v);
+/* 1 when the schedule splits the backward into B (TT_ACT_BWD) and W
+ * (TT_ACT_W); the model then keeps B's output gradients until W. */
+int tt_schedule_splits_w(tt_schedule_kind kind);
+/* The most (mb, chunk) pairs stage s of the schedule may hold at once (from
+ * the forward to the backward, or to W when it splits): its memory bound. */
+int tt_schedule_held_bound(tt_schedule_kind kind, int p, int m, int v, int s);
 /* Writes every name into buf as "naive, gpipe, 1f1b or interleaved" (cut to
  * n bytes, terminated when n > 0) and returns buf. */
 const char *tt_schedule_names(char *buf, size_t n);
@@ -87,23 +97,30 @@ void tt_schedule_build(tt_action_list *out, tt_schedule_kind kind, int p, int m,
 void tt_action_list_free(tt_action_list *l);
 
 /* The simulated run of all stages' lists with unit compute times (forward
- * fwd_cost, backward bwd_cost time units). */
+ * fwd_cost, backward bwd_cost time units; lists with W actions spend half of
+ * bwd_cost in B and half in W, so 1 and 2 give the papers' F = B = W). */
 typedef struct {
     int p, m, v;
     double **start;  /* [stage][action] start time (compute and comm actions) */
     double span;     /* time until the last stage finishes */
     double *busy;    /* [stage] time spent computing */
     int *peak_held;  /* [stage] most micro-batches forwarded, not yet backwarded
-                        (counting each (mb, chunk) pair: activations held) */
+                        (or, with W actions, not yet through W), counting each
+                        (mb, chunk) pair: activations held */
 } tt_sim_result;
 
 /* Simulates lists[0..p-1] together; returns 0 and fills res when every
- * micro-batch is forwarded and backwarded exactly once per chunk, every
+ * micro-batch is forwarded and backwarded exactly once per chunk (and, when
+ * any list has a W, given exactly one W after its B, on the same stage), every
  * dependency holds, every send meets exactly one receive and the run cannot
  * deadlock; otherwise -1 with the first problem in e (naming the stage, the
  * action and why). res may be NULL. */
 int tt_schedule_check(const tt_action_list *lists, int p, int m, int v, double fwd_cost,
                       double bwd_cost, tt_sim_result *res, tt_err *e);
+
+/* Fails, naming the stage, when a checked run (res) held more (mb, chunk)
+ * pairs on a stage than the schedule's tt_schedule_held_bound. */
+int tt_schedule_check_bound(tt_schedule_kind kind, const tt_sim_result *res, tt_err *e);
 
 /* The same simulation with each chunk's own costs, as the virtual clocks see
  * them: fwd[k] and bwd[k] seconds for chunk k (k < p*v), and link[k] the
@@ -113,6 +130,7 @@ int tt_schedule_check(const tt_action_list *lists, int p, int m, int v, double f
 #define TT_MAX_SIM_CHUNKS 65536
 typedef struct {
     const double *fwd, *bwd, *link;
+    const double *wgt; /* W of chunk k (NULL: free); bwd is then B alone */
 } tt_sim_costs;
 int tt_schedule_simulate(const tt_action_list *lists, int p, int m, int v,
                          const tt_sim_costs *cost, tt_sim_result *res, tt_err *e);
@@ -140,7 +158,7 @@ double tt_bubble_theory(tt_schedule_kind kind, int p, int m, int v);
 int tt_schedule_textbook(const tt_action_list *lists, int p, int m, int v, tt_sim_result *res,
                          tt_err *e);
 /* One line: "time steps as the papers draw them: a forward takes 1, ...". */
-void tt_schedule_legend(FILE *out);
+void tt_schedule_legend(FILE *out, int split);
 /* The ASCII Gantt chart of res (from tt_schedule_textbook): one row per
  * stage named names[s] (short, e.g. "g4"), one column per time step, cells
  * "F3" / "B3" (with interleaving "F3c5": micro-batch 3 on chunk 5), "." idle;
@@ -148,7 +166,7 @@ void tt_schedule_legend(FILE *out);
 void tt_schedule_gantt(FILE *out, const tt_action_list *lists, const tt_sim_result *res,
                        const char *const *names);
 /* The chart's key: what F3, B3, ... and '.' mean (v > 1: the chunk suffix). */
-void tt_schedule_gantt_key(FILE *out, int v);
+void tt_schedule_gantt_key(FILE *out, int v, int split);
 /* Narrates res one time step per line group: "Time step 3", "computing: g0
  * forward of micro-batch 2 on chunk 0; ...", "communication: g0 -> g1
  * activations of micro-batch 2", "active GPUs 75%: g0, g1, g2 (idle: g3)";

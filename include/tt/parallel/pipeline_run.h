@@ -38,9 +38,11 @@ typedef struct {
     const tt_grid *g;          /* NULL: one virtual GPU outside MPI */
     int p, v, K, M, stage, mbs;
     tt_schedule_kind kind;
+    int split_w;               /* the schedule runs B and W apart (TT_ACT_W) */
     tt_action_list *all;       /* every stage's actions, checked together */
     tt_action_list list;       /* this stage's: all[stage] */
-    tt_sim_result sim;         /* the checked simulation, forward 1, backward 2 */
+    tt_sim_result sim;         /* the checked simulation, forward 1, backward 2
+                                  (B 1 and W 1 when split) */
     tt_slot **held;            /* [M*v] activations of (mb, local chunk) */
     float **buf;               /* [list.n] transfer buffer of each send / gradient
                                   receive, allocated once (comm buffers) */
@@ -56,6 +58,14 @@ typedef struct {
                                   (virtual clock; else the step) */
     int peak_held;
 } tt_pipe;
+
+/* The schedule a run with p stages executes: rc->schedule, except 1f1b on
+ * one stage without interleaving. */
+tt_schedule_kind tt_pipe_kind(const tt_run_config *rc, int p);
+/* Fails with one line when the schedule cannot run with the other flags
+ * (a schedule with B and W apart refuses --recompute, --sequence-parallel
+ * and --zero 3). */
+int tt_pipe_check_flags(const tt_run_config *rc, int p, tt_err *e);
 
 /* Builds and checks the schedule (every stage's list through the
  * simulation; a wrong schedule is an error before anything runs). */
