@@ -135,9 +135,9 @@ fi
 # 4. B and W by name: the narration, the trace, the report
 tt 2 $cfg --pp 2 --micro-batches 2 --schedule zb-h1 --explain --trace "$work/names.trace" \
     --timeline "$work/names.svg"
-if [ "$status" -eq 0 ] && grep -q "B (input gradient of) mb1 of chunk 1" "$work/out" &&
+if [ "$status" -eq 0 ] && grep -q "input gradient (B) of micro-batch 1 on chunk 1" "$work/out" &&
     grep -q "W (weight gradients)" "$work/names.svg" && grep -q "B (input gradient)" "$work/names.svg" &&
-    grep -q "W (weight gradients of) mb0 of chunk 0" "$work/out" &&
+    grep -q "weight gradients (W) of micro-batch 0 on chunk 0" "$work/out" &&
     grep -q "last backward or W" "$work/out" &&
     grep -q '"W mb1 chunk 0' "$work/names.trace" && grep -q '"B mb0 chunk 1' "$work/names.trace"; then
     ok "--explain, --trace, --timeline and the bubble report name B and W apart"
