@@ -151,7 +151,7 @@ fi
 #    Stage 0 (blocks 0-1) holds 2 micro-batches under both schedules, so its
 #    activations grow by exactly 2 x 2 x N (3C + 4C + 4C) x 4 bytes (tp 1).
 mem="--layers 4 --dim 48 --heads 12 --seq 16 --batch 24 --steps 1 --sample-len 0 --quiet --eval-every 0 --no-spot-check --pp 2 --micro-batches 4 --report memory"
-acts() { awk '$1 ~ /^gpu0\(/ && NF >= 8 { print $3 }' "$work/out"; }
+acts() { awk '$1 ~ /^gpu0\(/ && NF >= 8 && $2 !~ /%/ { print $3 }' "$work/out"; } # the memory row, not the bubble row
 tt 2 $mem --schedule 1f1b
 a1=$(acts)
 tt 2 $mem --schedule zb-h1
