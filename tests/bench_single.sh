@@ -5,6 +5,11 @@
 # three training steps) and then three steps of bench_torch.py, so both see
 # the same machine load; the figures are medians over all rounds' steps, wall
 # clock. PyTorch is skipped with a note when python3 cannot import torch.
+# PyTorch runs twice a round: as installed, and with glibc's malloc told to
+# keep freed memory (its default hands large blocks back to the kernel, and
+# PyTorch's eager allocator then page-faults them in again every step, which
+# made its steps vary from 255 to 540 ms on our 2-core machine); ours
+# allocates everything before the first step, so it is unaffected.
 # Usage: bench_single.sh BENCH_TRAIN BENCH_TORCH_PY [ROUNDS]
 set -u
 train=$1
@@ -34,6 +39,10 @@ while [ "$r" -le "$rounds" ]; do
         "$py" "$torch_py" 1 3 > "$tmp/torch" || exit 1
         sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch" >> "$tmp/torch_ms"
         printf '; torch steps %s ms' "$(sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch" | tr '\n' ' ' | sed 's/ $//')"
+        MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=1000000000 \
+            "$py" "$torch_py" 1 3 > "$tmp/torch2" || exit 1
+        sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch2" >> "$tmp/torch2_ms"
+        printf ', kept malloc %s ms' "$(sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch2" | tr '\n' ' ' | sed 's/ $//')"
     fi
     echo
     r=$((r + 1))
@@ -46,8 +55,10 @@ awk -v g="$g" -v o="$o" -v f="$flop" -v n="$tokens" 'BEGIN {
     printf "ours:  %.1f ms/step (median, wall), %.0f tokens/s, %.1f GFLOP/s = %.1f%% of the sgemm rate on the model shapes (%.1f GFLOP/s)\n", o, n / (o / 1e3), f / (o / 1e3), 100 * f / (o / 1e3) / g, g }'
 if [ -n "$py" ]; then
     t=$(median < "$tmp/torch_ms")
-    awk -v o="$o" -v t="$t" -v n="$tokens" 'BEGIN {
-        printf "torch: %.1f ms/step (median, wall), %.0f tokens/s; ours / torch throughput: %.2fx\n", t, n / (t / 1e3), t / o }'
+    t2=$(median < "$tmp/torch2_ms")
+    awk -v o="$o" -v t="$t" -v t2="$t2" -v n="$tokens" 'BEGIN {
+        printf "torch: %.1f ms/step (median, wall), %.0f tokens/s; ours / torch throughput: %.2fx\n", t, n / (t / 1e3), t / o
+        printf "torch with glibc malloc keeping freed memory: %.1f ms/step, %.0f tokens/s; ours / torch: %.2fx\n", t2, n / (t2 / 1e3), t2 / o }'
 else
     echo "torch: skipped (python3 cannot import torch; Debian: apt-get install python3-torch)"
 fi
