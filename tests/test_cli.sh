@@ -118,4 +118,15 @@ expect_error "save into a missing directory" 1 "cannot write checkpoint" 1 $smal
 expect_error "resume from a truncated file, save elsewhere" 1 "trunc" 1 $small --resume "$work/trunc.safetensors" --save "$work/target.safetensors"
 if cmp -s "$work/target.safetensors" "$work/keep.safetensors"; then ok "existing checkpoint untouched"; else not_ok "existing checkpoint was modified"; fi
 if ls "$work"/*.tmp.* >/dev/null 2>&1; then not_ok "temporary files left behind"; else ok "no temporary files left"; fi
+
+# The help says what --show-grid does: "print every virtual GPU and its TP, PP
+# and DP groups for this layout, then exit (no training)" - so the map and
+# nothing of a run (no step line, no trained summary, no sample).
+tt 4 --tp 2 --dp 2 --show-grid
+if [ "$status" -eq 0 ] && grep -q "TP groups (2 groups of 2 GPUs): {0,1} {2,3}" "$work/out" &&
+    ! grep -q "^step \|^trained \|^sample" "$work/out"; then
+    ok "--show-grid prints the groups and exits without training, as --help says"
+else
+    not_ok "--show-grid: exit $status, or it trained"
+fi
 finish
