@@ -56,7 +56,7 @@ void tp_scatter_backward(const tt_grid *g, float *dfull, const float *dpart, int
 
 /* Sequence parallelism: the rows of the split region are rank-major blocks
  * (rank r holds tokens [r*N/tp, (r+1)*N/tp)), the layout gather expects, so
- * its gather is the gather pair; its reduce-scatter is the new one. */
+ * its gather is the gather pair and its reduce-scatter the gather's backward. */
 void tp_sp_gather_forward(const tt_grid *g, float *full, const float *part, int n)
 {
     tp_gather_forward(g, full, part, n);
@@ -69,10 +69,7 @@ void tp_sp_gather_backward(const tt_grid *g, float *dpart, const float *dfull, i
 
 void tp_sp_scatter_forward(const tt_grid *g, float *part, const float *full, int n)
 {
-    if (tp_size(g) > 1)
-        tt_reduce_scatter(g, TT_GROUP_TP, full, part, n, MPI_FLOAT);
-    else
-        memcpy(part, full, (size_t)n * sizeof(float));
+    tp_gather_backward(g, part, full, n); /* the same reduce-scatter into this rank's rows */
 }
 
 void tp_sp_scatter_backward(const tt_grid *g, float *dfull, const float *dpart, int n)
