@@ -13,7 +13,11 @@
 #     links (a planted fault) move it away; the bubble table agrees;
 #  4. --explain, --trace, --timeline and the report name B and W apart;
 #  5. the memory account counts the output gradients B keeps for W;
-#  6. what zb-h1 cannot do is refused with one line: --recompute, m < p.
+#  6. what zb-h1 cannot do is refused with one line: --recompute, m < p;
+#  7. zb-v (two chunks per stage in a V): --validate in the layout matrix,
+#     the same checkpoint as 1f1b, its bubble on the virtual clocks equal to
+#     doc/pipeline.md's (p-1)(2B - W) per stage, the V's turn is a copy (no
+#     message), and --virtual-stages other than 2 is refused.
 . "$TT_SRCDIR/testlib.sh"
 
 if ! command -v python3 >/dev/null 2>&1; then
@@ -72,12 +76,17 @@ for pid in sorted({e["pid"] for e in comp}):
 EOF
 }
 
-# formula P M F B W: the idle fraction doc/pipeline.md derives.
+# formula P M F B W [SCHEDULE]: the idle fraction doc/pipeline.md derives
+# for zb-h1 (default) or, with zb-v, for its two chunks per stage of costs
+# F, B and W each (valid for F <= B, W <= B, m >= 2p - 2).
 formula() {
     python3 -c "
 p, m, f, b, w = $1, $2, $3, $4, $5
-idle = (p - 1) * (f + max(b - w, 0))
-print(idle / (m * (f + b + w) + idle))"
+if '${6:-zb-h1}' == 'zb-v':
+    idle, work = (p - 1) * (2 * b - w), 2 * m * (f + b + w)
+else:
+    idle, work = (p - 1) * (f + max(b - w, 0)), m * (f + b + w)
+print(idle / (work + idle))"
 }
 
 # worst GOT EXPECT: the largest |got - expect| over the lines of GOT.
@@ -173,4 +182,67 @@ expect_error "zb-h1 refuses --recompute" 2 "cannot run with --recompute" 2 $cfg 
     --micro-batches 4 --schedule zb-h1 --recompute full
 expect_error "zb-h1 needs m >= p" 2 "at least as many micro-batches as pipeline stages" 4 $cfg \
     --pp 4 --micro-batches 2 --schedule zb-h1
+
+# 7. zb-v
+validate_case 2 --pp 2 --micro-batches 4 --schedule zb-v
+validate_case 4 --pp 4 --layers 8 --micro-batches 6 --schedule zb-v
+validate_case 4 --tp 2 --pp 2 --micro-batches 2 --schedule zb-v
+validate_case 4 --pp 2 --dp 2 --micro-batches 3 --schedule zb-v
+validate_case 4 --pp 2 --dp 2 --micro-batches 2 --schedule zb-v --zero 1
+validate_case 8 --tp 2 --pp 2 --dp 2 --micro-batches 2 --schedule zb-v --zero 2
+
+# Every W of a chunk runs in micro-batch order, as 1F1B's backwards do, and
+# a block computes the same sums whichever chunk holds it: the same bytes.
+tt 2 $cfg --pp 2 --micro-batches 4 --schedule zb-v --no-spot-check --save "$work/zb-v.safetensors"
+if [ "$status" -eq 0 ] && cmp -s "$work/1f1b.safetensors" "$work/zb-v.safetensors"; then
+    ok "zb-v and 1f1b write the same checkpoint, byte for byte"
+else
+    not_ok "zb-v's checkpoint differs from 1f1b's (exit $status)"
+fi
+
+# The bubble on the virtual clocks, one block per chunk (2p chunks).
+for case in "4 8" "3 4"; do
+    set -- $case
+    p=$1 m=$2
+    tt "$p" $small --pp "$p" --layers $((2 * p)) --schedule zb-v --micro-batches "$m" \
+        --cluster "$work/even.json" --trace "$work/v.trace"
+    if [ "$status" -ne 0 ]; then
+        not_ok "zb-v p $p m $m: exit $status"
+        continue
+    fi
+    expect=$(formula "$p" "$m" 0.002 0.003 0.001 zb-v)
+    w=$(worst "$(bubbles "$work/v.trace")" "$expect")
+    if python3 -c "import sys; sys.exit(0 if $w <= 1e-9 else 1)"; then
+        ok "zb-v p $p m $m, F 2 B 3 W 1 ms per chunk: bubble from the trace = formula $(printf %.6f "$expect") (worst error $w)"
+    else
+        not_ok "zb-v p $p m $m: bubbles $(echo $(bubbles "$work/v.trace")) against $expect (worst $w)"
+    fi
+done
+tt 4 $small --pp 4 --layers 8 --schedule zb-v --micro-batches 8 --cluster "$work/slow.json" \
+    --trace "$work/vslow.trace"
+expect=$(formula 4 8 0.002 0.003 0.001 zb-v)
+w=$(worst "$(bubbles "$work/vslow.trace")" "$expect")
+if [ "$status" -eq 0 ] && python3 -c "import sys; sys.exit(0 if $w > 1e-3 else 1)"; then
+    ok "planted: 0.5 ms links move zb-v's bubble off the formula by $w"
+else
+    not_ok "planted slow links under zb-v: the bubble stayed at the formula (worst $w)"
+fi
+
+# The V's turn (chunks p-1 and p, both on stage p-1) is a copy: per step and
+# micro-batch stage 0 sends 2 messages (chunk 0's activation, chunk 2p-1's
+# gradient) and stage p-1 also 2 (chunk p-1's gradient, chunk p's
+# activation), where a looped placement would add 2 more on stage p-1.
+tt 4 $cfg --pp 4 --layers 8 --micro-batches 4 --schedule zb-v --steps 1 --report comm
+sends=$(awk '/^  gpu/ { g = $1 } $1 == "PP" && $2 == "send" { printf "%s %s ", g, $3 }' "$work/out")
+if [ "$status" -eq 0 ] && grep -q "traffic equals its formula: yes" "$work/out" &&
+    [ "$sends" = "gpu0(dp0,pp0,tp0) 8 gpu1(dp0,pp1,tp0) 16 gpu2(dp0,pp2,tp0) 16 gpu3(dp0,pp3,tp0) 8 " ]; then
+    ok "zb-v: PP sends per GPU 8, 16, 16, 8 for 4 micro-batches (the turn on gpu3 is a copy), equal to the formula"
+else
+    not_ok "zb-v --report comm: PP sends '$sends'"
+fi
+
+expect_error "zb-v runs exactly 2 chunks per stage" 2 "runs exactly 2 chunks per stage (got v = 3)" \
+    2 $cfg --pp 2 --layers 6 --micro-batches 4 --schedule zb-v --virtual-stages 3
+expect_error "zb-v refuses --recompute" 2 "cannot run with --recompute" 2 $cfg --pp 2 \
+    --micro-batches 4 --schedule zb-v --recompute selective
 finish

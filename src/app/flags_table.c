@@ -49,8 +49,10 @@ void tt_config_defaults(tt_run_config *c)
 
 void tt_config_finish(tt_run_config *c)
 {
-    /* Interleaving needs at least two chunks per stage. */
-    if (c->schedule == TT_SCHED_INTERLEAVED && !(c->given & TT_GIVEN_VIRTUAL))
+    /* Interleaving needs at least two chunks per stage; zb-v's V has
+     * exactly two. */
+    if ((c->schedule == TT_SCHED_INTERLEAVED || c->schedule == TT_SCHED_ZB_V) &&
+        !(c->given & TT_GIVEN_VIRTUAL))
         c->virtual_stages = 2;
 }
 
@@ -163,13 +165,17 @@ const tt_flag tt_flags[] = {
              "gather: fc1's output is also all-gathered, so every\n"
              "GPU holds the whole activation (compare --report comm)"},
     {.name = "--schedule", .kind = TT_FLAG_CUSTOM, .set = set_schedule, .show = show_schedule,
-     .given = TT_GIVEN_SCHEDULE, .metavar = "naive|gpipe|1f1b|interleaved|zb-h1", IN(LAYOUT),
+     .given = TT_GIVEN_SCHEDULE, .metavar = "naive|gpipe|1f1b|interleaved|zb-h1|zb-v",
+     IN(LAYOUT),
      .help = "pipeline schedule (default %D); naive: one micro-batch\n"
              "at a time through the whole pipe; zb-h1: 1f1b with each\n"
-             "backward split into B and W, W filling the bubbles"},
+             "backward split into B and W, W filling the bubbles;\n"
+             "zb-v: two chunks per stage in a V (stage 0 holds the\n"
+             "first and the last), B and W apart"},
     {INT("--virtual-stages", virtual_stages, 1, TT_MAX_CHUNKS), .given = TT_GIVEN_VIRTUAL,
      .show = show_virtual_stages, .metavar = "V", IN(LAYOUT),
-     .help = "chunks of blocks per stage for interleaved (default %D)"},
+     .help = "chunks of blocks per stage for interleaved (default %D;\n"
+             "zb-v always runs 2)"},
     {STRING("--stage-layers", stage_layers), .metavar = "a,b,...", IN(LAYOUT),
      .help = "blocks per stage (per chunk, in model order, when\n"
              "interleaved); default: balanced by compute"},

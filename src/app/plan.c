@@ -113,13 +113,17 @@ typedef struct {
 } stage_shape;
 
 static void stage_shape_of(const ctx *x, const tt_grid *g, const int *chunk_layers, int s,
-                           const tt_action_list *list, int mbs, int recompute, int sp,
+                           const tt_action_list *list, int mbs, const tt_plan_candidate *c,
                            stage_shape *out)
 {
     tt_run_config r = *x->rc;
     r.tp_mlp_gather = 0;
-    r.recompute = recompute;
-    r.sequence_parallel = sp;
+    r.recompute = c->recompute;
+    r.sequence_parallel = c->sequence_parallel;
+    /* the candidate's schedule places the chunks and says whether B and W
+     * are apart */
+    r.schedule = c->schedule;
+    r.virtual_stages = c->virtual_stages;
     tt_shard_spec sh = tt_stage_spec(g, &r, chunk_layers, tt_grid_rank_of(g, 0, s, 0));
     tt_shard_memory_of(&r.model, &sh, mbs, &out->sm);
     tt_schedule_buffers(list, g->pp, r.virtual_stages, out->slots, &out->nbuf);
@@ -263,15 +267,19 @@ static int evaluate(const ctx *x, const tt_plan_candidate *base, const int *zero
     double *fwd = cost, *bwd = cost + K, *link = cost + 2 * K;
     double tp_comm = 0;
     const double elem = x->plan->mixed ? 2.0 : 4.0;
+    const tt_placement place = tt_schedule_placement(c0.schedule);
     for (int k = 0; k < K; k++) {
         tt_chunk_seconds t = tt_chunk_cost(cfg, &cx, mbs, chunk_layers[k], k == 0, k == K - 1);
         fwd[k] = t.fwd, bwd[k] = t.bwd;
-        if (k % p == 0)
+        const int here = tt_chunk_stage(place, p, k);
+        const int next = k + 1 < K ? tt_chunk_stage(place, p, k + 1) : here;
+        if (here == 0)
             tp_comm += m * (t.fwd_comm + t.bwd_comm);
-        link[k] = k + 1 < K ? tt_cost_link(pp_link(cl, &g, k % p, (k + 1) % p),
-                                           elem * mbs * cfg->T * cfg->C /
-                                               (c0.sequence_parallel ? c0.tp : 1))
-                            : 0.0;
+        /* two chunks of one stage (zb-v's turn) pass the activation by a copy */
+        link[k] = next != here ? tt_cost_link(pp_link(cl, &g, here, next),
+                                              elem * mbs * cfg->T * cfg->C /
+                                                  (c0.sequence_parallel ? c0.tp : 1))
+                               : 0.0;
     }
     tt_action_list *lists = tt_calloc((size_t)p, sizeof *lists);
     for (int s = 0; s < p; s++)
@@ -296,8 +304,7 @@ static int evaluate(const ctx *x, const tt_plan_candidate *base, const int *zero
     stage_shape *shape = rc_sim ? NULL : tt_calloc((size_t)p, sizeof *shape);
     double busy = 0;
     for (int s = 0; s < p && !rc_sim; s++) {
-        stage_shape_of(x, &g, chunk_layers, s, &lists[s], mbs, c0.recompute,
-                       c0.sequence_parallel, &shape[s]);
+        stage_shape_of(x, &g, chunk_layers, s, &lists[s], mbs, &c0, &shape[s]);
         busy += res.busy[s];
     }
     /* The loss and the clipping norm: one double summed over the world. */

@@ -132,6 +132,7 @@ int tt_pipe_init(tt_pipe *pipe, tt_model *m, const tt_run_config *rc, const tt_g
     pipe->grad_in = tt_calloc(nkeys, sizeof *pipe->grad_in);
     pipe->grad_out = tt_calloc(nkeys, sizeof *pipe->grad_out);
     const int nl = pipe->list.n > 0 ? pipe->list.n : 1;
+    pipe->local = tt_calloc((size_t)2 * pipe->K * pipe->M, sizeof *pipe->local);
     pipe->rec = tt_calloc((size_t)nl, sizeof *pipe->rec);
     pipe->reqs = tt_calloc((size_t)nl, sizeof *pipe->reqs);
     pipe->buf = tt_calloc((size_t)nl, sizeof *pipe->buf);
@@ -152,6 +153,7 @@ void tt_pipe_free(tt_pipe *pipe)
     free(pipe->held);
     free(pipe->grad_in);
     free(pipe->grad_out);
+    free(pipe->local);
     free(pipe->reqs);
     free(pipe->rec);
     memset(pipe, 0, sizeof *pipe);
@@ -166,12 +168,28 @@ static int tag_of(const tt_pipe *pipe, int dir, int k, int mb)
 }
 
 /* Posts a non-blocking send of n floats from the action's own buffer (the
- * buffer is not touched again until the step's sends are complete). */
+ * buffer is not touched again until the step's sends are complete). To this
+ * stage itself (the turn of zb-v's V) nothing travels: the buffer is left
+ * for the receive under the message's tag. */
 static void post_send(tt_pipe *pipe, int i, const float *src, size_t n, int dest, int tag)
 {
     if (src != pipe->buf[i])
         memcpy(pipe->buf[i], src, n * sizeof(float));
+    if (dest == pipe->stage) {
+        pipe->local[tag] = pipe->buf[i];
+        return;
+    }
     tt_isend(pipe->g, pipe->buf[i], (int)n, MPI_FLOAT, dest, tag, &pipe->reqs[pipe->nreq++]);
+}
+
+/* The matching receive: from another stage a blocking MPI receive, from this
+ * one a copy of what post_send left (the checked list puts the send first). */
+static void take(tt_pipe *pipe, float *dst, size_t n, int src, int tag)
+{
+    if (src == pipe->stage)
+        memcpy(dst, pipe->local[tag], n * sizeof(float));
+    else
+        tt_recv(pipe->g, dst, (int)n, MPI_FLOAT, src, tag);
 }
 
 static void complete_sends(tt_pipe *pipe)
@@ -208,8 +226,8 @@ static void run_action(tt_pipe *pipe, int i, step_state *st)
     switch (a->kind) {
     case TT_ACT_RECV_ACT:
         pipe->held[key] = tt_slot_acquire(m, j, mbs);
-        tt_recv(pipe->g, slot_input(pipe->held[key]), (int)st->n, MPI_FLOAT, a->peer,
-                tag_of(pipe, DIR_ACT, a->chunk, a->mb));
+        take(pipe, slot_input(pipe->held[key]), st->n, a->peer,
+             tag_of(pipe, DIR_ACT, a->chunk, a->mb));
         break;
     case TT_ACT_FWD:
         if (first)
@@ -234,8 +252,7 @@ static void run_action(tt_pipe *pipe, int i, step_state *st)
         break;
     }
     case TT_ACT_RECV_GRAD:
-        tt_recv(pipe->g, pipe->grad_in[key], (int)st->n, MPI_FLOAT, a->peer,
-                tag_of(pipe, DIR_GRAD, a->chunk, a->mb));
+        take(pipe, pipe->grad_in[key], st->n, a->peer, tag_of(pipe, DIR_GRAD, a->chunk, a->mb));
         break;
     case TT_ACT_BWD:
         if (pipe->split_w) {
@@ -356,19 +373,23 @@ double tt_pipe_forward(tt_pipe *pipe, const int *idx, const int *targets, int B)
     tt_slot *slots[TT_MAX_CHUNKS] = {0};
     /* Every chunk in order; a rank takes part in the chunks it holds. The
      * transfers are blocking: each goes to the next chunk's stage, which is
-     * waiting for exactly this message. */
+     * waiting for exactly this message (or, on the same stage, is a copy
+     * from the previous chunk's slot). */
+    const tt_placement place = pipe->list.place;
     for (int k = 0; k < pipe->K; k++) {
-        if (k % pipe->p != pipe->stage)
+        if (tt_chunk_stage(place, pipe->p, k) != pipe->stage)
             continue;
         const int j = k / pipe->p;
+        const int from = k > 0 ? tt_chunk_stage(place, pipe->p, k - 1) : -1;
+        const int to = k < pipe->K - 1 ? tt_chunk_stage(place, pipe->p, k + 1) : -1;
         tt_slot *s = slots[j] = tt_slot_acquire(m, j, B);
-        if (k > 0)
-            tt_recv(pipe->g, slot_input(s), (int)n, MPI_FLOAT,
-                    (k - 1) % pipe->p, tag_of(pipe, DIR_ACT, k, 0));
+        if (from == pipe->stage)
+            memcpy(slot_input(s), slots[(k - 1) / pipe->p]->x_out, n * sizeof(float));
+        else if (k > 0)
+            tt_recv(pipe->g, slot_input(s), (int)n, MPI_FLOAT, from, tag_of(pipe, DIR_ACT, k, 0));
         double l = tt_chunk_forward(m, s, idx, targets);
-        if (k < pipe->K - 1)
-            tt_send(pipe->g, s->x_out, (int)n, MPI_FLOAT, (k + 1) % pipe->p,
-                    tag_of(pipe, DIR_ACT, k + 1, 0));
+        if (k < pipe->K - 1 && to != pipe->stage)
+            tt_send(pipe->g, s->x_out, (int)n, MPI_FLOAT, to, tag_of(pipe, DIR_ACT, k + 1, 0));
         else
             loss = l, m->logits = s->logits;
         if (k == pipe->K - 1 && targets && B != Breal) {
@@ -392,8 +413,10 @@ void tt_pipe_expected_traffic(tt_comm_stats *add, const tt_run_config *rc, const
     /* Per micro-batch and chunk: the activation (mbs x T x C floats) goes
      * forward to the next chunk and its gradient comes back; a chunk receives
      * its input unless it is the first and its output gradient unless it is
-     * the last. Chunk k sits on stage k mod p, the shape tt_pipe_init gives. */
+     * the last, and nothing travels between two chunks of one stage (the
+     * turn of zb-v's V). Chunks sit where the schedule's placement puts them. */
     const int p = g->pp, v = rc->virtual_stages, K = p * v;
+    const tt_placement place = tt_schedule_placement(tt_pipe_kind(rc, p));
     const long long M = rc->micro_batches;
     const long long mbs = tt_micro_batch_size(rc, g->dp);
     /* with sequence parallelism each TP rank sends its 1/tp of the rows */
@@ -401,9 +424,11 @@ void tt_pipe_expected_traffic(tt_comm_stats *add, const tt_run_config *rc, const
     const long long msg = 4 * mbs * rc->model.T * rc->model.C / sp;
     long long sends = 0, recvs = 0;
     for (int j = 0; j < v; j++) {
-        int k = j * p + g->pp_rank;
-        sends += (k < K - 1) + (k > 0);
-        recvs += (k > 0) + (k < K - 1);
+        int k = tt_stage_chunk(place, p, g->pp_rank, j);
+        int prev = k > 0 && tt_chunk_stage(place, p, k - 1) != g->pp_rank;
+        int next = k < K - 1 && tt_chunk_stage(place, p, k + 1) != g->pp_rank;
+        sends += next + prev;
+        recvs += prev + next;
     }
     add->c[TT_GROUP_PP][TT_OP_SEND].calls += steps * M * sends;
     add->c[TT_GROUP_PP][TT_OP_SEND].bytes += steps * M * sends * msg;

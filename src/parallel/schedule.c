@@ -20,12 +20,26 @@
 
 /* ---- building blocks shared by every builder ---------------------------- */
 
-/* What a builder knows: the geometry (p stages, K = p*v chunks, chunk k on
- * stage k % p, m micro-batches) and the list it appends to. */
+/* What a builder knows: the geometry (p stages, K = p*v chunks placed by
+ * `place`, m micro-batches) and the list it appends to. */
 typedef struct {
     tt_action_list *out;
     int p, v, K, m;
+    tt_placement place;
 } builder;
+
+int tt_chunk_stage(tt_placement place, int p, int k)
+{
+    /* V: the odd rounds of p chunks run back up the stages. */
+    if (place == TT_PLACE_V && (k / p) % 2 == 1)
+        return p - 1 - k % p;
+    return k % p;
+}
+
+int tt_stage_chunk(tt_placement place, int p, int s, int j)
+{
+    return j * p + (place == TT_PLACE_V && j % 2 == 1 ? p - 1 - s : s);
+}
 
 static void push(tt_action_list *l, tt_action_kind kind, int mb, int chunk, int peer)
 {
@@ -47,10 +61,10 @@ static void push(tt_action_list *l, tt_action_kind kind, int mb, int chunk, int 
 static void fwd(builder *b, int mb, int k)
 {
     if (k > 0)
-        push(b->out, TT_ACT_RECV_ACT, mb, k, (k - 1) % b->p);
+        push(b->out, TT_ACT_RECV_ACT, mb, k, tt_chunk_stage(b->place, b->p, k - 1));
     push(b->out, TT_ACT_FWD, mb, k, -1);
     if (k < b->K - 1)
-        push(b->out, TT_ACT_SEND_ACT, mb, k, (k + 1) % b->p);
+        push(b->out, TT_ACT_SEND_ACT, mb, k, tt_chunk_stage(b->place, b->p, k + 1));
 }
 
 /* Backward of (mb, chunk k): the output gradient comes from the next chunk
@@ -59,10 +73,10 @@ static void fwd(builder *b, int mb, int k)
 static void bwd(builder *b, int mb, int k)
 {
     if (k < b->K - 1)
-        push(b->out, TT_ACT_RECV_GRAD, mb, k, (k + 1) % b->p);
+        push(b->out, TT_ACT_RECV_GRAD, mb, k, tt_chunk_stage(b->place, b->p, k + 1));
     push(b->out, TT_ACT_BWD, mb, k, -1);
     if (k > 0)
-        push(b->out, TT_ACT_SEND_GRAD, mb, k, (k - 1) % b->p);
+        push(b->out, TT_ACT_SEND_GRAD, mb, k, tt_chunk_stage(b->place, b->p, k - 1));
 }
 
 /* W of (mb, chunk k): the weight gradients, from what B kept on this stage;
@@ -190,6 +204,88 @@ static void build_zb_h1(builder *b, int s)
         wgt(b, next_w++, s);
 }
 
+/* ZB-V (Qi et al., the V-shaped zero-bubble schedule): two chunks per stage,
+ * placed in a V (stage s holds chunk d = s on the way down and u = 2p-1-s on
+ * the way up, so stage 0 holds the embeddings and the loss and every stage
+ * holds the same blocks' worth), B and W apart. Each stage counts how many
+ * forwards, B's and W's of each of its chunks it has issued; the phases only
+ * say which to issue next:
+ *  1. the down leg: 2(p-s)-1 forwards of d - the time micro-batch 0 takes
+ *     to cross the p-1-s stages below twice and come back to s on chunk u;
+ *  2. s rounds of (forward of u, forward of d): while micro-batch 0 climbs
+ *     the s stages above and its backward comes back down to s;
+ *  3. p-s rounds of (forward of u, B and W of u): the backwards have begun;
+ *  4. the steady state, one micro-batch of each chunk a round: F, B, W of d,
+ *     then F, B, W of u, until every forward is issued;
+ *  5. the drain: the B's still owed go first, their W's fill the time the
+ *     stage would otherwise wait for gradients.
+ * Stage s holds at most 2p (micro-batch, chunk) pairs, p micro-batches of
+ * its two half-size chunks: 1F1B's memory. */
+typedef struct {
+    builder *b;
+    int chunk[2];              /* d and u */
+    int f[2], bw[2], w[2];     /* issued so far, per chunk */
+} vstage;
+
+static void v_fwd(vstage *v, int c)
+{
+    if (v->f[c] < v->b->m)
+        fwd(v->b, v->f[c]++, v->chunk[c]);
+}
+static void v_b(vstage *v, int c)
+{
+    if (v->bw[c] < v->f[c])
+        bwd(v->b, v->bw[c]++, v->chunk[c]);
+}
+static void v_w(vstage *v, int c)
+{
+    if (v->w[c] < v->bw[c])
+        wgt(v->b, v->w[c]++, v->chunk[c]);
+}
+
+static void build_zb_v(builder *b, int s)
+{
+    const int p = b->p, m = b->m, D = 0, U = 1;
+    vstage v = {b, {tt_stage_chunk(TT_PLACE_V, p, s, 0), tt_stage_chunk(TT_PLACE_V, p, s, 1)},
+                {0, 0}, {0, 0}, {0, 0}};
+    for (int i = 0; i < 2 * (p - s) - 1; i++)
+        v_fwd(&v, D);
+    for (int i = 0; i < s; i++) {
+        v_fwd(&v, U);
+        v_fwd(&v, D);
+    }
+    for (int i = 0; i < p - s; i++) {
+        v_fwd(&v, U);
+        v_b(&v, U);
+        v_w(&v, U);
+    }
+    while (v.f[U] < m) {
+        v_fwd(&v, D);
+        v_b(&v, D);
+        v_w(&v, D);
+        v_fwd(&v, U);
+        v_b(&v, U);
+        v_w(&v, U);
+    }
+    /* The drain: s rounds of both chunks' B's, p-s of d's B with a W of u
+     * behind it, then the W's left, alternating. */
+    for (int i = 0; i < s; i++) {
+        v_b(&v, D);
+        v_b(&v, U);
+    }
+    for (int i = 0; i < p - s; i++) {
+        v_b(&v, D);
+        v_w(&v, U);
+    }
+    while (v.w[D] < m || v.w[U] < m) {
+        int wd = v.w[D], wu = v.w[U];
+        v_w(&v, D);
+        v_w(&v, U);
+        if (v.w[D] == wd && v.w[U] == wu)
+            break; /* nothing more can be issued: the checker says what is missing */
+    }
+}
+
 /* ---- the bubble each schedule's theory predicts ------------------------- */
 
 /* Only one stage is ever busy. */
@@ -218,6 +314,14 @@ static double bubble_zb_h1(int p, int m, int v)
     return (double)(p - 1) / (3.0 * m + p - 1);
 }
 
+/* ZB-V with F = B = W = 1 per chunk: doc/pipeline.md gives each stage
+ * (p-1)(2 T_B - T_W) idle time units when T_F <= T_B, T_W <= T_B and
+ * m >= 2p-2: here p - 1, around 2 chunks x 3 units of work per micro-batch. */
+static double bubble_zb_v(int p, int m, int v)
+{
+    return (double)(p - 1) / (6.0 * m + p - 1);
+}
+
 /* ---- how much each schedule holds --------------------------------------- */
 
 static int min_int(int a, int b) { return a < b ? a : b; }
@@ -230,6 +334,7 @@ static int held_interleaved(int p, int m, int v, int s)
     return min_int((p - s - 1) * 2 + (v - 1) * p + 1, v * m);
 }
 static int held_zb_h1(int p, int m, int v, int s) { return min_int(p, m); }
+static int held_zb_v(int p, int m, int v, int s) { return 2 * min_int(p, m); }
 
 /* ---- the registry ------------------------------------------------------- */
 
@@ -240,7 +345,7 @@ typedef struct {
     double (*bubble)(int p, int m, int v); /* idle fraction the theory predicts */
     const char *formula; /* that bubble as the report prints it */
     int many_chunks;     /* 0: one chunk per stage (v must be 1); 1: v >= 2 chunks per
-                            stage, chunk k on stage k % p */
+                            stage, placed by `place` */
     int min_stages;      /* 2 when the schedule is pointless without a bubble */
     int m_multiple_of_p; /* micro-batches enter in groups of p */
     int split_w;         /* the backward runs as B and W (TT_ACT_W) */
@@ -248,6 +353,9 @@ typedef struct {
                                                 s holds at most */
     int m_at_least_p;    /* needs m >= p (its bubble formula assumes a full steady
                             state) */
+    tt_placement place;  /* where chunk k lives */
+    int exact_v;         /* 0: any v the other fields allow; else exactly this many
+                            chunks per stage */
 } schedule_row;
 
 /* One row per schedule; a row's index is its tt_schedule_kind. Adding a
@@ -269,6 +377,9 @@ static const schedule_row rows[] = {
     [TT_SCHED_ZB_H1] = {"zb-h1", "1F1B with B and W apart, W filling the cool-down (zero bubble)",
                         build_zb_h1, bubble_zb_h1, "(p-1)/(3m + p-1)", 0, 1, 0, 1, held_zb_h1,
                         1},
+    [TT_SCHED_ZB_V] = {"zb-v", "two chunks per stage in a V, B and W apart (zero bubble)",
+                       build_zb_v, bubble_zb_v, "(p-1)/(6m + p-1)", 1, 2, 0, 1, held_zb_v, 1,
+                       TT_PLACE_V, 2},
 };
 
 enum { N_ROWS = (int)(sizeof rows / sizeof rows[0]) };
@@ -307,6 +418,12 @@ const char *tt_schedule_formula(tt_schedule_kind kind)
 {
     const schedule_row *r = row_of(kind);
     return r ? r->formula : "?";
+}
+
+tt_placement tt_schedule_placement(tt_schedule_kind kind)
+{
+    const schedule_row *r = row_of(kind);
+    return r ? r->place : TT_PLACE_LOOP;
 }
 
 int tt_schedule_splits_w(tt_schedule_kind kind)
@@ -381,6 +498,11 @@ int tt_schedule_validate_args(tt_schedule_kind kind, int p, int m, int v, tt_err
                        "pipeline schedule %s runs one chunk per stage (got v = %d); "
                        "use v = 1, or the interleaved schedule for v > 1",
                        name, v);
+    if (r->exact_v && v != r->exact_v)
+        return tt_fail(e,
+                       "the %s schedule runs exactly %d chunks per stage (got v = %d); "
+                       "leave --virtual-stages out, or give %d",
+                       name, r->exact_v, v, r->exact_v);
     if (r->many_chunks && v < 2)
         return tt_fail(e,
                        "the %s schedule needs v >= 2 chunks per stage (got v = %d); "
@@ -417,11 +539,13 @@ void tt_schedule_build(tt_action_list *out, tt_schedule_kind kind, int p, int m,
 {
     out->n = out->cap = 0;
     out->a = NULL;
+    out->place = TT_PLACE_LOOP;
     const schedule_row *r = row_of(kind);
     if (!r)
         return;
     int per_stage = tt_schedule_chunks_per_stage(kind, v);
-    builder b = {out, p, per_stage, p * per_stage, m};
+    out->place = r->place;
+    builder b = {out, p, per_stage, p * per_stage, m, r->place};
     r->build(&b, stage);
 }
 

@@ -6,7 +6,7 @@
  * bubble of the report and the clock of the --explain narration.
  *
  * Throughout, K = p*v is the number of chunks and k a chunk index; chunk k
- * lives on stage k % p. */
+ * lives on stage tt_chunk_stage(place, p, k), the lists' placement. */
 #include "tt/parallel/pipeline.h"
 
 #include <stdio.h>
@@ -41,7 +41,7 @@ static void describe(char *buf, size_t n, const tt_action *a)
 }
 
 /* Where each (mb, chunk) event sits: the index in the owning stage's list, or
- * -1. The owning stage is chunk % p, so the index alone locates the action.
+ * -1. Each chunk has one owning stage, so the index alone locates the action.
  * One table per action kind, in the order of tt_action_kind. */
 enum { T_FWD, T_BWD, T_SACT, T_RACT, T_SGRAD, T_RGRAD, T_W, T_N };
 _Static_assert(T_FWD == (int)TT_ACT_FWD && T_BWD == (int)TT_ACT_BWD &&
@@ -52,6 +52,7 @@ _Static_assert(T_FWD == (int)TT_ACT_FWD && T_BWD == (int)TT_ACT_BWD &&
 
 typedef struct {
     int p, m, K;
+    tt_placement place;
     int split;    /* some list has a W: then every backward needs one */
     int *at[T_N]; /* [mb * K + chunk] */
 } event_table;
@@ -68,7 +69,7 @@ static int table_of(tt_action_kind k) { return (unsigned)k < T_N ? (int)k : -1; 
 /* The peer a transfer of action a (stage s, index i) must name: the stage of
  * the neighbouring chunk it talks to; -1 for a compute. Fails for a transfer
  * that has no neighbour (before chunk 0 or after the last). */
-static int expected_peer(const tt_action *a, int p, int K, int s, int i, const char *d,
+static int expected_peer(const tt_action *a, const event_table *t, int s, int i, const char *d,
                          int *want, tt_err *e)
 {
     static const char *const no_neighbour[] = {
@@ -83,9 +84,9 @@ static int expected_peer(const tt_action *a, int p, int K, int s, int i, const c
     /* Activations come from chunk k-1 and gradients go back to it; the other
      * two transfers talk to chunk k+1. */
     int prev = a->kind == TT_ACT_RECV_ACT || a->kind == TT_ACT_SEND_GRAD, k = a->chunk;
-    if (prev ? k == 0 : k == K - 1)
+    if (prev ? k == 0 : k == t->K - 1)
         return tt_fail(e, "stage %d action %d (%s): %s", s, i, d, no_neighbour[a->kind]);
-    *want = (prev ? k - 1 : k + 1) % p;
+    *want = tt_chunk_stage(t->place, t->p, prev ? k - 1 : k + 1);
     return 0;
 }
 
@@ -108,11 +109,12 @@ static int check_fields(const tt_action_list *lists, event_table *t, tt_err *e)
                                m - 1);
             if (a->chunk < 0 || a->chunk >= K)
                 return tt_fail(e, "stage %d action %d (%s): chunk outside 0..%d", s, i, d, K - 1);
-            if (a->chunk % p != s)
+            const int owner = tt_chunk_stage(t->place, p, a->chunk);
+            if (owner != s)
                 return tt_fail(e, "stage %d action %d (%s): chunk %d lives on stage %d", s, i, d,
-                               a->chunk, a->chunk % p);
+                               a->chunk, owner);
             int want = -1;
-            if (expected_peer(a, p, K, s, i, d, &want, e))
+            if (expected_peer(a, t, s, i, d, &want, e))
                 return -1;
             if (a->peer != want)
                 return tt_fail(e, "stage %d action %d (%s): peer should be %s%d", s, i, d,
@@ -243,7 +245,8 @@ static int check_order(const tt_action_list *lists, const event_table *t, tt_err
         for (int k = 0; k < K; k++)
             if (t->at[T_FWD][mb * K + k] < 0)
                 return tt_fail(e, "stage %d (%d actions): mb%d is never forwarded or "
-                                  "backwarded through chunk %d", k % p, lists[k % p].n, mb, k);
+                                  "backwarded through chunk %d", tt_chunk_stage(t->place, p, k),
+                               lists[tt_chunk_stage(t->place, p, k)].n, mb, k);
     return 0;
 }
 
@@ -413,7 +416,14 @@ int tt_schedule_simulate(const tt_action_list *lists, int p, int m, int v, const
     if (p < 1 || m < 1 || v < 1 || p > TT_MAX_SIM_CHUNKS / v)
         return tt_fail(e, "schedule check: need p >= 1, m >= 1, v >= 1, p x v <= %d (got p = "
                           "%d, m = %d, v = %d)", TT_MAX_SIM_CHUNKS, p, m, v);
-    event_table t = {p, m, p * v, 0, {0}};
+    /* One placement for all stages (the lists were built for one schedule);
+     * lists that disagree cannot describe one pipeline. */
+    for (int s = 1; s < p; s++)
+        if (lists[s].place != lists[0].place)
+            return tt_fail(e, "schedule check: stage %d's list places the chunks %s, stage "
+                              "0's %s", s, lists[s].place == TT_PLACE_V ? "in a V" : "in a loop",
+                           lists[0].place == TT_PLACE_V ? "in a V" : "in a loop");
+    event_table t = {p, m, p * v, lists[0].place, 0, {0}};
     size_t n_ev = (size_t)m * (size_t)t.K;
     for (int k = 0; k < T_N; k++) {
         t.at[k] = tt_malloc(n_ev * sizeof(int));

@@ -2,8 +2,8 @@
  * shard of every rank: its chunks' blocks, its TP slice of them, whether it
  * holds the embeddings (chunk 0) or the head and the loss (chunk K-1).
  *
- * K = pp x v chunks; chunk k lives on stage k % pp (Megatron's interleaving,
- * v = 1 without it). */
+ * K = pp x v chunks; the schedule's placement says which stage holds chunk k
+ * (tt/parallel/pipeline.h: k % pp, Megatron's interleaving, or zb-v's V). */
 #include "tt/parallel/pipeline_run.h"
 
 #include <errno.h>
@@ -117,11 +117,12 @@ tt_shard_spec tt_stage_spec(const tt_grid *g, const tt_run_config *rc, const int
         sh.dp_size = g->dp;
         sh.dp_rank = tt_grid_dp_of(g, r);
     }
-    /* Stage s holds global chunks s, s+p, ...; chunk k starts after the
-     * blocks of chunks 0..k-1. */
+    /* Local chunk j of stage s is the placement's global chunk k, which
+     * starts after the blocks of chunks 0..k-1. */
+    const tt_placement place = tt_schedule_placement(tt_pipe_kind(rc, p));
     sh.nchunks = v;
     for (int j = 0; j < v; j++) {
-        int k = j * p + stage, first = 0;
+        int k = tt_stage_chunk(place, p, stage, j), first = 0;
         for (int i = 0; i < k; i++)
             first += chunk_layers[i];
         sh.chunk_begin[j] = first;
@@ -130,6 +131,6 @@ tt_shard_spec tt_stage_spec(const tt_grid *g, const tt_run_config *rc, const int
     sh.layer_begin = sh.chunk_begin[0];
     sh.layer_end = sh.chunk_end[v - 1];
     sh.first_stage = stage == 0;             /* global chunk 0 */
-    sh.last_stage = (K - 1) % p == stage;    /* global chunk K-1 */
+    sh.last_stage = tt_chunk_stage(place, p, K - 1) == stage; /* global chunk K-1 */
     return sh;
 }

@@ -78,9 +78,11 @@ size_t tt_generate(tt_pipe *pipe, const char *prompt, int len, char *out)
                 tt_allreduce(g, TT_GROUP_TP | TT_BOOKKEEPING, &best, 1, MPI_FLOAT_INT, MPI_MAXLOC);
             next = best.index;
         }
-        /* The last stage tells the rest of its pipeline. */
+        /* The stage with the loss (the last, or stage 0 under zb-v's V)
+         * tells the rest of its pipeline. */
         if (g && g->pp > 1)
-            tt_bcast(g, TT_GROUP_PP | TT_BOOKKEEPING, &next, 1, MPI_INT, g->pp - 1);
+            tt_bcast(g, TT_GROUP_PP | TT_BOOKKEEPING, &next, 1, MPI_INT,
+                     tt_chunk_stage(pipe->list.place, pipe->p, pipe->K - 1));
         ctx[pos] = next;
     }
     for (int i = 0; i < total; i++)

@@ -9,13 +9,21 @@
  * Where: the schedule registry and the builders in src/parallel/schedule.c,
  * the check in schedule_check.c, the narration in schedule_explain.c.
  *
- * Chunks: with v virtual stages (interleaved 1F1B) the model's blocks are cut
- * into p*v chunks; global chunk k lives on stage k % p as its local chunk
- * k / p (Megatron's interleaving), so stage s holds chunks s, s+p, s+2p, ...
- * Without interleaving v = 1 and chunk k is stage k. Global chunk 0 also holds
- * the embeddings; chunk p*v-1 holds ln_f, lm_head and the loss. Activations go
- * from chunk k to k+1 (stage s to s+1, or p-1 to 0 between interleaved
- * chunks), gradients from k+1 back to k.
+ * Chunks: with v virtual stages the model's blocks are cut into p*v chunks;
+ * global chunk k is local chunk k / p of its stage. Where it lives is the
+ * schedule's placement (tt_chunk_stage):
+ *   loop (Megatron's interleaving): chunk k on stage k % p, so stage s holds
+ *     chunks s, s+p, s+2p, ...; activations go from stage p-1 back to 0
+ *     between rounds. Without interleaving v = 1 and chunk k is stage k.
+ *   V (zb-v, v = 2): the first p chunks go down the stages and the next p
+ *     come back up: stage s holds chunks s and 2p-1-s. Stage p-1 holds two
+ *     consecutive chunks (p-1 and p), so that transfer stays on the GPU (a
+ *     copy, no message), and stage 0 holds both the embeddings and the loss.
+ *     Worked example, p = 4: stage 0 holds chunks 0 and 7, stage 1 chunks 1
+ *     and 6, stage 2 chunks 2 and 5, stage 3 chunks 3 and 4.
+ * Global chunk 0 also holds the embeddings; chunk p*v-1 holds ln_f, lm_head
+ * and the loss. Activations go from chunk k to k+1, gradients from k+1 back
+ * to k.
  *
  * Execution semantics the simulation assumes (and the executor follows):
  * sends are non-blocking (buffered until the receiver takes them); a receive
@@ -33,9 +41,21 @@ typedef enum {
     TT_SCHED_GPIPE,      /* all forwards, then all backwards */
     TT_SCHED_1F1B,       /* warm-up, one-forward-one-backward, cool-down */
     TT_SCHED_INTERLEAVED, /* 1F1B over v chunks per stage */
-    TT_SCHED_ZB_H1        /* 1F1B with the backward split into B and W, W filling the
+    TT_SCHED_ZB_H1,       /* 1F1B with the backward split into B and W, W filling the
                              cool-down (zero bubble, Qi et al. 2023) */
+    TT_SCHED_ZB_V         /* two chunks per stage in a V, B and W apart (zero bubble) */
 } tt_schedule_kind;
+
+/* Where the chunks of a pipeline live (see "Chunks" above). */
+typedef enum {
+    TT_PLACE_LOOP, /* chunk k on stage k % p */
+    TT_PLACE_V     /* chunk k on stage k for k < p, on stage 2p-1-k after */
+} tt_placement;
+
+/* The stage that holds global chunk k, and the global chunk that is local
+ * chunk j of stage s. */
+int tt_chunk_stage(tt_placement place, int p, int k);
+int tt_stage_chunk(tt_placement place, int p, int s, int j);
 
 typedef enum {
     TT_ACT_FWD,       /* forward of (mb, chunk) */
@@ -58,6 +78,8 @@ typedef struct {
 typedef struct {
     int n, cap;
     tt_action *a;
+    tt_placement place; /* where the chunks live: the builder's schedule's placement
+                           (lists built by hand: TT_PLACE_LOOP, zero) */
 } tt_action_list;
 
 /* ---- the schedule registry: one row per schedule ----
@@ -76,6 +98,8 @@ const char *tt_schedule_formula(tt_schedule_kind kind);
 /* Chunks per stage the schedule runs when v are asked for: v for a schedule
  * that interleaves chunks, else 1 (so K = p x this). */
 int tt_schedule_chunks_per_stage(tt_schedule_kind kind, int v);
+/* Where the schedule puts the chunks. */
+tt_placement tt_schedule_placement(tt_schedule_kind kind);
 /* 1 when the schedule splits the backward into B (TT_ACT_BWD) and W
  * (TT_ACT_W); the model then keeps B's output gradients until W. */
 int tt_schedule_splits_w(tt_schedule_kind kind);

@@ -49,6 +49,9 @@ typedef struct {
     size_t buf_size;           /* bytes of each of them */
     float **grad_in;           /* [M*v] where (mb, chunk)'s output gradient arrives */
     float **grad_out;          /* [M*v] where its input gradient waits to be sent */
+    float **local;             /* [2*K*M] by message tag: where a transfer between two
+                                  chunks of this stage left its data (zb-v's V
+                                  turns on one stage: a copy, not a message) */
     MPI_Request *reqs;         /* [list.n] sends in flight */
     int nreq;
     /* the last step, measured */
