@@ -336,6 +336,13 @@ static int held_interleaved(int p, int m, int v, int s)
 static int held_zb_h1(int p, int m, int v, int s) { return min_int(p, m); }
 static int held_zb_v(int p, int m, int v, int s) { return 2 * min_int(p, m); }
 
+/* ---- the fewest micro-batches ------------------------------------------- */
+
+static int at_least_p(int p) { return p; }
+/* The V's fill and drain are hidden behind the other chunk's work only from
+ * 2(p-1) micro-batches on (doc/pipeline.md). */
+static int at_least_2p_2(int p) { return p > 1 ? 2 * (p - 1) : 1; }
+
 /* ---- the registry ------------------------------------------------------- */
 
 typedef struct {
@@ -351,8 +358,9 @@ typedef struct {
     int split_w;         /* the backward runs as B and W (TT_ACT_W) */
     int (*held)(int p, int m, int v, int s); /* memory bound: (mb, chunk) pairs stage
                                                 s holds at most */
-    int m_at_least_p;    /* needs m >= p (its bubble formula assumes a full steady
-                            state) */
+    int (*min_m)(int p); /* the fewest micro-batches it runs with p stages (its
+                            bubble formula assumes a full steady state); NULL: 1 */
+    const char *min_m_is; /* that bound in words, for the refusal */
     tt_placement place;  /* where chunk k lives */
     int exact_v;         /* 0: any v the other fields allow; else exactly this many
                             chunks per stage */
@@ -364,21 +372,21 @@ typedef struct {
  * row is exercised by tests/test_pipeline.c's registry test. */
 static const schedule_row rows[] = {
     [TT_SCHED_NAIVE] = {"naive", "one micro-batch at a time through the whole pipe",
-                        build_naive, bubble_one_at_a_time, "(p-1)/p", 0, 1, 0, 0, held_one, 0},
+                        build_naive, bubble_one_at_a_time, "(p-1)/p", 0, 1, 0, 0, held_one},
     [TT_SCHED_GPIPE] = {"gpipe", "all forwards, then all backwards",
                         build_gpipe, bubble_fill_drain, "(p-1)/(m + p-1)", 0, 1, 0, 0,
-                        held_all, 0},
+                        held_all},
     [TT_SCHED_1F1B] = {"1f1b", "warm-up, one forward one backward, cool-down",
-                       build_1f1b, bubble_fill_drain, "(p-1)/(m + p-1)", 0, 1, 0, 0, held_1f1b,
-                       0},
+                       build_1f1b, bubble_fill_drain, "(p-1)/(m + p-1)", 0, 1, 0, 0, held_1f1b},
     [TT_SCHED_INTERLEAVED] = {"interleaved", "1F1B over v chunks per stage (Megatron-LM)",
                               build_interleaved, bubble_interleaved, "(p-1)/(v m + p-1)", 1, 2,
-                              1, 0, held_interleaved, 0},
+                              1, 0, held_interleaved},
     [TT_SCHED_ZB_H1] = {"zb-h1", "1F1B with B and W apart, W filling the cool-down (zero bubble)",
                         build_zb_h1, bubble_zb_h1, "(p-1)/(3m + p-1)", 0, 1, 0, 1, held_zb_h1,
-                        1},
+                        at_least_p, "as many micro-batches as pipeline stages"},
     [TT_SCHED_ZB_V] = {"zb-v", "two chunks per stage in a V, B and W apart (zero bubble)",
-                       build_zb_v, bubble_zb_v, "(p-1)/(6m + p-1)", 1, 2, 0, 1, held_zb_v, 1,
+                       build_zb_v, bubble_zb_v, "(p-1)/(6m + p-1)", 1, 2, 0, 1, held_zb_v,
+                       at_least_2p_2, "2(pp-1) micro-batches, which hide the V's fill and drain",
                        TT_PLACE_V, 2},
 };
 
@@ -514,11 +522,11 @@ int tt_schedule_validate_args(tt_schedule_kind kind, int p, int m, int v, tt_err
                        "the %s schedule needs at least %d pipeline stages (got pp = %d); "
                        "with one stage there is no bubble to shrink, use 1f1b",
                        name, r->min_stages, p);
-    if (r->m_at_least_p && m < p)
+    if (r->min_m && m < r->min_m(p))
         return tt_fail(e,
-                       "the %s schedule needs at least as many micro-batches as pipeline "
-                       "stages (got %d micro-batches, pp = %d); use %d or more micro-batches",
-                       name, m, p, p);
+                       "the %s schedule needs at least %s (got %d micro-batches, pp = %d); "
+                       "use %d or more micro-batches",
+                       name, r->min_m_is, m, p, r->min_m(p));
     if (r->m_multiple_of_p && m % p != 0) {
         int lo = m / p * p, hi = lo + p;
         if (lo == 0)

@@ -275,9 +275,10 @@ static void print_communication(FILE *out, const tt_action_list *lists,
             char item[160];
             int n = snprintf(item, sizeof item, "%s -> %s %s of micro-batch %d", names[s],
                              names[a->peer], l->what, a->mb);
-            if (res->v > 1 && n > 0 && (size_t)n < sizeof item) /* which boundary is crossed */
-                snprintf(item + n, sizeof item - (size_t)n, " (chunk %d -> %d)", a->chunk,
-                         a->chunk + l->chunk_step);
+            /* which boundary is crossed; zb-v's turn joins two chunks of one GPU */
+            if (res->v > 1 && n > 0 && (size_t)n < sizeof item)
+                snprintf(item + n, sizeof item - (size_t)n, " (chunk %d -> %d%s)", a->chunk,
+                         a->chunk + l->chunk_step, a->peer == s ? ", a copy on the GPU" : "");
             wrap_item(&w, ";", item);
         }
     if (!w.items)

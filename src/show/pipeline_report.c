@@ -18,11 +18,12 @@ void tt_print_pipeline(const tt_run_config *rc, const tt_grid *g, const int *chu
            "blocks %s\n", p, p > 1 ? "s" : "", v, v > 1 ? "s" : "",
            tt_schedule_name(rc->schedule), rc->micro_batches, rc->micro_batches > 1 ? "es" : "",
            rc->stage_layers ? "as --stage-layers says" : "balanced by compute");
-    /* Chunk k = j p + s is stage s's j-th chunk (interleaved round robin). */
+    /* Stage s's j-th chunk is where the schedule's placement puts it. */
+    const tt_placement place = tt_schedule_placement(tt_pipe_kind(rc, p));
     for (int s = 0; s < p; s++) {
         printf("  stage %d:", s);
         for (int j = 0; j < v; j++) {
-            int k = j * p + s, first = 0;
+            int k = tt_stage_chunk(place, p, s, j), first = 0;
             for (int i = 0; i < k; i++)
                 first += chunk_layers[i];
             if (chunk_layers[k] == 1)
@@ -185,7 +186,11 @@ void tt_explain_step(const tt_pipe *pipe, const tt_grid *g)
            pipe->M, pipe->M > 1 ? "es" : "");
     print_wrapped("GPUs, stage 0 first:", legend, p);
     printf("a chunk is a run of consecutive blocks that one stage computes; ");
-    if (v > 1)
+    if (pipe->list.place == TT_PLACE_V)
+        printf("here %d chunks\nin a V: stage s holds chunk s (down) and chunk %d - s (back up),\n"
+               "so stage %d computes chunks %d and %d back to back (passed on by a copy)\n",
+               p * v, 2 * p - 1, p - 1, p - 1, p);
+    else if (v > 1)
         printf("here %d chunks,\nstage s holds chunks s, s + %d%s (chunk k on stage k %% %d)\n",
                p * v, p, v > 2 ? ", ..." : "", p);
     else
