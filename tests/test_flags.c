@@ -375,7 +375,7 @@ START_TEST(bad_values_refused)
                  NULL);
     expect_error("--report expects comm, memory, shards or comm,memory,shards, got 'comm,disk'", "--report",
                  "comm,disk", NULL);
-    expect_error("--schedule expects naive, gpipe, 1f1b, interleaved or zb-h1, got 'zigzag'",
+    expect_error("--schedule expects naive, gpipe, 1f1b, interleaved, zb-h1 or zb-v, got 'zigzag'",
                  "--schedule", "zigzag", NULL);
     expect_error("option --data needs a non-empty value", "--data=", NULL);
     expect_error("option --report needs a non-empty value", "--report", "", NULL);

@@ -3,7 +3,8 @@
 # the emulator's own runs: for tp2 pp2, pp4, pp2 dp2 and tp2 dp2 on 4
 # classroom GPUs, tp2 pp2 dp2 on 8 (two servers: the pipeline crosses the
 # network), ZeRO 1 and 2 on pp2 dp2, ZeRO 3 on tp2 dp2, selective and full
-# recomputation on tp2 pp2, and sequence parallelism on tp2 pp2, the planned
+# recomputation on tp2 pp2, sequence parallelism on tp2 pp2 and zb-v on
+# pp2 dp2, the planned
 # worst-GPU memory equals
 # --report memory's peak within 5% and the planned step time the run's
 # virtual step time (the CSV's ms) within 2%. Planted faults: a plan on a
@@ -52,12 +53,16 @@ PYEOF
 printf '{"based_on": "classroom", "nvlink_bandwidth": 20e6, "network_bandwidth": 10e6}\n' > "$work/slow.json"
 for lay in "2 2 1 0 none" "1 4 1 0 none" "1 2 2 0 none" "2 1 2 0 none" "2 2 2 0 none" \
            "1 2 2 1 none" "1 2 2 2 none" "2 1 2 3 none" "2 2 1 0 selective" "2 2 1 0 full" \
-           "2 2 1 0 none --sequence-parallel"; do
+           "2 2 1 0 none --sequence-parallel" "1 2 2 0 none --schedule zb-v"; do
     set -- $lay
     np=$(($1 * $2 * $3))
-    $TT_MPIRUN -np $np "$TT_BIN" --tp $1 --pp $2 --dp $3 --zero $4 --recompute $5 ${6:-} $run --log "$work/log.csv" >"$work/run.out" 2>"$work/err"
-    plan p --gpus $np --tp $1 --pp $2 --dp $3 --zero $4 --recompute $5 ${6:-} --micro-batches 4 --schedule 1f1b
-    if msg=$(compare p 0.05 0.02 pass); then ok "tp$1 pp$2 dp$3 zero$4 recompute $5 ${6:-}: $msg"; else not_ok "tp$1 pp$2 dp$3 zero$4 recompute $5 ${6:-}: $msg"; fi
+    shift 5
+    extra="$*"
+    set -- $lay
+    $TT_MPIRUN -np $np "$TT_BIN" --tp $1 --pp $2 --dp $3 --zero $4 --recompute $5 $extra $run --log "$work/log.csv" >"$work/run.out" 2>"$work/err"
+    # (the case's own flags last: a --schedule there replaces 1f1b)
+    plan p --gpus $np --tp $1 --pp $2 --dp $3 --zero $4 --recompute $5 --micro-batches 4 --schedule 1f1b $extra
+    if msg=$(compare p 0.05 0.02 pass); then ok "tp$1 pp$2 dp$3 zero$4 recompute $5 $extra: $msg"; else not_ok "tp$1 pp$2 dp$3 zero$4 recompute $5 $extra: $msg"; fi
     if [ "$lay" = "2 2 1 0 none" ]; then
         plan p --gpus 4 --tp $1 --pp $2 --dp $3 --zero 0 --recompute none --micro-batches 4 --schedule 1f1b --cluster "$work/slow.json"
         if msg=$(compare p 1 0.02 fail); then ok "planted fault, links 10x slower: $msg"; else not_ok "the time check passed a plan on another cluster: $msg"; fi

@@ -174,8 +174,8 @@ const tt_flag tt_flags[] = {
              "first and the last), B and W apart"},
     {INT("--virtual-stages", virtual_stages, 1, TT_MAX_CHUNKS), .given = TT_GIVEN_VIRTUAL,
      .show = show_virtual_stages, .metavar = "V", IN(LAYOUT),
-     .help = "chunks of blocks per stage for interleaved (default %D;\n"
-             "zb-v always runs 2)"},
+     .help = "chunks of blocks per stage for interleaved (default %D);\n"
+             "zb-v always runs 2"},
     {STRING("--stage-layers", stage_layers), .metavar = "a,b,...", IN(LAYOUT),
      .help = "blocks per stage (per chunk, in model order, when\n"
              "interleaved); default: balanced by compute"},

@@ -251,9 +251,10 @@ static void write_legend(FILE *f, const tt_svg_layout *L)
                    "compute (non-blocking, no link contention modelled)</text>\n",
                 L->v > 1 ? 34 : 12 + 170, ly + 20 * (L->v > 1));
     if (L->v > 1)
-        fprintf(f, "<text x=\"%d\" y=\"%d\">interleaved: stage s holds the global chunks s, s+%d, ...; "
-                   "the stage's chunk i (global chunk s+%d\xc2\xb7i) is drawn lighter as i grows</text>\n",
-                12 + 170, ly, L->g->pp, L->g->pp);
+        fprintf(f, "<text x=\"%d\" y=\"%d\">%d chunks per stage: the stage's chunk i is drawn "
+                   "lighter as i grows (which global chunks each stage holds: the start-up "
+                   "lines, `pipeline: ... stage s: ...`)</text>\n",
+                12 + 170, ly, L->v);
     fprintf(f, "</g>\n");
 }
 
