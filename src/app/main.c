@@ -14,6 +14,7 @@
 #include "tt/comm/grid.h"
 #include "tt/app/plan.h"
 #include "tt/comm/comm.h"
+#include "tt/comm/doorbell.h"
 #include "tt/comm/watchdog.h"
 #include "tt/app/run.h"
 #include "tt/train/checkpoint.h"
@@ -80,6 +81,8 @@ int main(int argc, char **argv)
     /* The watchdog's helper thread never calls MPI: FUNNELED is enough. */
     int threads;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &threads);
+    /* Waiting ranks sleep until their peer rings (tt/comm/doorbell.h). */
+    tt_bell_init();
     int rank, world;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -138,6 +141,7 @@ int main(int argc, char **argv)
             tt_grid_free(&grid);
         }
     }
+    tt_bell_finalize();
     MPI_Finalize();
     return status;
 }

@@ -2,6 +2,7 @@
  * logic that calls MPI's transfers (checkpoint files use MPI-IO in
  * src/train/ckpt_mpiio.c). */
 #include "tt/comm/comm.h"
+#include "tt/comm/doorbell.h"
 #include "tt/comm/watchdog.h"
 #include "tt/core/common.h"
 #include "tt/core/vclock.h"
@@ -124,26 +125,23 @@ static const tt_link *group_link(const tt_grid *g, int where)
 
 /* ---- waiting without holding a core ----------------------------------------
  * Many virtual GPUs share few cores: a rank that waits for a peer must give
- * its core to the ranks with work, not poll for it. So every wait here tests
- * its request and sleeps between tests, 20 us at first, doubling to 500 us
- * (a message that arrives costs a rank at most that much more latency). */
-static void wait_politely(MPI_Request *req)
-{
-    int done = 0;
-    long ns = 20000;
-    MPI_Test(req, &done, MPI_STATUS_IGNORE);
-    while (!done) {
-        struct timespec ts = {0, ns};
-        nanosleep(&ts, NULL);
-        ns = ns < 500000 / 2 ? 2 * ns : 500000;
-        MPI_Test(req, &done, MPI_STATUS_IGNORE);
-    }
-}
+ * its core to the ranks with work. With the doorbells (tt/comm/doorbell.h)
+ * it sleeps until the peer that ends its wait rings it: a sender rings its
+ * receiver after posting a message, a receiver rings the sender after taking
+ * it (a long send completes then), and the members of a collective meet in
+ * shared memory before it starts. Where a peer is on another host, or the
+ * bells are off, a wait tests its request and sleeps between tests, 20 us at
+ * first, doubling to 500 us. */
+
+/* Sends posted to ranks that cannot ring back (another host) since the last
+ * tt_wait_all: their completion is polled for. */
+static int unrung_sends;
 
 /* A collective starts for all when the last member arrives: the members wait
- * for each other politely (a non-blocking maximum of their clocks while the
- * clocks tick, else a non-blocking barrier), so the blocking collective that
- * follows finds everyone there and does not spin. MPI_MAX of doubles is
+ * for each other asleep (through shared memory on one host; else a
+ * non-blocking maximum of their clocks while the clocks tick, or a
+ * non-blocking barrier, tested politely), so the blocking collective that
+ * follows finds everyone awake and does not spin long. MPI_MAX of doubles is
  * exact in any order, so no result depends on the algorithm. Returns the
  * latest entry time (0 when the clocks do not tick). */
 static double arrive(MPI_Comm comm, int ticking)
@@ -151,14 +149,14 @@ static double arrive(MPI_Comm comm, int ticking)
     int n;
     MPI_Comm_size(comm, &n);
     double t = ticking ? tt_vclock_now() : 0.0;
-    if (n == 1)
+    if (n == 1 || tt_bell_gather_max(comm, &t) == 0)
         return t;
     MPI_Request req;
     if (ticking)
         MPI_Iallreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm, &req);
     else
         MPI_Ibarrier(comm, &req);
-    wait_politely(&req);
+    tt_bell_wait(&req, 0);
     return t;
 }
 
@@ -173,9 +171,11 @@ double tt_clock_max(const tt_grid *g, int where, double t)
 {
     WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, where);
     MPI_Comm comm = tt_group_comm(g, where);
-    MPI_Request req;
-    MPI_Iallreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm, &req);
-    wait_politely(&req);
+    if (tt_bell_gather_max(comm, &t) != 0) {
+        MPI_Request req;
+        MPI_Iallreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm, &req);
+        tt_bell_wait(&req, 0);
+    }
     tt_watch_end();
     return t;
 }
@@ -198,11 +198,11 @@ static void clock_isend(const tt_grid *g, int dest, int tag)
     MPI_Isend(&m->t, 1, MPI_DOUBLE, dest, tag, g->pp_clock_comm, &m->req);
 }
 
-static void clock_wait_sends(void)
+static void clock_wait_sends(int rung)
 {
     while (clock_msgs) {
         clock_msg *m = clock_msgs;
-        wait_politely(&m->req);
+        tt_bell_wait(&m->req, rung);
         clock_msgs = m->next;
         free(m);
     }
@@ -261,9 +261,18 @@ void tt_iallreduce(const tt_grid *g, int where, void *buf, int count_, MPI_Datat
 double tt_coll_wait(const tt_grid *g, tt_coll_req *r, double not_before)
 {
     WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, r->where);
-    wait_politely(&r->req[0]);
-    if (r->req[1] != MPI_REQUEST_NULL)
-        wait_politely(&r->req[1]);
+    /* The members meet asleep first where they can; then all of them are
+     * awake to progress the rest of the ring. */
+    double meet = 0.0;
+    const int met = tt_bell_gather_max(tt_group_comm(g, r->where), &meet) == 0;
+    if (met) {
+        MPI_Wait(&r->req[0], MPI_STATUS_IGNORE);
+        MPI_Wait(&r->req[1], MPI_STATUS_IGNORE);
+    } else {
+        tt_bell_wait(&r->req[0], 0);
+        if (r->req[1] != MPI_REQUEST_NULL)
+            tt_bell_wait(&r->req[1], 0);
+    }
     if (r->ticking) {
         /* r->entry is now the latest entry: the ring starts there, or at
          * not_before (the caller's previous collective on the same links). */
@@ -374,12 +383,19 @@ void tt_send(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, i
     if (dest == MPI_PROC_NULL)
         return;
     double t0 = tt_clock_now();
-    WATCH_P2P(TT_WATCH_SEND, TT_OP_SEND, g, stage_world_rank(g, dest), tag);
-    MPI_Send(buf, count_, type, dest, tag, g->pp_comm);
-    if (tt_vclock_ticking()) {
-        double t = tt_vclock_now();
-        MPI_Send(&t, 1, MPI_DOUBLE, dest, tag, g->pp_clock_comm);
-    }
+    const int peer = stage_world_rank(g, dest);
+    WATCH_P2P(TT_WATCH_SEND, TT_OP_SEND, g, peer, tag);
+    /* Posted, the receiver rung, then waited for: a long message completes
+     * only when the receiver takes it, and it rings back then. */
+    MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    double t = tt_vclock_now();
+    MPI_Isend(buf, count_, type, dest, tag, g->pp_comm, &req[0]);
+    if (tt_vclock_ticking())
+        MPI_Isend(&t, 1, MPI_DOUBLE, dest, tag, g->pp_clock_comm, &req[1]);
+    tt_bell_ring(peer);
+    tt_bell_wait(&req[0], tt_bell_local(peer));
+    if (req[1] != MPI_REQUEST_NULL)
+        tt_bell_wait(&req[1], tt_bell_local(peer));
     count_peer(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0,
                stage_world_rank(g, dest));
 }
@@ -392,10 +408,13 @@ void tt_isend(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, 
         return;
     }
     double t0 = tt_clock_now();
-    WATCH_P2P(TT_WATCH_SEND, TT_OP_SEND, g, stage_world_rank(g, dest), tag);
+    const int peer = stage_world_rank(g, dest);
+    WATCH_P2P(TT_WATCH_SEND, TT_OP_SEND, g, peer, tag);
     MPI_Isend(buf, count_, type, dest, tag, g->pp_comm, req);
     if (tt_vclock_ticking())
         clock_isend(g, dest, tag);
+    tt_bell_ring(peer); /* the data and its clock are posted: wake the receiver */
+    unrung_sends += !tt_bell_local(peer);
     count_peer(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0,
                stage_world_rank(g, dest));
 }
@@ -405,22 +424,26 @@ void tt_recv(const tt_grid *g, void *buf, int count_, MPI_Datatype type, int src
     if (src == MPI_PROC_NULL)
         return;
     double t0 = tt_clock_now();
-    WATCH_P2P(TT_WATCH_RECV, TT_OP_RECV, g, stage_world_rank(g, src), tag);
+    const int peer = stage_world_rank(g, src);
+    WATCH_P2P(TT_WATCH_RECV, TT_OP_RECV, g, peer, tag);
     MPI_Request req;
     MPI_Irecv(buf, count_, type, src, tag, g->pp_comm, &req);
-    wait_politely(&req);
+    tt_bell_wait(&req, tt_bell_local(peer));
     const long long bytes = (long long)count_ * type_size(type);
     if (tt_vclock_ticking())
         clock_recv(g, src, tag, bytes);
+    tt_bell_ring(peer); /* its send may be waiting for us to take it */
     count_peer(TT_GROUP_PP, TT_OP_RECV, bytes, t0, stage_world_rank(g, src));
 }
 
 void tt_wait_all(int n, MPI_Request *reqs)
 {
     tt_watch_begin(TT_WATCH_SENDS, "wait for the posted sends", MPI_COMM_NULL, -1, -1);
+    const int rung = unrung_sends == 0;
     for (int i = 0; i < n; i++)
-        wait_politely(&reqs[i]);
-    clock_wait_sends();
+        tt_bell_wait(&reqs[i], rung);
+    clock_wait_sends(rung);
+    unrung_sends = 0;
     tt_watch_end();
 }
 

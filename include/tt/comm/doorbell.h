@@ -1,0 +1,43 @@
+/* tt/comm/doorbell.h - waiting for a peer asleep, woken by the peer.
+ *
+ * Twelve virtual GPUs on two cores: a rank that waits must not hold a core,
+ * and it must not wake up to look either (on a virtual machine every
+ * wake-up is a context switch that costs microseconds of kernel time). So
+ * the ranks of one host share a page of "doorbells", one per rank: a waiting
+ * rank sleeps on its bell (a Linux futex) and the rank that made its wait
+ * end rings it - the sender of a message after posting it, the receiver
+ * after taking it (a long send completes then), the last member to reach a
+ * collective. Rings are only hints: every sleep has a time limit, after
+ * which the waiter tests its request again, so a ring that never comes costs
+ * time, never a hang.
+ *
+ * The same page holds one arrival record per communicator whose members are
+ * all on this host: tt_bell_gather_max is a barrier through shared memory
+ * that also returns the largest of the members' doubles (the latest virtual
+ * clock), with one wake-up per member.
+ *
+ * Off Linux, across hosts, or with TT_NO_DOORBELL=1 in the environment the
+ * bells are off and waits poll with a growing sleep (doc/communication.md). */
+#ifndef TT_COMM_DOORBELL_H
+#define TT_COMM_DOORBELL_H
+
+#include <mpi.h>
+
+/* Collective over MPI_COMM_WORLD: maps this host's bells (all ranks agree
+ * whether they are on). */
+void tt_bell_init(void);
+void tt_bell_finalize(void);
+/* 1 when waits on world rank r (and r's on ours) can use the bells. */
+int tt_bell_local(int world_rank);
+/* Wakes world rank r if it sleeps on its bell (nothing if r is not local). */
+void tt_bell_ring(int world_rank);
+/* Waits for req: asleep on this rank's bell between tests when `rung` (the
+ * peers that can end the wait ring), else with a growing sleep. */
+void tt_bell_wait(MPI_Request *req, int rung);
+/* A barrier over comm that returns in *t the largest of the members' *t.
+ * Returns -1 (and does nothing) when comm's members are not all on this
+ * host or the bells are off: the caller then uses MPI. Every member gets the
+ * same answer, so either all or none of them take this path. */
+int tt_bell_gather_max(MPI_Comm comm, double *t);
+
+#endif

@@ -1,0 +1,335 @@
+/* doorbell.c - waiting asleep, woken by the peer that ends the wait
+ * (tt/comm/doorbell.h says why and who rings).
+ *
+ * The page: one cache line per rank of this host (its bell, a counter the
+ * ringers increment, and whether it sleeps), then the arrival records. Rank
+ * 0 of the host creates it as a POSIX shared-memory object, the others map
+ * it, and the name is unlinked at once, so nothing outlives the job. A
+ * record belongs to one communicator: its first collective through here
+ * gives it the next free record of its rank 0 (broadcast once over MPI).
+ * A record counts arrivals forever (member i's s-th arrival makes the count
+ * reach n s at the latest), so it never needs resetting; the members'
+ * doubles alternate between two rows by the parity of s, and a member can
+ * write row s+2 only after everyone arrived at s+1, that is after everyone
+ * has read row s. */
+#define _GNU_SOURCE
+#include "tt/comm/doorbell.h"
+#include "tt/core/common.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef __linux__
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#define TT_HAVE_FUTEX 1
+#endif
+
+enum {
+    LINE = 64,          /* one rank's bell per cache line: no false sharing */
+    RECS_PER_RANK = 32, /* communicators each rank can lead */
+    MAX_LOCAL = 256     /* ranks per host the page is made for */
+};
+
+typedef struct {
+    _Atomic unsigned bell;
+    _Atomic int sleeping;
+} bell_t;
+
+typedef struct {
+    _Atomic unsigned long long count; /* arrivals so far */
+} record_head;
+
+static struct {
+    int on;              /* every rank of the job has its page */
+    int L, me;           /* ranks on this host, this rank's index among them */
+    int *local_of;       /* [world size] host index of a world rank, or -1 */
+    char *page;
+    size_t len, rec_size;
+    int next_rec;        /* records this rank has handed out */
+    int keyval;
+    MPI_Group host_group;
+} B = {.keyval = MPI_KEYVAL_INVALID, .host_group = MPI_GROUP_NULL};
+
+static bell_t *bell_of(int local) { return (bell_t *)(B.page + (size_t)local * LINE); }
+
+static record_head *record(int id)
+{
+    return (record_head *)(B.page + (size_t)B.L * LINE + (size_t)id * B.rec_size);
+}
+
+/* The members' doubles of a record: row r (0 or 1), member i. */
+static double *slot(record_head *h, int r, int i)
+{
+    return (double *)((char *)h + LINE) + (size_t)r * B.L + i;
+}
+
+/* ---- sleeping and ringing ------------------------------------------------ */
+
+#ifdef TT_HAVE_FUTEX
+static void futex_sleep(_Atomic unsigned *word, unsigned seen, long ns)
+{
+    struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+    syscall(SYS_futex, (unsigned *)word, FUTEX_WAIT, seen, &ts, NULL, 0);
+}
+static void futex_wake(_Atomic unsigned *word)
+{
+    syscall(SYS_futex, (unsigned *)word, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+#endif
+
+/* Sleeps on this rank's bell unless it rang since `seen` was read, for at
+ * most ns nanoseconds. The sleeping flag lets a ringer skip the system call
+ * when nobody sleeps; it is set before the bell is compared again inside
+ * the futex, so a ring between the two is never lost (both sides use
+ * sequentially consistent operations). */
+static void doze(unsigned seen, long ns)
+{
+#ifdef TT_HAVE_FUTEX
+    bell_t *b = bell_of(B.me);
+    atomic_store(&b->sleeping, 1);
+    futex_sleep(&b->bell, seen, ns);
+    atomic_store(&b->sleeping, 0);
+#else
+    (void)seen;
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+#endif
+}
+
+int tt_bell_local(int world_rank)
+{
+    return B.on && world_rank >= 0 && B.local_of[world_rank] >= 0;
+}
+
+static void ring_local(int local)
+{
+    bell_t *b = bell_of(local);
+    atomic_fetch_add(&b->bell, 1u);
+#ifdef TT_HAVE_FUTEX
+    if (atomic_load(&b->sleeping))
+        futex_wake(&b->bell);
+#endif
+}
+
+void tt_bell_ring(int world_rank)
+{
+    if (tt_bell_local(world_rank))
+        ring_local(B.local_of[world_rank]);
+}
+
+/* Without bells: test, sleep 20 us, doubling to 500 us (a message that
+ * arrives costs at most that much more latency). */
+static void poll_wait(MPI_Request *req)
+{
+    int done = 0;
+    long ns = 20000;
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    while (!done) {
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        ns = ns < 500000 / 2 ? 2 * ns : 500000;
+        MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    }
+}
+
+void tt_bell_wait(MPI_Request *req, int rung)
+{
+    if (!B.on || !rung) {
+        poll_wait(req);
+        return;
+    }
+    int done = 0;
+    /* A ring normally ends the sleep; the limit, 1 ms growing to 8 ms, only
+     * bounds what a ring that never comes can cost. */
+    long limit = 1000000;
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    while (!done) {
+        unsigned seen = atomic_load(&bell_of(B.me)->bell);
+        /* Tested after reading the bell: a ring after this test changes it. */
+        MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (done)
+            break;
+        doze(seen, limit);
+        limit = limit < 8000000 ? 2 * limit : limit;
+        /* A message woken for may need a few progress calls (a long one is
+         * matched, then copied): look again before sleeping. */
+        for (int i = 0; i < 4 && !done; i++)
+            MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    }
+}
+
+/* ---- the arrival records ------------------------------------------------- */
+
+typedef struct {
+    int ok;             /* all members on this host, a record assigned */
+    int n, idx;         /* members, this rank's place among them */
+    int *local;         /* [n] host index of each member */
+    record_head *rec;
+    unsigned long long seq;
+} comm_info;
+
+static int drop_info(MPI_Comm comm, int key, void *val, void *extra)
+{
+    (void)comm, (void)key, (void)extra;
+    comm_info *ci = val;
+    free(ci->local);
+    free(ci);
+    return MPI_SUCCESS;
+}
+
+/* Collective over comm (its first barrier here): are all members on this
+ * host, and which record is theirs. Every member reaches the same answer:
+ * "all on my host" is true for one member only if it is true for all. */
+static comm_info *info_of(MPI_Comm comm)
+{
+    comm_info *ci;
+    int flag = 0;
+    MPI_Comm_get_attr(comm, B.keyval, &ci, &flag);
+    if (flag)
+        return ci;
+    ci = tt_calloc(1, sizeof *ci);
+    MPI_Comm_size(comm, &ci->n);
+    MPI_Comm_rank(comm, &ci->idx);
+    ci->local = tt_malloc((size_t)ci->n * sizeof *ci->local);
+    int *ranks = tt_malloc((size_t)ci->n * sizeof *ranks);
+    for (int i = 0; i < ci->n; i++)
+        ranks[i] = i;
+    MPI_Group grp;
+    MPI_Comm_group(comm, &grp);
+    MPI_Group_translate_ranks(grp, ci->n, ranks, B.host_group, ci->local);
+    MPI_Group_free(&grp);
+    free(ranks);
+    ci->ok = 1;
+    for (int i = 0; i < ci->n; i++)
+        ci->ok &= ci->local[i] != MPI_UNDEFINED;
+    if (ci->ok) {
+        int id = -1;
+        if (ci->idx == 0 && B.next_rec < RECS_PER_RANK)
+            id = B.me * RECS_PER_RANK + B.next_rec++;
+        MPI_Bcast(&id, 1, MPI_INT, 0, comm);
+        ci->ok = id >= 0;
+        ci->rec = id >= 0 ? record(id) : NULL;
+    }
+    MPI_Comm_set_attr(comm, B.keyval, ci);
+    return ci;
+}
+
+int tt_bell_gather_max(MPI_Comm comm, double *t)
+{
+    if (!B.on)
+        return -1;
+    comm_info *ci = info_of(comm);
+    if (!ci->ok)
+        return -1;
+    const unsigned long long s = ++ci->seq, target = (unsigned long long)ci->n * s;
+    const int row = (int)(s & 1);
+    record_head *h = ci->rec;
+    *slot(h, row, ci->idx) = *t;
+    unsigned long long c = atomic_fetch_add(&h->count, 1ull) + 1;
+    if (c == target) {
+        /* the last to arrive wakes the others */
+        for (int i = 0; i < ci->n; i++)
+            if (i != ci->idx)
+                ring_local(ci->local[i]);
+    } else {
+        long limit = 1000000;
+        for (;;) {
+            unsigned seen = atomic_load(&bell_of(B.me)->bell);
+            if (atomic_load(&h->count) >= target)
+                break;
+            doze(seen, limit);
+            limit = limit < 8000000 ? 2 * limit : limit;
+        }
+    }
+    double m = -INFINITY;
+    for (int i = 0; i < ci->n; i++)
+        m = fmax(m, *slot(h, row, i));
+    *t = m;
+    return 0;
+}
+
+/* ---- the page ------------------------------------------------------------ */
+
+void tt_bell_init(void)
+{
+    MPI_Comm host;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+    MPI_Comm_size(host, &B.L);
+    MPI_Comm_rank(host, &B.me);
+    int ok = 0;
+#ifdef TT_HAVE_FUTEX
+    const char *off = getenv("TT_NO_DOORBELL");
+    ok = !(off && *off && strcmp(off, "0") != 0) && B.L <= MAX_LOCAL;
+    B.rec_size = (LINE + 2 * (size_t)B.L * sizeof(double) + LINE - 1) / LINE * LINE;
+    B.len = (size_t)B.L * LINE + (size_t)B.L * RECS_PER_RANK * B.rec_size;
+    char name[64] = "";
+    if (B.me == 0)
+        snprintf(name, sizeof name, "/tiny_transformer-%ld-%ld", (long)getpid(),
+                 (long)time(NULL));
+    MPI_Bcast(name, sizeof name, MPI_CHAR, 0, host);
+    int fd = -1;
+    if (ok && B.me == 0) {
+        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (fd >= 0 && ftruncate(fd, (off_t)B.len) != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    MPI_Barrier(host);
+    if (ok && B.me != 0)
+        fd = shm_open(name, O_RDWR, 0600);
+    if (fd >= 0) {
+        void *p = mmap(NULL, B.len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        B.page = p == MAP_FAILED ? NULL : p;
+    }
+    ok = ok && B.page != NULL;
+    MPI_Barrier(host);
+    if (B.me == 0 && name[0])
+        shm_unlink(name);
+#endif
+    /* All or none: a rank without its page would never ring the others. */
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    B.on = ok;
+    int world;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    B.local_of = tt_malloc((size_t)world * sizeof *B.local_of);
+    int *ranks = tt_malloc((size_t)world * sizeof *ranks);
+    for (int i = 0; i < world; i++)
+        ranks[i] = i;
+    MPI_Group wg;
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    MPI_Comm_group(host, &B.host_group);
+    MPI_Group_translate_ranks(wg, world, ranks, B.host_group, B.local_of);
+    for (int i = 0; i < world; i++)
+        if (B.local_of[i] == MPI_UNDEFINED)
+            B.local_of[i] = -1;
+    MPI_Group_free(&wg);
+    free(ranks);
+    MPI_Comm_free(&host);
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, drop_info, &B.keyval, NULL);
+}
+
+void tt_bell_finalize(void)
+{
+#ifdef TT_HAVE_FUTEX
+    if (B.page)
+        munmap(B.page, B.len);
+#endif
+    B.page = NULL;
+    B.on = 0;
+    free(B.local_of);
+    B.local_of = NULL;
+    if (B.host_group != MPI_GROUP_NULL)
+        MPI_Group_free(&B.host_group);
+    if (B.keyval != MPI_KEYVAL_INVALID)
+        MPI_Comm_free_keyval(&B.keyval);
+}
