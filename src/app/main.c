@@ -15,6 +15,7 @@
 #include "tt/app/plan.h"
 #include "tt/comm/comm.h"
 #include "tt/comm/doorbell.h"
+#include "tt/comm/pair_reduce.h"
 #include "tt/comm/watchdog.h"
 #include "tt/app/run.h"
 #include "tt/train/checkpoint.h"
@@ -141,6 +142,7 @@ int main(int argc, char **argv)
             tt_grid_free(&grid);
         }
     }
+    tt_pair_flush();
     tt_bell_finalize();
     MPI_Finalize();
     return status;

@@ -133,6 +133,19 @@ static const tt_link *group_link(const tt_grid *g, int where)
  * bells are off, a wait tests its request and sleeps between tests, 20 us at
  * first, doubling to 500 us. */
 
+/* Tags of the two-member exchanges (tt/comm/pair_reduce.h): a blocking
+ * all-reduce's data and entry clock, and a non-blocking one's, which may be in
+ * flight while a blocking one runs. The pipeline's own messages share the
+ * PP communicator with tags (direction, chunk, micro-batch) from 0 up, so
+ * these are the four largest tags MPI allows (at least 32767). */
+enum { PAIR_TAG_BLOCKING = 0, PAIR_TAG_BLOCKING_CLOCK = 1, PAIR_TAG_DATA = 2, PAIR_TAG_CLOCK = 3 };
+static int pair_tag(int which)
+{
+    int *ub, flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    return (flag ? *ub : 32767) - which;
+}
+
 /* Sends posted to ranks that cannot ring back (another host) since the last
  * tt_wait_all: their completion is polled for. */
 static int unrung_sends;
@@ -156,7 +169,7 @@ static double arrive(MPI_Comm comm, int ticking)
         MPI_Iallreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm, &req);
     else
         MPI_Ibarrier(comm, &req);
-    tt_bell_wait(&req, 0);
+    tt_bell_wait(&req, TT_BELL_NONE);
     return t;
 }
 
@@ -174,7 +187,7 @@ double tt_clock_max(const tt_grid *g, int where, double t)
     if (tt_bell_gather_max(comm, &t) != 0) {
         MPI_Request req;
         MPI_Iallreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm, &req);
-        tt_bell_wait(&req, 0);
+        tt_bell_wait(&req, TT_BELL_NONE);
     }
     tt_watch_end();
     return t;
@@ -202,7 +215,7 @@ static void clock_wait_sends(int rung)
 {
     while (clock_msgs) {
         clock_msg *m = clock_msgs;
-        tt_bell_wait(&m->req, rung);
+        tt_bell_wait(&m->req, rung ? TT_BELL_ANY : TT_BELL_NONE);
         clock_msgs = m->next;
         free(m);
     }
@@ -227,8 +240,21 @@ void tt_allreduce(const tt_grid *g, int where, void *buf, int count_, MPI_Dataty
     MPI_Comm comm = tt_group_comm(g, where);
     WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, where);
     const int ticking = tt_vclock_ticking();
-    double latest = arrive(comm, ticking);
-    MPI_Allreduce(MPI_IN_PLACE, buf, count_, type, op, comm);
+    /* A group of two exchanges its data and its entry clocks at once (the
+     * exchange is its own meeting); a larger group meets, then MPI sums. */
+    double latest = ticking ? tt_vclock_now() : 0.0;
+    tt_pair_req pair[2];
+    if (tt_pair_start(comm, buf, count_, type, op, pair_tag(PAIR_TAG_BLOCKING), &pair[0]) == 0) {
+        if (ticking)
+            tt_pair_start(comm, &latest, 1, MPI_DOUBLE, MPI_MAX, pair_tag(PAIR_TAG_BLOCKING_CLOCK),
+                          &pair[1]);
+        tt_pair_finish(&pair[0]);
+        if (ticking)
+            tt_pair_finish(&pair[1]);
+    } else {
+        latest = arrive(comm, ticking);
+        MPI_Allreduce(MPI_IN_PLACE, buf, count_, type, op, comm);
+    }
     const long long bytes = (long long)count_ * type_size(type);
     if (ticking)
         clock_collective(g, where, latest, TT_COLL_ALLREDUCE, tt_group_size(g, where), bytes);
@@ -251,6 +277,13 @@ void tt_iallreduce(const tt_grid *g, int where, void *buf, int count_, MPI_Datat
     r->ticking = tt_vclock_ticking();
     r->bytes = (long long)count_ * type_size(type);
     r->entry = r->ticking ? tt_vclock_now() : 0.0;
+    /* A group of two exchanges (the same bits, no spinning in MPI). */
+    r->paired = tt_pair_start(comm, buf, count_, type, op, pair_tag(PAIR_TAG_DATA), &r->pair[0]) == 0;
+    if (r->paired) {
+        if (r->ticking)
+            tt_pair_start(comm, &r->entry, 1, MPI_DOUBLE, MPI_MAX, pair_tag(PAIR_TAG_CLOCK), &r->pair[1]);
+        return;
+    }
     MPI_Iallreduce(MPI_IN_PLACE, buf, count_, type, op, comm, &r->req[0]);
     if (r->ticking)
         MPI_Iallreduce(MPI_IN_PLACE, &r->entry, 1, MPI_DOUBLE, MPI_MAX, comm, &r->req[1]);
@@ -261,17 +294,22 @@ void tt_iallreduce(const tt_grid *g, int where, void *buf, int count_, MPI_Datat
 double tt_coll_wait(const tt_grid *g, tt_coll_req *r, double not_before)
 {
     WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, r->where);
-    /* The members meet asleep first where they can; then all of them are
-     * awake to progress the rest of the ring. */
+    /* A pair finishes its exchanges; a larger group meets asleep first
+     * where it can, then all of its members are awake to progress the rest
+     * of the ring. */
     double meet = 0.0;
-    const int met = tt_bell_gather_max(tt_group_comm(g, r->where), &meet) == 0;
-    if (met) {
+    int met = 0;
+    if (r->paired) {
+        tt_pair_finish(&r->pair[0]);
+        if (r->ticking)
+            tt_pair_finish(&r->pair[1]);
+    } else if ((met = tt_bell_gather_max(tt_group_comm(g, r->where), &meet) == 0)) {
         MPI_Wait(&r->req[0], MPI_STATUS_IGNORE);
         MPI_Wait(&r->req[1], MPI_STATUS_IGNORE);
     } else {
-        tt_bell_wait(&r->req[0], 0);
+        tt_bell_wait(&r->req[0], TT_BELL_NONE);
         if (r->req[1] != MPI_REQUEST_NULL)
-            tt_bell_wait(&r->req[1], 0);
+            tt_bell_wait(&r->req[1], TT_BELL_NONE);
     }
     if (r->ticking) {
         /* r->entry is now the latest entry: the ring starts there, or at
@@ -393,9 +431,9 @@ void tt_send(const tt_grid *g, const void *buf, int count_, MPI_Datatype type, i
     if (tt_vclock_ticking())
         MPI_Isend(&t, 1, MPI_DOUBLE, dest, tag, g->pp_clock_comm, &req[1]);
     tt_bell_ring(peer);
-    tt_bell_wait(&req[0], tt_bell_local(peer));
+    tt_bell_wait(&req[0], peer);
     if (req[1] != MPI_REQUEST_NULL)
-        tt_bell_wait(&req[1], tt_bell_local(peer));
+        tt_bell_wait(&req[1], peer);
     count_peer(TT_GROUP_PP, TT_OP_SEND, (long long)count_ * type_size(type), t0,
                stage_world_rank(g, dest));
 }
@@ -428,7 +466,7 @@ void tt_recv(const tt_grid *g, void *buf, int count_, MPI_Datatype type, int src
     WATCH_P2P(TT_WATCH_RECV, TT_OP_RECV, g, peer, tag);
     MPI_Request req;
     MPI_Irecv(buf, count_, type, src, tag, g->pp_comm, &req);
-    tt_bell_wait(&req, tt_bell_local(peer));
+    tt_bell_wait(&req, peer);
     const long long bytes = (long long)count_ * type_size(type);
     if (tt_vclock_ticking())
         clock_recv(g, src, tag, bytes);
@@ -441,9 +479,10 @@ void tt_wait_all(int n, MPI_Request *reqs)
     tt_watch_begin(TT_WATCH_SENDS, "wait for the posted sends", MPI_COMM_NULL, -1, -1);
     const int rung = unrung_sends == 0;
     for (int i = 0; i < n; i++)
-        tt_bell_wait(&reqs[i], rung);
+        tt_bell_wait(&reqs[i], rung ? TT_BELL_ANY : TT_BELL_NONE);
     clock_wait_sends(rung);
     unrung_sends = 0;
+    tt_pair_flush();
     tt_watch_end();
 }
 

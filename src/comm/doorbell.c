@@ -40,7 +40,8 @@ enum {
 
 typedef struct {
     _Atomic unsigned bell;
-    _Atomic int sleeping;
+    _Atomic int sleeping; /* 0 awake; 1 + the world rank whose ring it waits for;
+                             -1 asleep for any ring */
 } bell_t;
 
 typedef struct {
@@ -50,6 +51,7 @@ typedef struct {
 static struct {
     int on;              /* every rank of the job has its page */
     int L, me;           /* ranks on this host, this rank's index among them */
+    int world_me;        /* this rank in MPI_COMM_WORLD */
     int *local_of;       /* [world size] host index of a world rank, or -1 */
     char *page;
     size_t len, rec_size;
@@ -86,19 +88,21 @@ static void futex_wake(_Atomic unsigned *word)
 #endif
 
 /* Sleeps on this rank's bell unless it rang since `seen` was read, for at
- * most ns nanoseconds. The sleeping flag lets a ringer skip the system call
- * when nobody sleeps; it is set before the bell is compared again inside
- * the futex, so a ring between the two is never lost (both sides use
- * sequentially consistent operations). */
-static void doze(unsigned seen, long ns)
+ * most ns nanoseconds, waiting for a ring from world rank `from` (or any,
+ * TT_BELL_ANY). The flag lets a ringer skip the system call when this rank
+ * is awake or waits for somebody else (a ring it would only wake up to
+ * ignore); it is set before the bell is compared again inside the futex, so
+ * a ring between the two is never lost (both sides use sequentially
+ * consistent operations). */
+static void doze(unsigned seen, long ns, int from)
 {
 #ifdef TT_HAVE_FUTEX
     bell_t *b = bell_of(B.me);
-    atomic_store(&b->sleeping, 1);
+    atomic_store(&b->sleeping, from >= 0 ? from + 1 : -1);
     futex_sleep(&b->bell, seen, ns);
     atomic_store(&b->sleeping, 0);
 #else
-    (void)seen;
+    (void)seen, (void)from;
     struct timespec ts = {0, ns};
     nanosleep(&ts, NULL);
 #endif
@@ -114,7 +118,8 @@ static void ring_local(int local)
     bell_t *b = bell_of(local);
     atomic_fetch_add(&b->bell, 1u);
 #ifdef TT_HAVE_FUTEX
-    if (atomic_load(&b->sleeping))
+    const int s = atomic_load(&b->sleeping);
+    if (s == -1 || s == B.world_me + 1)
         futex_wake(&b->bell);
 #endif
 }
@@ -140,29 +145,27 @@ static void poll_wait(MPI_Request *req)
     }
 }
 
-void tt_bell_wait(MPI_Request *req, int rung)
+void tt_bell_wait(MPI_Request *req, int ringer)
 {
-    if (!B.on || !rung) {
+    if (!B.on || ringer == TT_BELL_NONE || (ringer >= 0 && !tt_bell_local(ringer))) {
         poll_wait(req);
         return;
     }
-    int done = 0;
-    /* A ring normally ends the sleep; the limit, 1 ms growing to 8 ms, only
+    /* One test per wake-up: Open MPI yields the core inside a test that
+     * finds nothing to do (mpi_yield_when_idle, on when the cores are
+     * oversubscribed), so every needless test costs a context switch. A
+     * ring normally ends the sleep; the limit, 1 ms growing to 8 ms, only
      * bounds what a ring that never comes can cost. */
     long limit = 1000000;
-    MPI_Test(req, &done, MPI_STATUS_IGNORE);
-    while (!done) {
+    for (;;) {
+        int done = 0;
         unsigned seen = atomic_load(&bell_of(B.me)->bell);
         /* Tested after reading the bell: a ring after this test changes it. */
         MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (done)
             break;
-        doze(seen, limit);
+        doze(seen, limit, ringer);
         limit = limit < 8000000 ? 2 * limit : limit;
-        /* A message woken for may need a few progress calls (a long one is
-         * matched, then copied): look again before sleeping. */
-        for (int i = 0; i < 4 && !done; i++)
-            MPI_Test(req, &done, MPI_STATUS_IGNORE);
     }
 }
 
@@ -245,7 +248,7 @@ int tt_bell_gather_max(MPI_Comm comm, double *t)
             unsigned seen = atomic_load(&bell_of(B.me)->bell);
             if (atomic_load(&h->count) >= target)
                 break;
-            doze(seen, limit);
+            doze(seen, limit, TT_BELL_ANY);
             limit = limit < 8000000 ? 2 * limit : limit;
         }
     }
@@ -264,6 +267,7 @@ void tt_bell_init(void)
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
     MPI_Comm_size(host, &B.L);
     MPI_Comm_rank(host, &B.me);
+    MPI_Comm_rank(MPI_COMM_WORLD, &B.world_me);
     int ok = 0;
 #ifdef TT_HAVE_FUTEX
     const char *off = getenv("TT_NO_DOORBELL");

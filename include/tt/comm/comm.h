@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "tt/comm/grid.h"
+#include "tt/comm/pair_reduce.h"
 #include "tt/core/common.h"
 
 /* ORACLE is a booking row only (never a `where`): what the --validate oracle
@@ -84,6 +85,8 @@ void tt_bcast(const tt_grid *g, int where, void *buf, int count, MPI_Datatype ty
  * (the members' latest entry plus the ring's cost), if that is later. */
 typedef struct {
     MPI_Request req[2];  /* the data; the maximum of the entry clocks */
+    tt_pair_req pair[2]; /* the same as exchanges, in a group of two (paired) */
+    int paired;
     double entry;        /* this rank's clock at the start, then the latest */
     double t0;           /* tt_clock_now() at the start (--clock wall) */
     int where, ticking;

@@ -31,9 +31,13 @@ void tt_bell_finalize(void);
 int tt_bell_local(int world_rank);
 /* Wakes world rank r if it sleeps on its bell (nothing if r is not local). */
 void tt_bell_ring(int world_rank);
-/* Waits for req: asleep on this rank's bell between tests when `rung` (the
- * peers that can end the wait ring), else with a growing sleep. */
-void tt_bell_wait(MPI_Request *req, int rung);
+/* Waits for req: asleep on this rank's bell between tests, woken by the
+ * ring of world rank `ringer` (the peer that ends this wait), or by any
+ * ring (TT_BELL_ANY: several peers); with a growing sleep between tests
+ * when nobody will ring (TT_BELL_NONE), the ringer is on another host or
+ * the bells are off. */
+enum { TT_BELL_ANY = -1, TT_BELL_NONE = -2 };
+void tt_bell_wait(MPI_Request *req, int ringer);
 /* A barrier over comm that returns in *t the largest of the members' *t.
  * Returns -1 (and does nothing) when comm's members are not all on this
  * host or the bells are off: the caller then uses MPI. Every member gets the

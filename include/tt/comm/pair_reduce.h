@@ -1,0 +1,40 @@
+/* tt/comm/pair_reduce.h - the all-reduce of a group of two as one exchange.
+ *
+ * Two members need no algorithm: each sends its buffer to the other and
+ * combines the two. Float addition is commutative, so a + b and b + a are
+ * the same bits, and the result equals any MPI algorithm's for two members,
+ * bit for bit (a group of three or more has an order of summation, and goes
+ * through MPI). Done as a non-blocking send and receive with the doorbells
+ * (tt/comm/doorbell.h), the waiting member sleeps instead of spinning in
+ * MPI's progress loop: the collectives of TP 2 and DP 2 groups are most of
+ * what a 12-GPU run on two cores waits for. */
+#ifndef TT_COMM_PAIR_REDUCE_H
+#define TT_COMM_PAIR_REDUCE_H
+
+#include <mpi.h>
+
+typedef struct {
+    void *buf, *peer_data; /* this member's buffer (the result), the other's copy */
+    void *copy;            /* what this member sent: a copy, so buf can change */
+    int count;
+    MPI_Datatype type;
+    MPI_Op op;
+    int me;                /* this member's rank in the pair, 0 or 1 */
+    int peer_world;        /* the other member, a world rank */
+    MPI_Request req[2];    /* the send, the receive */
+} tt_pair_req;
+
+/* Starts the exchange when comm has two members and (type, op) is one this
+ * file combines (float, double or int with sum, max or min; float-int with
+ * maxloc); returns -1 otherwise, having done nothing. Both members take the
+ * same branch. tag tells apart exchanges in flight together. */
+int tt_pair_start(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op op, int tag,
+                  tt_pair_req *p);
+/* Waits for the other's half and leaves the combination in buf (this
+ * member's own send may still be in flight: see tt_pair_flush). */
+void tt_pair_finish(tt_pair_req *p);
+/* Waits until the other members took every copy this rank sent: before
+ * MPI_Finalize, and at the end of each step (tt_wait_all). */
+void tt_pair_flush(void);
+
+#endif

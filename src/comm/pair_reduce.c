@@ -1,0 +1,175 @@
+/* pair_reduce.c - the all-reduce of two members as one exchange
+ * (tt/comm/pair_reduce.h says why the bits equal MPI's). */
+#include "tt/comm/pair_reduce.h"
+#include "tt/comm/doorbell.h"
+#include "tt/core/common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    float v;
+    int i;
+} float_int;
+
+/* Scratch buffers come back here and are reused: the same sizes repeat
+ * every micro-batch, and a fresh allocation of this size is a fresh mapping
+ * whose pages fault in (and are zeroed) each time. */
+typedef struct spare {
+    size_t bytes;
+    struct spare *next; /* the buffer follows the header */
+} spare;
+static spare *spares;
+
+static void *scratch(size_t bytes)
+{
+    for (spare **pp = &spares; *pp; pp = &(*pp)->next)
+        if ((*pp)->bytes >= bytes) {
+            spare *s = *pp;
+            *pp = s->next;
+            return s + 1;
+        }
+    spare *s = tt_malloc(sizeof *s + bytes);
+    s->bytes = bytes;
+    return s + 1;
+}
+
+static void give_back(void *buf)
+{
+    spare *s = (spare *)buf - 1;
+    s->next = spares;
+    spares = s;
+}
+
+/* Sends whose copy the other member has not taken yet: each member sends a
+ * copy of its buffer, so it can combine in place as soon as it holds the
+ * other's half, without waiting for its own to be taken. Reaped at every
+ * start, all waited for by tt_pair_flush. */
+typedef struct pending {
+    MPI_Request req;
+    void *copy;
+    int peer_world;
+    struct pending *next;
+} pending;
+static pending *sends_in_flight;
+static int n_in_flight;
+
+static void reap(int wait)
+{
+    for (pending **pp = &sends_in_flight; *pp;) {
+        pending *q = *pp;
+        int done = 0;
+        if (wait)
+            tt_bell_wait(&q->req, q->peer_world);
+        else
+            MPI_Test(&q->req, &done, MPI_STATUS_IGNORE);
+        if (wait || done) {
+            *pp = q->next;
+            give_back(q->copy);
+            free(q);
+            n_in_flight--;
+        } else {
+            pp = &q->next;
+        }
+    }
+}
+
+void tt_pair_flush(void) { reap(1); }
+
+/* The element size of a type this file combines, or 0. */
+static size_t supported(MPI_Datatype type, MPI_Op op)
+{
+    if (type == MPI_FLOAT_INT)
+        return op == MPI_MAXLOC ? sizeof(float_int) : 0;
+    if (op != MPI_SUM && op != MPI_MAX && op != MPI_MIN)
+        return 0;
+    return type == MPI_FLOAT ? sizeof(float) : type == MPI_DOUBLE ? sizeof(double)
+           : type == MPI_INT ? sizeof(int)
+                             : 0;
+}
+
+int tt_pair_start(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op op, int tag,
+                  tt_pair_req *p)
+{
+    int n, me;
+    MPI_Comm_size(comm, &n);
+    const size_t elem = supported(type, op);
+    if (n != 2 || elem == 0)
+        return -1;
+    MPI_Comm_rank(comm, &me);
+    MPI_Group grp, world;
+    MPI_Comm_group(comm, &grp);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    const int other = 1 - me;
+    MPI_Group_translate_ranks(grp, 1, &other, world, &p->peer_world);
+    MPI_Group_free(&grp);
+    MPI_Group_free(&world);
+    p->me = me;
+    p->buf = buf;
+    p->count = count;
+    p->type = type;
+    p->op = op;
+    const size_t bytes = elem * (size_t)(count > 0 ? count : 1);
+    /* A test that finds a send still in flight yields the core (Open MPI
+     * under oversubscription), so the sends are looked at only when many
+     * piled up; tt_pair_flush takes the rest at the end of the step. */
+    if (n_in_flight > 8)
+        reap(0);
+    p->peer_data = scratch(bytes);
+    p->copy = scratch(bytes);
+    memcpy(p->copy, buf, elem * (size_t)count);
+    MPI_Irecv(p->peer_data, count, type, other, tag, comm, &p->req[1]);
+    MPI_Isend(p->copy, count, type, other, tag, comm, &p->req[0]);
+    tt_bell_ring(p->peer_world); /* our half is posted */
+    return 0;
+}
+
+/* out = x0 op x1, with x0 member 0's values and x1 member 1's on both
+ * members, so that even a NaN gives both the same answer. */
+#define COMBINE(T)                                                                 \
+    do {                                                                           \
+        T *out = p->buf;                                                           \
+        const T *x0 = p->me == 0 ? p->buf : p->peer_data;                         \
+        const T *x1 = p->me == 0 ? p->peer_data : p->buf;                         \
+        if (p->op == MPI_SUM)                                                      \
+            for (int i = 0; i < p->count; i++)                                     \
+                out[i] = x0[i] + x1[i];                                            \
+        else if (p->op == MPI_MAX)                                                 \
+            for (int i = 0; i < p->count; i++)                                     \
+                out[i] = x1[i] > x0[i] ? x1[i] : x0[i];                            \
+        else                                                                       \
+            for (int i = 0; i < p->count; i++)                                     \
+                out[i] = x1[i] < x0[i] ? x1[i] : x0[i];                            \
+    } while (0)
+
+void tt_pair_finish(tt_pair_req *p)
+{
+    /* The other's half; then ring it, whose send of a copy completes only
+     * when we took it (ours completes likewise: it joins the sends in
+     * flight). */
+    tt_bell_wait(&p->req[1], p->peer_world);
+    tt_bell_ring(p->peer_world);
+    pending *q = tt_malloc(sizeof *q);
+    *q = (pending){p->req[0], p->copy, p->peer_world, sends_in_flight};
+    sends_in_flight = q;
+    n_in_flight++;
+    p->copy = NULL;
+    if (p->type == MPI_FLOAT)
+        COMBINE(float);
+    else if (p->type == MPI_DOUBLE)
+        COMBINE(double);
+    else if (p->type == MPI_INT)
+        COMBINE(int);
+    else { /* MPI_FLOAT_INT, MPI_MAXLOC: ties go to the lower index, as MPI's */
+        float_int *out = p->buf;
+        const float_int *x0 = p->me == 0 ? p->buf : p->peer_data;
+        const float_int *x1 = p->me == 0 ? p->peer_data : p->buf;
+        for (int i = 0; i < p->count; i++)
+            if (x1[i].v > x0[i].v || (x1[i].v == x0[i].v && x1[i].i < x0[i].i))
+                out[i] = x1[i];
+            else
+                out[i] = x0[i];
+    }
+    give_back(p->peer_data);
+    p->peer_data = NULL;
+}
