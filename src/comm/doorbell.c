@@ -9,7 +9,7 @@
  * gives it the next free record of its rank 0 (broadcast once over MPI).
  * A record counts arrivals forever (member i's s-th arrival makes the count
  * reach n s at the latest), so it never needs resetting; the members'
- * doubles alternate between two rows by the parity of s, and a member can
+ * bytes alternate between two rows by the parity of s, and a member can
  * write row s+2 only after everyone arrived at s+1, that is after everyone
  * has read row s. */
 #define _GNU_SOURCE
@@ -67,10 +67,10 @@ static record_head *record(int id)
     return (record_head *)(B.page + (size_t)B.L * LINE + (size_t)id * B.rec_size);
 }
 
-/* The members' doubles of a record: row r (0 or 1), member i. */
-static double *slot(record_head *h, int r, int i)
+/* Member i's bytes in row r (0 or 1) of a record: TT_BELL_SLOT of them. */
+static char *slot(record_head *h, int r, int i)
 {
-    return (double *)((char *)h + LINE) + (size_t)r * B.L + i;
+    return (char *)h + LINE + ((size_t)r * B.L + i) * TT_BELL_SLOT;
 }
 
 /* ---- sleeping and ringing ------------------------------------------------ */
@@ -225,9 +225,9 @@ static comm_info *info_of(MPI_Comm comm)
     return ci;
 }
 
-int tt_bell_gather_max(MPI_Comm comm, double *t)
+int tt_bell_allgather(MPI_Comm comm, const void *mine, int bytes, void *all)
 {
-    if (!B.on)
+    if (!B.on || bytes < 0 || bytes > TT_BELL_SLOT)
         return -1;
     comm_info *ci = info_of(comm);
     if (!ci->ok)
@@ -235,7 +235,7 @@ int tt_bell_gather_max(MPI_Comm comm, double *t)
     const unsigned long long s = ++ci->seq, target = (unsigned long long)ci->n * s;
     const int row = (int)(s & 1);
     record_head *h = ci->rec;
-    *slot(h, row, ci->idx) = *t;
+    memcpy(slot(h, row, ci->idx), mine, (size_t)bytes);
     unsigned long long c = atomic_fetch_add(&h->count, 1ull) + 1;
     if (c == target) {
         /* the last to arrive wakes the others */
@@ -252,9 +252,21 @@ int tt_bell_gather_max(MPI_Comm comm, double *t)
             limit = limit < 8000000 ? 2 * limit : limit;
         }
     }
-    double m = -INFINITY;
     for (int i = 0; i < ci->n; i++)
-        m = fmax(m, *slot(h, row, i));
+        memcpy((char *)all + (size_t)i * bytes, slot(h, row, i), (size_t)bytes);
+    return 0;
+}
+
+int tt_bell_gather_max(MPI_Comm comm, double *t)
+{
+    double v[MAX_LOCAL];
+    int n;
+    MPI_Comm_size(comm, &n);
+    if (n > MAX_LOCAL || tt_bell_allgather(comm, t, sizeof *t, v) != 0)
+        return -1;
+    double m = -INFINITY;
+    for (int i = 0; i < n; i++)
+        m = fmax(m, v[i]);
     *t = m;
     return 0;
 }
@@ -272,7 +284,7 @@ void tt_bell_init(void)
 #ifdef TT_HAVE_FUTEX
     const char *off = getenv("TT_NO_DOORBELL");
     ok = !(off && *off && strcmp(off, "0") != 0) && B.L <= MAX_LOCAL;
-    B.rec_size = (LINE + 2 * (size_t)B.L * sizeof(double) + LINE - 1) / LINE * LINE;
+    B.rec_size = LINE + 2 * (size_t)B.L * TT_BELL_SLOT;
     B.len = (size_t)B.L * LINE + (size_t)B.L * RECS_PER_RANK * B.rec_size;
     char name[64] = "";
     if (B.me == 0)

@@ -76,8 +76,7 @@ static void reap(int wait)
 
 void tt_pair_flush(void) { reap(1); }
 
-/* The element size of a type this file combines, or 0. */
-static size_t supported(MPI_Datatype type, MPI_Op op)
+size_t tt_reduce_elem(MPI_Datatype type, MPI_Op op)
 {
     if (type == MPI_FLOAT_INT)
         return op == MPI_MAXLOC ? sizeof(float_int) : 0;
@@ -93,7 +92,7 @@ int tt_pair_start(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op
 {
     int n, me;
     MPI_Comm_size(comm, &n);
-    const size_t elem = supported(type, op);
+    const size_t elem = tt_reduce_elem(type, op);
     if (n != 2 || elem == 0)
         return -1;
     MPI_Comm_rank(comm, &me);
@@ -124,23 +123,37 @@ int tt_pair_start(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op
     return 0;
 }
 
-/* out = x0 op x1, with x0 member 0's values and x1 member 1's on both
- * members, so that even a NaN gives both the same answer. */
-#define COMBINE(T)                                                                 \
+#define FOLD(T)                                                                    \
     do {                                                                           \
-        T *out = p->buf;                                                           \
-        const T *x0 = p->me == 0 ? p->buf : p->peer_data;                         \
-        const T *x1 = p->me == 0 ? p->peer_data : p->buf;                         \
-        if (p->op == MPI_SUM)                                                      \
-            for (int i = 0; i < p->count; i++)                                     \
-                out[i] = x0[i] + x1[i];                                            \
-        else if (p->op == MPI_MAX)                                                 \
-            for (int i = 0; i < p->count; i++)                                     \
-                out[i] = x1[i] > x0[i] ? x1[i] : x0[i];                            \
+        T *o = out;                                                                \
+        const T *a = x0, *b = x1;                                                  \
+        if (op == MPI_SUM)                                                         \
+            for (int i = 0; i < count; i++)                                        \
+                o[i] = a[i] + b[i];                                                \
+        else if (op == MPI_MAX)                                                    \
+            for (int i = 0; i < count; i++)                                        \
+                o[i] = b[i] > a[i] ? b[i] : a[i];                                  \
         else                                                                       \
-            for (int i = 0; i < p->count; i++)                                     \
-                out[i] = x1[i] < x0[i] ? x1[i] : x0[i];                            \
+            for (int i = 0; i < count; i++)                                        \
+                o[i] = b[i] < a[i] ? b[i] : a[i];                                  \
     } while (0)
+
+void tt_reduce_fold(void *out, const void *x0, const void *x1, int count, MPI_Datatype type,
+                    MPI_Op op)
+{
+    if (type == MPI_FLOAT)
+        FOLD(float);
+    else if (type == MPI_DOUBLE)
+        FOLD(double);
+    else if (type == MPI_INT)
+        FOLD(int);
+    else { /* MPI_FLOAT_INT, MPI_MAXLOC: ties go to the lower index, as MPI's */
+        float_int *o = out;
+        const float_int *a = x0, *b = x1;
+        for (int i = 0; i < count; i++)
+            o[i] = b[i].v > a[i].v || (b[i].v == a[i].v && b[i].i < a[i].i) ? b[i] : a[i];
+    }
+}
 
 void tt_pair_finish(tt_pair_req *p)
 {
@@ -154,22 +167,11 @@ void tt_pair_finish(tt_pair_req *p)
     sends_in_flight = q;
     n_in_flight++;
     p->copy = NULL;
-    if (p->type == MPI_FLOAT)
-        COMBINE(float);
-    else if (p->type == MPI_DOUBLE)
-        COMBINE(double);
-    else if (p->type == MPI_INT)
-        COMBINE(int);
-    else { /* MPI_FLOAT_INT, MPI_MAXLOC: ties go to the lower index, as MPI's */
-        float_int *out = p->buf;
-        const float_int *x0 = p->me == 0 ? p->buf : p->peer_data;
-        const float_int *x1 = p->me == 0 ? p->peer_data : p->buf;
-        for (int i = 0; i < p->count; i++)
-            if (x1[i].v > x0[i].v || (x1[i].v == x0[i].v && x1[i].i < x0[i].i))
-                out[i] = x1[i];
-            else
-                out[i] = x0[i];
-    }
+    /* member 0's values first on both members: even a NaN gives both the
+     * same answer */
+    const void *x0 = p->me == 0 ? p->buf : p->peer_data;
+    const void *x1 = p->me == 0 ? p->peer_data : p->buf;
+    tt_reduce_fold(p->buf, x0, x1, p->count, p->type, p->op);
     give_back(p->peer_data);
     p->peer_data = NULL;
 }

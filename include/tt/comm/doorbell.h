@@ -38,6 +38,12 @@ void tt_bell_ring(int world_rank);
  * the bells are off. */
 enum { TT_BELL_ANY = -1, TT_BELL_NONE = -2 };
 void tt_bell_wait(MPI_Request *req, int ringer);
+/* A barrier over comm that gives every member all members' `bytes` bytes
+ * (at most TT_BELL_SLOT), in comm's rank order, in all. Returns -1 (and does
+ * nothing) when comm's members are not all on this host or the bells are
+ * off, as tt_bell_gather_max. */
+enum { TT_BELL_SLOT = 64 };
+int tt_bell_allgather(MPI_Comm comm, const void *mine, int bytes, void *all);
 /* A barrier over comm that returns in *t the largest of the members' *t.
  * Returns -1 (and does nothing) when comm's members are not all on this
  * host or the bells are off: the caller then uses MPI. Every member gets the

@@ -12,6 +12,7 @@
 #define TT_COMM_PAIR_REDUCE_H
 
 #include <mpi.h>
+#include <stddef.h>
 
 typedef struct {
     void *buf, *peer_data; /* this member's buffer (the result), the other's copy */
@@ -36,5 +37,12 @@ void tt_pair_finish(tt_pair_req *p);
 /* Waits until the other members took every copy this rank sent: before
  * MPI_Finalize, and at the end of each step (tt_wait_all). */
 void tt_pair_flush(void);
+
+/* The element size of a (type, op) that tt_reduce_fold combines (float,
+ * double or int with sum, max or min; float-int with maxloc), else 0. */
+size_t tt_reduce_elem(MPI_Datatype type, MPI_Op op);
+/* out[i] = x0[i] op x1[i] for i < count (out may be x0 or x1). */
+void tt_reduce_fold(void *out, const void *x0, const void *x1, int count, MPI_Datatype type,
+                    MPI_Op op);
 
 #endif
