@@ -3,7 +3,8 @@
 # cores under data parallelism and under many virtual GPUs. The same global
 # batch (24 sequences, the default model) is trained, alternating, several
 # rounds, on: 1 rank (dp 1), 2 ranks (dp 2), 12 ranks as tp 2 x pp 3 x dp 2
-# and 12 ranks as dp 12. Each run's figure is the median wall time of its steps
+# (as it runs, without DP overlap, and with every wait polling instead of
+# the doorbells) and 12 ranks as dp 12. Each run's figure is the median wall time of its steps
 # (first steps dropped, the CSV's wall_ms column); each layout's figure is the
 # median over rounds. The ratios are throughputs relative to dp 2 on 2 ranks:
 # what oversubscribing the cores with waiting ranks costs.
@@ -22,19 +23,22 @@ trap 'rm -rf "$tmp"' EXIT
 step_ms() { awk -F, 'NR > 3 { print $9 }' "$1" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-# name: ranks, then the layout flags
-layouts="dp1:1:--dp 1
-dp2:2:--dp 2
-tp2pp3dp2:12:--tp 2 --pp 3 --dp 2
-tp2pp3dp2-noovl:12:--tp 2 --pp 3 --dp 2 --no-overlap
-dp12:12:--dp 12 --micro-batches 2"
+# name: ranks: TT_NO_DOORBELL (1: every wait polls, as before the doorbells
+# of doc/communication.md): the layout flags
+layouts="dp1:1:0:--dp 1
+dp2:2:0:--dp 2
+tp2pp3dp2:12:0:--tp 2 --pp 3 --dp 2
+tp2pp3dp2-noovl:12:0:--tp 2 --pp 3 --dp 2 --no-overlap
+tp2pp3dp2-poll:12:1:--tp 2 --pp 3 --dp 2
+dp12:12:0:--dp 12 --micro-batches 2"
 
 echo "wall-clock throughput: default model, global batch 24, $(nproc) cores, one BLAS thread per rank"
 r=1
 while [ "$r" -le "$rounds" ]; do
     line="round $r:"
-    echo "$layouts" | while IFS=: read -r name np flags; do
-        $launch -np "$np" "$bin" $cfg $flags --log "$tmp/$name.csv" </dev/null >/dev/null || exit 1
+    echo "$layouts" | while IFS=: read -r name np poll flags; do
+        TT_NO_DOORBELL=$poll $launch -x TT_NO_DOORBELL -np "$np" "$bin" $cfg $flags \
+            --log "$tmp/$name.csv" </dev/null >/dev/null || exit 1
         ms=$(step_ms "$tmp/$name.csv")
         echo "$ms" >> "$tmp/$name.all"
         printf '%s %s %s ms/step' "$line" "$name" "$ms"
@@ -44,7 +48,7 @@ while [ "$r" -le "$rounds" ]; do
     r=$((r + 1))
 done
 base=$(median < "$tmp/dp2.all")
-echo "$layouts" | while IFS=: read -r name np flags; do
+echo "$layouts" | while IFS=: read -r name np poll flags; do
     m=$(median < "$tmp/$name.all")
     awk -v n="$name" -v np="$np" -v m="$m" -v b="$base" \
         'BEGIN { printf "median %-10s on %2d ranks: %7.1f ms/step wall, throughput %.2f of dp2 on 2 ranks\n", n, np, m, b / m }'

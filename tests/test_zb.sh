@@ -228,15 +228,15 @@ else
     not_ok "planted slow links under zb-v: the bubble stayed at the formula (worst $w)"
 fi
 
-# The V's turn (chunks p-1 and p, both on stage p-1) is a copy: per step and
+# The V's turn (chunks p-1 and p, both on stage p-1) is a copy: per
 # micro-batch stage 0 sends 2 messages (chunk 0's activation, chunk 2p-1's
 # gradient) and stage p-1 also 2 (chunk p-1's gradient, chunk p's
 # activation), where a looped placement would add 2 more on stage p-1.
-tt 4 $cfg --pp 4 --layers 8 --micro-batches 4 --schedule zb-v --steps 1 --report comm
+tt 4 $cfg --pp 4 --layers 8 --micro-batches 6 --schedule zb-v --steps 1 --report comm
 sends=$(awk '/^  gpu/ { g = $1 } $1 == "PP" && $2 == "send" { printf "%s %s ", g, $3 }' "$work/out")
 if [ "$status" -eq 0 ] && grep -q "traffic equals its formula: yes" "$work/out" &&
-    [ "$sends" = "gpu0(dp0,pp0,tp0) 8 gpu1(dp0,pp1,tp0) 16 gpu2(dp0,pp2,tp0) 16 gpu3(dp0,pp3,tp0) 8 " ]; then
-    ok "zb-v: PP sends per GPU 8, 16, 16, 8 for 4 micro-batches (the turn on gpu3 is a copy), equal to the formula"
+    [ "$sends" = "gpu0(dp0,pp0,tp0) 12 gpu1(dp0,pp1,tp0) 24 gpu2(dp0,pp2,tp0) 24 gpu3(dp0,pp3,tp0) 12 " ]; then
+    ok "zb-v: PP sends per GPU 12, 24, 24, 12 for 6 micro-batches (the turn on gpu3 is a copy), equal to the formula"
 else
     not_ok "zb-v --report comm: PP sends '$sends'"
 fi

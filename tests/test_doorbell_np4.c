@@ -1,0 +1,172 @@
+/* test_doorbell_np4.c - waiting asleep (tt/comm/doorbell.h) and the
+ * reductions that go with it (tt/comm/pair_reduce.h, tt_allreduce) on 4
+ * ranks of one host:
+ *  - a two-member all-reduce by exchange gives MPI_Allreduce's bits (sum of
+ *    random floats; a NaN under max gives both members one answer), and
+ *    maxloc's ties go to the lower index;
+ *  - the shared-memory gather returns every member's bytes in rank order,
+ *    over and over (the records' two rows), and its maximum is the largest;
+ *  - tt_allreduce of a few numbers over 4 members equals the rank-order sum
+ *    worked out here (tests/test_doorbell.sh shows whole runs give the
+ *    same bits with the bells off);
+ *  - a rank waiting 300 ms for a message sleeps: it uses well under half of
+ *    that in CPU time (a polling MPI wait keeps a core busy). */
+#include <check.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tt/comm/comm.h"
+#include "tt/comm/doorbell.h"
+#include "tt/comm/grid.h"
+#include "tt/comm/pair_reduce.h"
+
+#define TT_CHECK_MPI
+#include "check_run.h"
+
+static tt_grid g;
+static int rank;
+
+/* A float of member r's i-th value: spread over many binades so that the
+ * order of a sum matters for three or more members. */
+static float value(int r, int i)
+{
+    unsigned x = (unsigned)(r * 7919 + i * 104729 + 17) * 2654435761u;
+    return ((float)(x % 20001) - 10000.0f) * powf(2.0f, (float)((int)(x >> 24) % 21 - 10));
+}
+
+START_TEST(pair_equals_mpi)
+{
+    MPI_Comm pair;
+    MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &pair);
+    enum { N = 5000 };
+    float *mine = malloc(N * sizeof *mine), *ref = malloc(N * sizeof *ref);
+    for (int i = 0; i < N; i++)
+        mine[i] = ref[i] = value(rank, i);
+    MPI_Allreduce(MPI_IN_PLACE, ref, N, MPI_FLOAT, MPI_SUM, pair);
+    tt_pair_req p;
+    ck_assert_int_eq(tt_pair_start(pair, mine, N, MPI_FLOAT, MPI_SUM, 7, &p), 0);
+    tt_pair_finish(&p);
+    tt_pair_flush();
+    ck_assert_msg(memcmp(mine, ref, N * sizeof *mine) == 0, "pair sum differs from MPI_Allreduce");
+    /* max with a NaN on member 0: both members get the same bits */
+    float m[2] = {rank % 2 == 0 ? NAN : 1.0f, rank % 2 == 0 ? 2.0f : NAN}, other[2];
+    ck_assert_int_eq(tt_pair_start(pair, m, 2, MPI_FLOAT, MPI_MAX, 7, &p), 0);
+    tt_pair_finish(&p);
+    tt_pair_flush();
+    int partner = rank ^ 1;
+    MPI_Sendrecv(m, 2, MPI_FLOAT, partner, 9, other, 2, MPI_FLOAT, partner, 9, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    ck_assert_msg(memcmp(m, other, sizeof m) == 0, "max with a NaN: the members disagree");
+    /* maxloc: a tie goes to the lower index on both */
+    struct { float v; int i; } best = {3.0f, 10 - rank};
+    ck_assert_int_eq(tt_pair_start(pair, &best, 1, MPI_FLOAT_INT, MPI_MAXLOC, 7, &p), 0);
+    tt_pair_finish(&p);
+    tt_pair_flush();
+    ck_assert_int_eq(best.i, 10 - (rank | 1));
+    /* what a pair does not combine goes back to MPI */
+    unsigned u = 1u << rank;
+    ck_assert_int_eq(tt_pair_start(pair, &u, 1, MPI_UNSIGNED, MPI_BOR, 7, &p), -1);
+    free(mine);
+    free(ref);
+    MPI_Comm_free(&pair);
+}
+END_TEST
+
+START_TEST(gather_in_rank_order)
+{
+    for (int round = 0; round < 5; round++) {
+        int mine[3] = {rank, round, rank * round}, all[12];
+        ck_assert_int_eq(tt_bell_allgather(MPI_COMM_WORLD, mine, sizeof mine, all), 0);
+        for (int r = 0; r < 4; r++) {
+            ck_assert_int_eq(all[3 * r], r);
+            ck_assert_int_eq(all[3 * r + 1], round);
+            ck_assert_int_eq(all[3 * r + 2], r * round);
+        }
+        double t = 1.5 * ((rank + round) % 4);
+        ck_assert_int_eq(tt_bell_gather_max(MPI_COMM_WORLD, &t), 0);
+        ck_assert(t == 4.5);
+    }
+    /* more bytes than a slot holds: the caller must use MPI */
+    char big[TT_BELL_SLOT + 1] = {0}, out[4 * (TT_BELL_SLOT + 1)];
+    ck_assert_int_eq(tt_bell_allgather(MPI_COMM_WORLD, big, sizeof big, out), -1);
+}
+END_TEST
+
+START_TEST(small_allreduce_in_rank_order)
+{
+    double v[3], want[3];
+    for (int k = 0; k < 3; k++) {
+        v[k] = value(rank, k);
+        /* ((x0 + x1) + x2) + x3, worked out on every rank */
+        want[k] = value(0, k);
+        for (int r = 1; r < 4; r++)
+            want[k] += (double)value(r, k);
+    }
+    tt_allreduce(&g, TT_GROUP_OTHER, v, 3, MPI_DOUBLE, MPI_SUM);
+    ck_assert_msg(memcmp(v, want, sizeof v) == 0, "%.17g %.17g %.17g against %.17g %.17g %.17g",
+                  v[0], v[1], v[2], want[0], want[1], want[2]);
+}
+END_TEST
+
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+START_TEST(waiting_sleeps)
+{
+    /* stage 0 sends to stage 1 of the same pipeline after 300 ms */
+    double used = 0.0;
+    int payload = 42;
+    if (g.pp_rank == 0) {
+        struct timespec ts = {0, 300000000L};
+        nanosleep(&ts, NULL);
+        MPI_Request req;
+        tt_isend(&g, &payload, 1, MPI_INT, 1, 5, &req);
+        tt_wait_all(1, &req);
+    } else {
+        payload = 0;
+        double c0 = cpu_seconds();
+        tt_recv(&g, &payload, 1, MPI_INT, 0, 5);
+        used = cpu_seconds() - c0;
+        ck_assert_int_eq(payload, 42);
+        ck_assert_msg(used < 0.15, "waiting 300 ms for a message used %.3f s of CPU", used);
+    }
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    int threads;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &threads);
+    int world;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (world != 4) {
+        fprintf(stderr, "run on 4 ranks\n");
+        MPI_Finalize();
+        return EXIT_FAILURE;
+    }
+    tt_bell_init();
+    tt_grid_init(&g, 1, 2, 2, MPI_COMM_WORLD);
+    Suite *s = suite_create("doorbell");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, pair_equals_mpi);
+    tcase_add_test(tc, gather_in_rank_order);
+    tcase_add_test(tc, small_allreduce_in_rank_order);
+    tcase_add_test(tc, waiting_sleeps);
+    suite_add_tcase(s, tc);
+    int status = tt_check_run_mpi(s);
+    tt_pair_flush();
+    tt_grid_free(&g);
+    tt_bell_finalize();
+    MPI_Finalize();
+    return status;
+}
