@@ -4,7 +4,8 @@
  * The table is built from the shard spec, so a tensor-parallel rank holds only
  * its slice (heads for q/k/v, input columns for proj/fc2, vocabulary rows for
  * tok_emb/lm_head); every size below is the local one (Cl, Hl, Vl). The
- * activations live in slots (slots.c), the forward and backward in forward.c. */
+ * activations live in slots (slots.c), the forward and backward in forward.c;
+ * the scratch and work set here, like the slots, are rows of buffers.c's table. */
 #include "tt/model/model.h"
 #include "model/model_internal.h"
 #include "tt/core/common.h"
@@ -124,67 +125,13 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
     m->Bmax = Bmax;
     if (Bmax == 0)
         return;
-    const size_t N = (size_t)Bmax * cfg->T;
-    const int C = cfg->C, Cl = m->Cl, Hl = m->Hl;
-    size_t wide = (size_t)(C > Hl ? C : Hl);
-    if ((size_t)m->Vl > wide)
-        wide = (size_t)m->Vl;
-    size_t floats = 0;
-#define ERR_BUF(ptr, n) (floats += (n), (ptr) = tt_fbuf(n))
-    ERR_BUF(m->dres, N * C);
-    ERR_BUF(m->dln, N * C);
-    ERR_BUF(m->dtmp, N * wide);
-    ERR_BUF(m->dq, N * Cl);
-    ERR_BUF(m->dk, N * Cl);
-    ERR_BUF(m->dv, N * Cl);
-    ERR_BUF(m->datty, N * Cl);
-    ERR_BUF(m->dfc1, N * Hl);
-    if (sh->mlp_gather && sh->tp_size > 1) {
-        ERR_BUF(m->dfull, (size_t)sh->tp_size * N * Hl);
-        ERR_BUF(m->dfull2, (size_t)sh->tp_size * N * Hl);
-    }
-    ERR_BUF(m->datt_scratch, (size_t)cfg->T * cfg->T);
-    if (sh->sp && sh->tp_size > 1) {
-        ERR_BUF(m->sp_full, N * C);
-        ERR_BUF(m->sp_part, N / (size_t)sh->tp_size * C);
-        ERR_BUF(m->sp_lng, (size_t)4 * C);
-    }
-    if (sh->split_w)
-        ERR_BUF(m->ln_sink, 2 * (size_t)C);
-#undef ERR_BUF
     /* The errors (activation gradients) of one backward at a time. */
-    m->err_bytes = floats * sizeof(float);
+    m->err_bytes = tt_bufs_alloc(m, m, TT_BUFS_SCRATCH, 0, NULL);
     if (m->tracked)
         tt_mem_account(TT_MEM_ERRORS, m->err_bytes, "activation gradients (errors)");
     /* Recomputation: one block's worth of what the slots no longer keep,
      * shared by every slot and rebuilt in each block's backward. */
-    tt_block_acts *w = &m->work;
-    const size_t Ns = tt_model_rows(m, Bmax); /* rows of the split region */
-    floats = 0;
-#define WORK_BUF(ptr, n) (floats += (n), (ptr) = tt_fbuf(n))
-    if (sh->recompute != TT_RECOMPUTE_NONE)
-        WORK_BUF(w->att, (size_t)Bmax * m->NHl * cfg->T * cfg->T);
-    if (sh->recompute == TT_RECOMPUTE_FULL) {
-        WORK_BUF(w->ln1, Ns * C);
-        WORK_BUF(w->ln1_mean, Ns);
-        WORK_BUF(w->ln1_rstd, Ns);
-        WORK_BUF(w->q, N * Cl);
-        WORK_BUF(w->k, N * Cl);
-        WORK_BUF(w->v, N * Cl);
-        WORK_BUF(w->atty, N * Cl);
-        WORK_BUF(w->x_mid, Ns * C);
-        WORK_BUF(w->ln2, Ns * C);
-        WORK_BUF(w->ln2_mean, Ns);
-        WORK_BUF(w->ln2_rstd, Ns);
-        WORK_BUF(w->fc1, N * Hl);
-        WORK_BUF(w->gelu, N * Hl);
-        if (sh->mlp_gather && sh->tp_size > 1) {
-            WORK_BUF(w->fc1_full, (size_t)sh->tp_size * N * Hl);
-            WORK_BUF(w->gelu_full, (size_t)sh->tp_size * N * Hl);
-        }
-    }
-#undef WORK_BUF
-    m->work_bytes = floats * sizeof(float);
+    m->work_bytes = tt_bufs_alloc(m, &m->work, TT_BUFS_WORK, 0, NULL);
     if (m->tracked && m->work_bytes)
         tt_mem_account(TT_MEM_ACTIVATIONS, m->work_bytes,
                        "one block's activations, rebuilt by recomputation");
@@ -193,17 +140,8 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
 void tt_model_free(tt_model *m)
 {
     tt_slots_free(m);
-    float *bufs[] = {m->dres, m->dln, m->dtmp, m->dq, m->dk, m->dv, m->datty, m->dfc1, m->dfull,
-                     m->dfull2, m->datt_scratch, m->sp_full, m->sp_part, m->sp_lng,
-                     m->ln_sink};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        free(bufs[i]);
-    tt_block_acts *w = &m->work;
-    float *work[] = {w->ln1, w->ln1_mean, w->ln1_rstd, w->q, w->k, w->v, w->att, w->atty,
-                     w->x_mid, w->ln2, w->ln2_mean, w->ln2_rstd, w->fc1, w->gelu, w->fc1_full,
-                     w->gelu_full};
-    for (size_t i = 0; i < sizeof work / sizeof work[0]; i++)
-        free(work[i]);
+    tt_bufs_free(m, m, TT_BUFS_SCRATCH);
+    tt_bufs_free(m, &m->work, TT_BUFS_WORK);
     if (m->tracked && m->work_bytes)
         tt_mem_release(TT_MEM_ACTIVATIONS, m->work_bytes);
     if (m->tracked && m->err_bytes)
