@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/test_doorbell.sh - how ranks wait changes no bit: whole runs with the
 # doorbells (the default) and with TT_NO_DOORBELL=1 (every wait polls, the
-# small reductions go through MPI_Allgather instead of shared memory) write
+# members of a collective meet through MPI instead of shared memory) write
 # the same checkpoint, byte for byte, on tp 2 x pp 2 x dp 2 (pairs exchange:
 # TP, PP and DP groups of two) and on pp 2 x dp 3 (a DP group of three: its
 # gradients through MPI, its loss and norm gathered and summed in rank
