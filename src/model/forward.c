@@ -318,7 +318,11 @@ static void chunk_backward(tt_model *m, tt_slot *s, const float *dout, float dlo
         memcpy(m->dres, dout, (size_t)tt_model_rows(m, B) * C * sizeof(float));
     }
     for (int i = m->chunk_len[j] - 1; i >= 0; i--) {
-        weights_needed(m, m->blk[m->chunk_first[j] + i].ln1_w);
+        /* planted (--inject-bug stale-gather): the block's weights are
+         * taken to be still gathered from its forward, and the backward
+         * reads whatever unit the one gather buffer holds by now */
+        if (!tt_fault_active(TT_FAULT_STALE_GATHER))
+            weights_needed(m, m->blk[m->chunk_first[j] + i].ln1_w);
         recompute_block(m, s, i);
         block_backward(m, s, i, split);
         if (!split)

@@ -101,6 +101,13 @@ static const fault_row rows[] = {
      "--no-overlap, no --zero)",
      2, "--dp 2 --micro-batches 2 " SMALL " --validate", "gradient of lm_head.weight",
      "parallel/data_parallel.c, dp_unit_ready (the DP overlap's hook)"},
+    {TT_FAULT_STALE_GATHER, "stale-gather",
+     "ZeRO-3 does not gather a block's weights again before its backward, assuming the "
+     "forward's gather is still there; the one gather buffer holds another unit by then",
+     "the loss matches (the forward gathers right); the blocks' gradients are computed with "
+     "another unit's numbers in place of their weights; only with --zero 3",
+     2, "--dp 2 --zero 3 " SMALL " --validate", "gradient of blocks.1.mlp.fc1.bias",
+     "model/forward.c, tt_chunk_backward (the weights_needed hook)"},
 };
 enum { NROWS = sizeof rows / sizeof rows[0] };
 
