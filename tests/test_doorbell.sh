@@ -6,7 +6,9 @@
 # TP, PP and DP groups of two) and on pp 2 x dp 3 (a DP group of three: its
 # gradients through MPI, its loss and norm gathered and summed in rank
 # order). A planted difference (another seed) must differ, so cmp can fail.
-# Also: the 12-rank default layout finishes with the bells on and off.
+# Also: tp 3 x dp 2 without Open MPI's single-copy transport (a long message
+# then needs its sender's progress) finishes, with the same bits, and the
+# 12-rank default layout finishes with the bells on and off.
 . "$TT_SRCDIR/testlib.sh"
 
 cfg="--layers 4 --dim 48 --heads 4 --seq 16 --batch 24 --steps 3 --sample-len 0 --eval-every 0 --no-spot-check --quiet"
@@ -36,6 +38,21 @@ if cmp -s "$work/seed.st" "$work/bells.st"; then
     not_ok "planted: another seed gave the same checkpoint; cmp cannot tell"
 else
     ok "planted: another seed gives another checkpoint (cmp can fail)"
+fi
+# Without Open MPI's single-copy transport a long message moves only while
+# its sender also makes progress: a rank must not sleep through a transfer a
+# waiting member needs (this layout hung once: a rank parked in the clipping
+# norm's barrier held back the DP exchange its partner waited for).
+for nb in 0 1; do
+    TT_NO_DOORBELL=$nb $TT_MPIRUN -x TT_NO_DOORBELL --mca btl_vader_single_copy_mechanism none \
+        -np 6 "$TT_BIN" $cfg --tp 3 --dp 2 --heads 6 --micro-batches 2 --save "$work/nocma$nb.st" \
+        >"$work/out" 2>"$work/err"
+    eval "s$nb=\$?"
+done
+if [ "$s0" -eq 0 ] && [ "$s1" -eq 0 ] && cmp -s "$work/nocma0.st" "$work/nocma1.st"; then
+    ok "tp 3 x dp 2 without single-copy: finishes, the same checkpoint with doorbells and polling"
+else
+    not_ok "tp 3 x dp 2 without single-copy: exits $s0 and $s1; $(cmp "$work/nocma0.st" "$work/nocma1.st" 2>&1)"
 fi
 for nb in 0 1; do
     TT_NO_DOORBELL=$nb launch default 12 --tp 2 --pp 3 --dp 2

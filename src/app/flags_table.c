@@ -177,8 +177,8 @@ const tt_flag tt_flags[] = {
      .help = "chunks of blocks per stage for interleaved (default %D);\n"
              "zb-v always runs 2"},
     {STRING("--stage-layers", stage_layers), .metavar = "a,b,...", IN(LAYOUT),
-     .help = "blocks per stage (per chunk, in model order, when\n"
-             "interleaved); default: balanced by compute"},
+     .help = "blocks per stage (per chunk, in model order, with\n"
+             "interleaved or zb-v); default: balanced by compute"},
     {SWITCH("--explain", explain, 1), IN(LAYOUT),
      .help = "one training step as an ASCII Gantt chart (F3, B3:\n"
              "micro-batch 3's forward, backward), then narrated\n"

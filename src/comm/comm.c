@@ -217,7 +217,6 @@ void tt_wait_all(int n, MPI_Request *reqs)
         tt_bell_wait(&reqs[i], rung ? TT_BELL_ANY : TT_BELL_NONE);
     clock_wait_sends(rung);
     unrung_sends = 0;
-    tt_pair_flush();
     tt_watch_end();
 }
 

@@ -33,6 +33,7 @@
 #endif
 
 enum {
+    SLEEP_LIMIT = 1000000, /* ns: the longest sleep between tests or progress calls */
     LINE = 64,          /* one rank's bell per cache line: no false sharing */
     RECS_PER_RANK = 32, /* communicators each rank can lead */
     MAX_LOCAL = 256     /* ranks per host the page is made for */
@@ -154,9 +155,9 @@ void tt_bell_wait(MPI_Request *req, int ringer)
     /* One test per wake-up: Open MPI yields the core inside a test that
      * finds nothing to do (mpi_yield_when_idle, on when the cores are
      * oversubscribed), so every needless test costs a context switch. A
-     * ring normally ends the sleep; the limit, 1 ms growing to 8 ms, only
-     * bounds what a ring that never comes can cost. */
-    long limit = 1000000;
+     * ring normally ends the sleep; the limit only bounds what a ring that
+     * never comes can cost (a transfer that needs the peer's progress, on a
+     * transport without single-copy, also moves once per limit). */
     for (;;) {
         int done = 0;
         unsigned seen = atomic_load(&bell_of(B.me)->bell);
@@ -164,8 +165,7 @@ void tt_bell_wait(MPI_Request *req, int ringer)
         MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (done)
             break;
-        doze(seen, limit, ringer);
-        limit = limit < 8000000 ? 2 * limit : limit;
+        doze(seen, SLEEP_LIMIT, ringer);
     }
 }
 
@@ -243,13 +243,16 @@ int tt_bell_allgather(MPI_Comm comm, const void *mine, int bytes, void *all)
             if (i != ci->idx)
                 ring_local(ci->local[i]);
     } else {
-        long limit = 1000000;
         for (;;) {
             unsigned seen = atomic_load(&bell_of(B.me)->bell);
             if (atomic_load(&h->count) >= target)
                 break;
-            doze(seen, limit, TT_BELL_ANY);
-            limit = limit < 8000000 ? 2 * limit : limit;
+            doze(seen, SLEEP_LIMIT, TT_BELL_ANY);
+            /* MPI moves nothing while this rank sleeps: on every wake-up it
+             * lets MPI progress, since a member still on its way here may
+             * wait for a transfer that needs this rank's help. */
+            int flag;
+            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
         }
     }
     for (int i = 0; i < ci->n; i++)
@@ -291,16 +294,19 @@ void tt_bell_init(void)
         snprintf(name, sizeof name, "/tiny_transformer-%ld-%ld", (long)getpid(),
                  (long)time(NULL));
     MPI_Bcast(name, sizeof name, MPI_CHAR, 0, host);
-    int fd = -1;
+    int fd = -1, created = 0;
     if (ok && B.me == 0) {
         fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        created = fd >= 0;
         if (fd >= 0 && ftruncate(fd, (off_t)B.len) != 0) {
             close(fd);
             fd = -1;
         }
     }
+    /* the others open only what rank 0 made (never another job's name) */
+    MPI_Bcast(&created, 1, MPI_INT, 0, host);
     MPI_Barrier(host);
-    if (ok && B.me != 0)
+    if (ok && created && B.me != 0)
         fd = shm_open(name, O_RDWR, 0600);
     if (fd >= 0) {
         void *p = mmap(NULL, B.len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -309,7 +315,7 @@ void tt_bell_init(void)
     }
     ok = ok && B.page != NULL;
     MPI_Barrier(host);
-    if (B.me == 0 && name[0])
+    if (B.me == 0 && created)
         shm_unlink(name);
 #endif
     /* All or none: a rank without its page would never ring the others. */

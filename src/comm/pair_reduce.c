@@ -23,12 +23,17 @@ static spare *spares;
 
 static void *scratch(size_t bytes)
 {
+    /* the smallest spare that fits, so a clock's 8 bytes do not take a
+     * bucket's megabyte */
+    spare **best = NULL;
     for (spare **pp = &spares; *pp; pp = &(*pp)->next)
-        if ((*pp)->bytes >= bytes) {
-            spare *s = *pp;
-            *pp = s->next;
-            return s + 1;
-        }
+        if ((*pp)->bytes >= bytes && (!best || (*pp)->bytes < (*best)->bytes))
+            best = pp;
+    if (best) {
+        spare *s = *best;
+        *best = s->next;
+        return s + 1;
+    }
     spare *s = tt_malloc(sizeof *s + bytes);
     s->bytes = bytes;
     return s + 1;
@@ -41,40 +46,16 @@ static void give_back(void *buf)
     spares = s;
 }
 
-/* Sends whose copy the other member has not taken yet: each member sends a
- * copy of its buffer, so it can combine in place as soon as it holds the
- * other's half, without waiting for its own to be taken. Reaped at every
- * start, all waited for by tt_pair_flush. */
-typedef struct pending {
-    MPI_Request req;
-    void *copy;
-    int peer_world;
-    struct pending *next;
-} pending;
-static pending *sends_in_flight;
-static int n_in_flight;
-
-static void reap(int wait)
+void tt_pair_flush(void)
 {
-    for (pending **pp = &sends_in_flight; *pp;) {
-        pending *q = *pp;
-        int done = 0;
-        if (wait)
-            tt_bell_wait(&q->req, q->peer_world);
-        else
-            MPI_Test(&q->req, &done, MPI_STATUS_IGNORE);
-        if (wait || done) {
-            *pp = q->next;
-            give_back(q->copy);
-            free(q);
-            n_in_flight--;
-        } else {
-            pp = &q->next;
-        }
+    /* Nothing stays in flight: tt_pair_finish completes both halves. The
+     * spare buffers go back to the system. */
+    while (spares) {
+        spare *sp = spares;
+        spares = sp->next;
+        free(sp);
     }
 }
-
-void tt_pair_flush(void) { reap(1); }
 
 size_t tt_reduce_elem(MPI_Datatype type, MPI_Op op)
 {
@@ -109,11 +90,6 @@ int tt_pair_start(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op
     p->type = type;
     p->op = op;
     const size_t bytes = elem * (size_t)(count > 0 ? count : 1);
-    /* A test that finds a send still in flight yields the core (Open MPI
-     * under oversubscription), so the sends are looked at only when many
-     * piled up; tt_pair_flush takes the rest at the end of the step. */
-    if (n_in_flight > 8)
-        reap(0);
     p->peer_data = scratch(bytes);
     p->copy = scratch(bytes);
     memcpy(p->copy, buf, elem * (size_t)count);
@@ -157,15 +133,17 @@ void tt_reduce_fold(void *out, const void *x0, const void *x1, int count, MPI_Da
 
 void tt_pair_finish(tt_pair_req *p)
 {
-    /* The other's half; then ring it, whose send of a copy completes only
-     * when we took it (ours completes likewise: it joins the sends in
-     * flight). */
+    /* The other's half; then ring it (its send completes only when we took
+     * it), and finish our own send before leaving: the other member is in
+     * this same exchange now and rings us when it took our half. Leaving a
+     * send half-done would make it depend on this rank's progress later,
+     * when it may be parked in a barrier that waits for that other member
+     * (a hang when the transport needs the sender's help, without
+     * single-copy). */
     tt_bell_wait(&p->req[1], p->peer_world);
     tt_bell_ring(p->peer_world);
-    pending *q = tt_malloc(sizeof *q);
-    *q = (pending){p->req[0], p->copy, p->peer_world, sends_in_flight};
-    sends_in_flight = q;
-    n_in_flight++;
+    tt_bell_wait(&p->req[0], p->peer_world);
+    give_back(p->copy);
     p->copy = NULL;
     /* member 0's values first on both members: even a NaN gives both the
      * same answer */

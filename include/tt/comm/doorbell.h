@@ -8,8 +8,9 @@
  * end rings it - the sender of a message after posting it, the receiver
  * after taking it (a long send completes then), the last member to reach a
  * collective. Rings are only hints: every sleep has a time limit, after
- * which the waiter tests its request again, so a ring that never comes costs
- * time, never a hang.
+ * which the waiter tests its request again (or, in a meeting, lets MPI
+ * progress: a member on its way may need this rank's help with a transfer),
+ * so a ring that never comes costs time, never a hang.
  *
  * The same page holds one arrival record per communicator whose members are
  * all on this host: tt_bell_gather_max is a barrier through shared memory

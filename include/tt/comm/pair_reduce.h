@@ -3,8 +3,9 @@
  * Two members need no algorithm: each sends its buffer to the other and
  * combines the two. Float addition is commutative, so a + b and b + a are
  * the same bits, and the result equals any MPI algorithm's for two members,
- * bit for bit (a group of three or more has an order of summation, and goes
- * through MPI). Done as a non-blocking send and receive with the doorbells
+ * bit for bit (a group of three or more has an order of summation: a few
+ * numbers are gathered and folded in rank order with tt_reduce_fold, larger
+ * buffers go through MPI). Done as a non-blocking send and receive with the doorbells
  * (tt/comm/doorbell.h), the waiting member sleeps instead of spinning in
  * MPI's progress loop: the collectives of TP 2 and DP 2 groups are most of
  * what a 12-GPU run on two cores waits for. */
@@ -31,11 +32,11 @@ typedef struct {
  * same branch. tag tells apart exchanges in flight together. */
 int tt_pair_start(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op op, int tag,
                   tt_pair_req *p);
-/* Waits for the other's half and leaves the combination in buf (this
- * member's own send may still be in flight: see tt_pair_flush). */
+/* Waits for the other's half and for its own to be taken, and leaves the
+ * combination in buf. */
 void tt_pair_finish(tt_pair_req *p);
-/* Waits until the other members took every copy this rank sent: before
- * MPI_Finalize, and at the end of each step (tt_wait_all). */
+/* Returns the pooled scratch buffers (before MPI_Finalize; harmless at any
+ * time between exchanges). */
 void tt_pair_flush(void);
 
 /* The element size of a (type, op) that tt_reduce_fold combines (float,
