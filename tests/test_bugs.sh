@@ -68,8 +68,6 @@ awk '/^  [a-z][a-z-]*  / { name = $1 }
      /^    run:     mpirun --oversubscribe / { sub(/^    run:     mpirun --oversubscribe /, ""); printf "%s\t%s\t%s\n", name, shows, $0 }' \
     "$work/list" > "$work/records"
 
-statuses() { cat "$work"/status.* 2>/dev/null | sort | uniq -c | awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," }'; }
-
 # The records come in on fd 3: mpirun would read the loop's stdin.
 while IFS='	' read -r bug shows cmd <&3; do
     want=$(expected "$bug")
@@ -106,8 +104,8 @@ while IFS='	' read -r bug shows cmd <&3; do
     line=$(grep "^validation FAILED" "$work/out")
     if [ "$shows" != "$verdict" ]; then
         not_ok "$bug: the list says '$shows', expected '$verdict'"
-    elif [ "$(statuses)" != "${np}x1" ]; then
-        not_ok "$bug ($args): rank exit statuses $(statuses), expected ${np}x1"
+    elif [ "$(rank_statuses)" != "${np}x1" ]; then
+        not_ok "$bug ($args): rank exit statuses $(rank_statuses), expected ${np}x1"
     elif ! printf '%s\n' "$line" | grep -q "^validation FAILED: $want diverges first, at step 0, worst on gpu[0-9]*(dp[0-9]*,pp[0-9]*,tp[0-9]*) (relative error [0-9.e+-]*, tolerance [0-9.e+-]*)$"; then
         not_ok "$bug: expected '$want' at step 0 and a GPU in: $line"
     else
@@ -117,10 +115,10 @@ while IFS='	' read -r bug shows cmd <&3; do
     if ! grep -qxF -- "$np $args" "$work/clean" 2>/dev/null; then
         echo "$np $args" >> "$work/clean"
         tt_each "$np" $args
-        if [ "$(statuses)" = "${np}x0" ] && grep -q "^validation PASSED" "$work/out"; then
+        if [ "$(rank_statuses)" = "${np}x0" ] && grep -q "^validation PASSED" "$work/out"; then
             ok "without a bug, -np $np $args: validation passed (worst relative error $(worst_error))"
         else
-            not_ok "without a bug, -np $np $args: rank exit statuses $(statuses), expected a pass"
+            not_ok "without a bug, -np $np $args: rank exit statuses $(rank_statuses), expected a pass"
         fi
     fi
 done 3< "$work/records"

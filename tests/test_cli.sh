@@ -34,7 +34,7 @@ expect_layout() {
     what=$1 np=$2 want=$3
     shift 3
     tt_each "$np" "$@"
-    statuses=$(cat "$work"/status.* 2>/dev/null | sort | uniq -c | awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," }')
+    statuses=$(rank_statuses)
     printf '%s\n' "$want" > "$work/want"
     if [ "$statuses" != "${np}x2" ]; then
         not_ok "$what: rank exit statuses $statuses, expected ${np}x2"

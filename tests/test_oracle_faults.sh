@@ -29,7 +29,7 @@ catches() {
     bug=$1 what=$2 gpu=$3 np=$4
     shift 4
     tt_each "$np" $cfg "$@" --inject-bug "$bug"
-    statuses=$(cat "$work"/status.* 2>/dev/null | sort | uniq -c | awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," }')
+    statuses=$(rank_statuses)
     [ "$gpu" = any ] && gpu_pat=$gpu_re || gpu_pat=$gpu
     line=$(grep "^validation FAILED" "$work/out")
     if [ "$statuses" != "${np}x1" ]; then

@@ -165,6 +165,6 @@ expect_error "--plan-json into a missing directory" 2 "does not exist" 1 --plan 
 # Under mpirun, rank 0 plans once and every rank leaves with its status.
 tt_each 2 --plan --gpus 4
 n=$(grep -c "^Plan:" "$work/out")
-statuses=$(cat "$work"/status.* | sort | uniq -c | awk '{ printf "%dx%s", $1, $2 }')
+statuses=$(rank_statuses)
 if [ "$n" -eq 1 ] && [ "$statuses" = "2x0" ]; then ok "--plan on 2 ranks: one plan, exit 0 on both"; else not_ok "--plan on 2 ranks: $n plans, statuses $statuses"; fi
 finish

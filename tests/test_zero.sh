@@ -190,7 +190,7 @@ cfg="--layers 2 --dim 32 --heads 4 --seq 16 --batch 8 --micro-batches 2 --steps 
 for case in "grad-shard 1" "dp-no-sync 2" "grad-shard 3" "dp-no-sync 3"; do
     set -- $case
     tt_each 2 $cfg --dp 2 --zero "$2" --inject-bug "$1"
-    statuses=$(cat "$work"/status.* 2>/dev/null | sort | uniq -c | awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," }')
+    statuses=$(rank_statuses)
     line=$(grep "^validation FAILED" "$work/out")
     if [ "$statuses" = "2x1" ] && [ -n "$line" ]; then
         ok "--zero $2 --inject-bug $1: ${line#validation FAILED: }"

@@ -39,6 +39,10 @@ tt_each() {
     status=$?
 }
 
+# rank_statuses: the exit statuses tt_each recorded, counted: "4x1", or
+# "3x0,1x1" when the ranks disagree.
+rank_statuses() { cat "$work"/status.* 2>/dev/null | sort | uniq -c | awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," }'; }
+
 # expect_error WHAT STATUS PATTERN NP ARGS...: every rank exits with STATUS,
 # stderr holds exactly one message and it matches PATTERN (so one rank spoke,
 # and nothing from MPI_Abort or a crash): one line starting "tiny_transformer:",
@@ -54,7 +58,7 @@ expect_error() {
        ! grep -q 'MPI\|Signal\|signal\|\*\*\*\|^mpirun\|^---' "$work/err"; then
         lines=1
     fi
-    statuses=$(cat "$work"/status.* 2>/dev/null | sort | uniq -c | awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," }')
+    statuses=$(rank_statuses)
     if [ "$statuses" != "${np}x$want" ]; then
         not_ok "$what: rank exit statuses $statuses, expected ${np}x$want"
     elif ! grep -q -- "$pattern" "$work/err"; then
