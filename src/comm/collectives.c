@@ -60,9 +60,13 @@ static const tt_link *group_link(const tt_grid *g, int where)
 enum { PAIR_TAG_BLOCKING = 0, PAIR_TAG_BLOCKING_CLOCK = 1, PAIR_TAG_DATA = 2, PAIR_TAG_CLOCK = 3 };
 static int pair_tag(int which)
 {
-    int *ub, flag = 0;
-    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
-    return (flag ? *ub : 32767) - which;
+    static int top; /* MPI_TAG_UB, read once */
+    if (!top) {
+        int *ub, flag = 0;
+        MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+        top = flag ? *ub : 32767;
+    }
+    return top - which;
 }
 
 /* A collective starts for all when the last member arrives: the members wait

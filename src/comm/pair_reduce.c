@@ -68,6 +68,37 @@ size_t tt_reduce_elem(MPI_Datatype type, MPI_Op op)
                              : 0;
 }
 
+/* The other member's world rank (the one its doorbell answers to), worked
+ * out once per communicator and kept as an attribute of it: an exchange
+ * runs several times per micro-batch, the group translation need not. */
+static int peer_keyval = MPI_KEYVAL_INVALID;
+
+static int drop_peer(MPI_Comm comm, int key, void *val, void *extra)
+{
+    (void)comm, (void)key, (void)extra;
+    free(val);
+    return MPI_SUCCESS;
+}
+
+static int peer_world(MPI_Comm comm, int other)
+{
+    if (peer_keyval == MPI_KEYVAL_INVALID)
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, drop_peer, &peer_keyval, NULL);
+    int *w, flag = 0;
+    MPI_Comm_get_attr(comm, peer_keyval, &w, &flag);
+    if (!flag) {
+        w = tt_malloc(sizeof *w);
+        MPI_Group grp, world;
+        MPI_Comm_group(comm, &grp);
+        MPI_Comm_group(MPI_COMM_WORLD, &world);
+        MPI_Group_translate_ranks(grp, 1, &other, world, w);
+        MPI_Group_free(&grp);
+        MPI_Group_free(&world);
+        MPI_Comm_set_attr(comm, peer_keyval, w);
+    }
+    return *w;
+}
+
 int tt_pair_start(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op op, int tag,
                   tt_pair_req *p)
 {
@@ -77,13 +108,8 @@ int tt_pair_start(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op
     if (n != 2 || elem == 0)
         return -1;
     MPI_Comm_rank(comm, &me);
-    MPI_Group grp, world;
-    MPI_Comm_group(comm, &grp);
-    MPI_Comm_group(MPI_COMM_WORLD, &world);
     const int other = 1 - me;
-    MPI_Group_translate_ranks(grp, 1, &other, world, &p->peer_world);
-    MPI_Group_free(&grp);
-    MPI_Group_free(&world);
+    p->peer_world = peer_world(comm, other);
     p->me = me;
     p->buf = buf;
     p->count = count;
