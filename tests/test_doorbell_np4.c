@@ -4,6 +4,10 @@
  *  - a two-member all-reduce by exchange gives MPI_Allreduce's bits (sum of
  *    random floats; a NaN under max gives both members one answer), and
  *    maxloc's ties go to the lower index;
+ *  - the same sum through the pair's shared slots (tt_pair_host_allreduce)
+ *    gives MPI_Allreduce's bits for sizes from 1 float to past the first
+ *    slot (the mapping grows), many times in a row (the slots' parities),
+ *    returns the larger clock, and leaves what it cannot do to MPI;
  *  - the shared-memory gather returns every member's bytes in rank order,
  *    over and over (the records' two rows), and its maximum is the largest;
  *  - tt_allreduce of a few numbers over 4 members equals the rank-order sum
@@ -70,6 +74,41 @@ START_TEST(pair_equals_mpi)
     /* what a pair does not combine goes back to MPI */
     unsigned u = 1u << rank;
     ck_assert_int_eq(tt_pair_start(pair, &u, 1, MPI_UNSIGNED, MPI_BOR, 7, &p), -1);
+    free(mine);
+    free(ref);
+    MPI_Comm_free(&pair);
+}
+END_TEST
+
+START_TEST(host_pair_equals_mpi)
+{
+    MPI_Comm pair;
+    MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &pair);
+    /* 1 float to 100000 (400 KB: past the first 64 KiB slot), back down */
+    static const int sizes[] = {1, 7, 16, 5000, 16384, 16385, 100000, 3, 40000, 1};
+    enum { MAXN = 100000 };
+    float *mine = malloc(MAXN * sizeof *mine), *ref = malloc(MAXN * sizeof *ref);
+    for (int k = 0; k < (int)(sizeof sizes / sizeof *sizes); k++) {
+        const int n = sizes[k];
+        for (int i = 0; i < n; i++)
+            mine[i] = ref[i] = value(rank + k, i);
+        MPI_Allreduce(MPI_IN_PLACE, ref, n, MPI_FLOAT, MPI_SUM, pair);
+        double clock = 10.0 * k + rank % 2; /* member 1's is later */
+        ck_assert_int_eq(tt_pair_host_allreduce(pair, mine, n, MPI_FLOAT, MPI_SUM, &clock), 0);
+        ck_assert_msg(memcmp(mine, ref, (size_t)n * sizeof *mine) == 0,
+                      "size %d: the shared-slot sum differs from MPI_Allreduce", n);
+        ck_assert(clock == 10.0 * k + 1);
+    }
+    /* ints under max, no clock */
+    int v[3] = {rank, -rank, 5};
+    ck_assert_int_eq(tt_pair_host_allreduce(pair, v, 3, MPI_INT, MPI_MAX, NULL), 0);
+    ck_assert_int_eq(v[0], rank | 1);
+    ck_assert_int_eq(v[1], -(rank & ~1));
+    ck_assert_int_eq(v[2], 5);
+    /* not a pair, or not an operation it folds: MPI's job */
+    unsigned u = 1u << rank;
+    ck_assert_int_eq(tt_pair_host_allreduce(pair, &u, 1, MPI_UNSIGNED, MPI_BOR, NULL), -1);
+    ck_assert_int_eq(tt_pair_host_allreduce(MPI_COMM_WORLD, mine, 4, MPI_FLOAT, MPI_SUM, NULL), -1);
     free(mine);
     free(ref);
     MPI_Comm_free(&pair);
@@ -159,12 +198,14 @@ int main(int argc, char **argv)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, pair_equals_mpi);
+    tcase_add_test(tc, host_pair_equals_mpi);
     tcase_add_test(tc, gather_in_rank_order);
     tcase_add_test(tc, small_allreduce_in_rank_order);
     tcase_add_test(tc, waiting_sleeps);
     suite_add_tcase(s, tc);
     int status = tt_check_run_mpi(s);
     tt_pair_flush();
+    tt_pair_host_free();
     tt_grid_free(&g);
     tt_bell_finalize();
     MPI_Finalize();

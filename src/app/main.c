@@ -143,6 +143,7 @@ int main(int argc, char **argv)
         }
     }
     tt_pair_flush();
+    tt_pair_host_free();
     tt_bell_finalize();
     MPI_Finalize();
     return status;

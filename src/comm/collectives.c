@@ -153,7 +153,9 @@ void tt_allreduce(const tt_grid *g, int where, void *buf, int count_, MPI_Dataty
      * exchange is its own meeting); a larger group meets, then MPI sums. */
     double latest = ticking ? tt_vclock_now() : 0.0;
     tt_pair_req pair[2];
-    if (tt_pair_start(comm, buf, count_, type, op, pair_tag(PAIR_TAG_BLOCKING), &pair[0]) == 0) {
+    if (tt_pair_host_allreduce(comm, buf, count_, type, op, ticking ? &latest : NULL) == 0) {
+        /* summed through the pair's shared slots */
+    } else if (tt_pair_start(comm, buf, count_, type, op, pair_tag(PAIR_TAG_BLOCKING), &pair[0]) == 0) {
         if (ticking)
             tt_pair_start(comm, &latest, 1, MPI_DOUBLE, MPI_MAX, pair_tag(PAIR_TAG_BLOCKING_CLOCK),
                           &pair[1]);

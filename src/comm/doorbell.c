@@ -169,6 +169,23 @@ void tt_bell_wait(MPI_Request *req, int ringer)
     }
 }
 
+void tt_bell_wait_count(const _Atomic unsigned long long *count, unsigned long long target,
+                        int ringer)
+{
+    for (;;) {
+        unsigned seen = atomic_load(&bell_of(B.me)->bell);
+        if (atomic_load(count) >= target)
+            return;
+        doze(seen, SLEEP_LIMIT, ringer);
+        /* A sleep that ended without a ring: let MPI progress, as in a
+         * meeting (a transfer of this rank's may wait for its help). */
+        if (atomic_load(&bell_of(B.me)->bell) == seen && atomic_load(count) < target) {
+            int flag;
+            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        }
+    }
+}
+
 /* ---- the arrival records ------------------------------------------------- */
 
 typedef struct {
@@ -276,6 +293,63 @@ int tt_bell_gather_max(MPI_Comm comm, double *t)
 
 /* ---- the page ------------------------------------------------------------ */
 
+void *tt_bell_share(MPI_Comm comm, size_t len, int want)
+{
+    int me, ok = want;
+    void *p = NULL;
+    MPI_Comm_rank(comm, &me);
+#ifdef TT_HAVE_FUTEX
+    static unsigned made; /* names this rank made: each is new */
+    char name[96] = "";
+    if (me == 0)
+        snprintf(name, sizeof name, "/tiny_transformer-%ld-%ld-%u", (long)getpid(),
+                 (long)time(NULL), made++);
+    MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm);
+    int fd = -1, created = 0;
+    if (ok && me == 0) {
+        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        created = fd >= 0;
+        if (fd >= 0 && ftruncate(fd, (off_t)len) != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    /* the others open only what member 0 made (never another job's name) */
+    MPI_Bcast(&created, 1, MPI_INT, 0, comm);
+    if (ok && created && me != 0)
+        fd = shm_open(name, O_RDWR, 0600);
+    if (fd >= 0) {
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        p = p == MAP_FAILED ? NULL : p;
+    }
+    ok = ok && p != NULL;
+    /* everyone has opened it (or failed) before the name goes */
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm);
+    if (me == 0 && created)
+        shm_unlink(name);
+    if (!ok && p) {
+        munmap(p, len);
+        p = NULL;
+    }
+#else
+    (void)len;
+    ok = 0;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm);
+#endif
+    return p;
+}
+
+void tt_bell_unshare(void *p, size_t len)
+{
+#ifdef TT_HAVE_FUTEX
+    if (p)
+        munmap(p, len);
+#else
+    (void)p, (void)len;
+#endif
+}
+
 void tt_bell_init(void)
 {
     MPI_Comm host;
@@ -289,34 +363,8 @@ void tt_bell_init(void)
     ok = !(off && *off && strcmp(off, "0") != 0) && B.L <= MAX_LOCAL;
     B.rec_size = LINE + 2 * (size_t)B.L * TT_BELL_SLOT;
     B.len = (size_t)B.L * LINE + (size_t)B.L * RECS_PER_RANK * B.rec_size;
-    char name[64] = "";
-    if (B.me == 0)
-        snprintf(name, sizeof name, "/tiny_transformer-%ld-%ld", (long)getpid(),
-                 (long)time(NULL));
-    MPI_Bcast(name, sizeof name, MPI_CHAR, 0, host);
-    int fd = -1, created = 0;
-    if (ok && B.me == 0) {
-        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-        created = fd >= 0;
-        if (fd >= 0 && ftruncate(fd, (off_t)B.len) != 0) {
-            close(fd);
-            fd = -1;
-        }
-    }
-    /* the others open only what rank 0 made (never another job's name) */
-    MPI_Bcast(&created, 1, MPI_INT, 0, host);
-    MPI_Barrier(host);
-    if (ok && created && B.me != 0)
-        fd = shm_open(name, O_RDWR, 0600);
-    if (fd >= 0) {
-        void *p = mmap(NULL, B.len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        close(fd);
-        B.page = p == MAP_FAILED ? NULL : p;
-    }
+    B.page = tt_bell_share(host, B.len, ok);
     ok = ok && B.page != NULL;
-    MPI_Barrier(host);
-    if (B.me == 0 && created)
-        shm_unlink(name);
 #endif
     /* All or none: a rank without its page would never ring the others. */
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);

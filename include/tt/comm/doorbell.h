@@ -23,6 +23,8 @@
 #define TT_COMM_DOORBELL_H
 
 #include <mpi.h>
+#include <stdatomic.h>
+#include <stddef.h>
 
 /* Collective over MPI_COMM_WORLD: maps this host's bells (all ranks agree
  * whether they are on). */
@@ -50,5 +52,16 @@ int tt_bell_allgather(MPI_Comm comm, const void *mine, int bytes, void *all);
  * host or the bells are off: the caller then uses MPI. Every member gets the
  * same answer, so either all or none of them take this path. */
 int tt_bell_gather_max(MPI_Comm comm, double *t);
+
+/* Sleeps until *count (in memory shared on this host, raised by world rank
+ * `ringer`, who rings after raising it) reaches target. */
+void tt_bell_wait_count(const _Atomic unsigned long long *count, unsigned long long target,
+                        int ringer);
+/* Collective over comm, whose members are on one host: a new zeroed mapping
+ * of len bytes that all members share, or NULL on every member when any of
+ * them does not want it (want 0) or cannot map it. tt_bell_unshare drops
+ * this member's view. */
+void *tt_bell_share(MPI_Comm comm, size_t len, int want);
+void tt_bell_unshare(void *p, size_t len);
 
 #endif

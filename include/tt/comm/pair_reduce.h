@@ -35,6 +35,19 @@ int tt_pair_start(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op
 /* Waits for the other's half and for its own to be taken, and leaves the
  * combination in buf. */
 void tt_pair_finish(tt_pair_req *p);
+/* The same sum through memory both members map, when both are on this
+ * host with the bells on (src/comm/pair_host.c): no MPI call, no kernel
+ * copy, the same bits. *clock (if not NULL) becomes the larger of the two
+ * members' (the latest entry time). Returns -1, having done nothing, where
+ * tt_pair_start would, when the members are on two hosts, or for a sum over
+ * 16 MiB; both members take the same branch. */
+int tt_pair_host_allreduce(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op op,
+                           double *clock);
+/* Drops the key the pairs' mappings hang on (before MPI_Finalize, after the
+ * communicators are freed). */
+void tt_pair_host_free(void);
+/* The other member's world rank (comm has two members). */
+int tt_pair_peer_world(MPI_Comm comm);
 /* Returns the pooled scratch buffers (before MPI_Finalize; harmless at any
  * time between exchanges). */
 void tt_pair_flush(void);
