@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "tt/parallel/pipeline.h"
+#include "tt/parallel/pipeline_run.h"
 
 #include "check_run.h"
 
@@ -538,6 +539,44 @@ END_TEST
  * T_F <= T_B and T_W <= T_B per chunk every stage idles exactly
  * doc/pipeline.md's (p-1)(2 T_B - T_W) (a closed form the simulation does
  * not know) around 2m (T_F + T_B + T_W) of work. */
+/* The stage split by hand, on the default model (C 96, V 256, T 64) with
+ * pp 2: the head costs 2CV / (24C^2 + 4TC) = 49152 / 245760 = 0.2 of a
+ * block; 6 blocks in 4 chunks.
+ * - loop placement (chunk k on stage k % 2): the costliest chunk is what
+ *   counts. A last chunk of 2 costs 2.2; of 1, 1.2, leaving 5 blocks to 3
+ *   chunks, 2 at most: so the costliest is 2, the last chunk 1 block.
+ * - the V (stage 0: chunks 0 and 3 with the head; stage 1: chunks 1 and 2):
+ *   a stage's total is what counts. Stage 0 n0 + 0.2, stage 1 6 - n0: n0 = 3
+ *   gives 3.2 and 3, the least maximum (n0 = 2: 4; n0 = 4: 4.2). Each
+ *   stage's chunks as even as they go: stage 0 down 2, up 1 (1.2 with the
+ *   head); stage 1 down 1, up 2 (a tie, the first cut tried): 2, 1, 2, 1.
+ *   The loop's split (1, 2, 2, 1 by its tie rule) would load stage 1 with 4
+ *   blocks: a step 4 / 3.2 = 1.25 times longer where stages limit it. */
+START_TEST(stage_split_by_hand)
+{
+    tt_config cfg = {.V = 256, .C = 96, .L = 6, .NH = 4, .T = 64};
+    int got[4];
+    tt_err e = {0};
+    ck_assert_int_eq(tt_stage_split(got, &cfg, 4, TT_PLACE_LOOP, NULL, &e), 0);
+    int most = 0, sum = 0;
+    for (int k = 0; k < 4; k++) {
+        most = got[k] > most ? got[k] : most;
+        sum += got[k];
+    }
+    ck_assert_int_eq(sum, 6);
+    ck_assert_int_eq(most, 2);
+    ck_assert_int_eq(got[3], 1);
+    const int v[4] = {2, 1, 2, 1};
+    ck_assert_int_eq(tt_stage_split(got, &cfg, 4, TT_PLACE_V, NULL, &e), 0);
+    for (int k = 0; k < 4; k++)
+        ck_assert_msg(got[k] == v[k], "V split: chunk %d has %d blocks, expected %d", k, got[k],
+                      v[k]);
+    /* --stage-layers wins over both */
+    ck_assert_int_eq(tt_stage_split(got, &cfg, 4, TT_PLACE_V, "1,1,1,3", &e), 0);
+    ck_assert_int_eq(got[3], 3);
+}
+END_TEST
+
 START_TEST(zb_v_all)
 {
     static const double costs[][3] = {{1, 1, 1}, {2, 3, 1}, {1, 2, 2}, {0.5, 2, 1}, {3, 4, 3.5}};
@@ -1028,6 +1067,7 @@ int main(void)
     tcase_add_test(tc, zb_h1_all);
     tcase_add_test(tc, v_placement);
     tcase_add_test(tc, zb_v_all);
+    tcase_add_test(tc, stage_split_by_hand);
     tcase_add_test(tc, zb_v_planted_placement);
     tcase_add_test(tc, reject_w_before_b);
     tcase_add_test(tc, reject_missing_w);

@@ -255,7 +255,7 @@ static int evaluate(const ctx *x, const tt_plan_candidate *base, const int *zero
         return tt_fail(e, "the %s schedule does not run with recompute or sequence "
                           "parallelism (tt_pipe_check_flags)", tt_schedule_name(c0.schedule));
     int *chunk_layers = tt_malloc((size_t)K * sizeof *chunk_layers);
-    if (tt_stage_split(chunk_layers, cfg, K, NULL, e)) {
+    if (tt_stage_split(chunk_layers, cfg, K, tt_schedule_placement(c0.schedule), NULL, e)) {
         free(chunk_layers);
         return -1;
     }

@@ -77,7 +77,8 @@ static int run_check(tt_run *r)
                 r->g->pp, rc->virtual_stages);
         return fail_with(r, &e, TT_EXIT_USAGE);
     }
-    if (tt_stage_split(r->chunk_layers, &rc->model, K, rc->stage_layers, &e))
+    if (tt_stage_split(r->chunk_layers, &rc->model, K,
+                       tt_schedule_placement(tt_pipe_kind(rc, r->g->pp)), rc->stage_layers, &e))
         return fail_with(r, &e, TT_EXIT_USAGE);
     return 0;
 }

@@ -7,6 +7,7 @@
 #include "tt/parallel/pipeline_run.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 
 /* --stage-layers "a,b,...": K positive block counts summing to L. */
@@ -62,8 +63,9 @@ static void balanced_split(int *chunk_layers, int L, int K, double head)
             for (int j = k - 1; j < i; j++) { /* chunk k holds blocks [j, i) */
                 double c = (double)(i - j) + (k == K ? head : 0.0);
                 double v = AT(best, j, k - 1) > c ? AT(best, j, k - 1) : c;
-                /* Ties go to the split that puts more blocks early, so the
-                 * last stage (with lm_head) is the one that stays lighter. */
+                /* Ties keep the first cut found, that is the longest
+                 * chunk k: among equal splits the later chunks get the
+                 * extra blocks. */
                 if (v < AT(best, i, k) - 1e-12) {
                     AT(best, i, k) = v;
                     AT(cut, i, k) = j;
@@ -79,8 +81,42 @@ static void balanced_split(int *chunk_layers, int L, int K, double head)
     free(cut);
 }
 
-int tt_stage_split(int *chunk_layers, const tt_config *cfg, int K, const char *override,
-                   tt_err *e)
+/* The V (zb-v): stage s runs chunks s and 2p-1-s for every micro-batch, so
+ * what limits a step is a stage's total, not one chunk's. Any block counts
+ * are contiguous chunks in order, so the stages' totals are chosen first -
+ * each block to the stage with the least so far (stage 0 starts with the
+ * head: the loss is at the bottom of the V), two blocks at least each -
+ * and each stage's blocks are then cut so that its two chunks cost alike,
+ * the head's chunk (2p-1) taking fewer. */
+static void v_split(int *chunk_layers, int L, int p, double head)
+{
+    int *n = tt_malloc((size_t)p * sizeof *n);
+    for (int s = 0; s < p; s++)
+        n[s] = 2;
+    for (int left = L - 2 * p; left > 0; left--) {
+        int best = 0; /* ties to the later stage: stage 0 carries the head */
+        for (int s = 1; s < p; s++)
+            if (n[s] <= n[best] + (best == 0 ? head : 0.0) + 1e-12)
+                best = s;
+        n[best]++;
+    }
+    for (int s = 0; s < p; s++) {
+        const double h = s == 0 ? head : 0.0;
+        /* down chunk a, up chunk b = n - a: the smallest max(a, b + h) */
+        int a = 1;
+        for (int c = 1; c < n[s]; c++) {
+            double cur = fmax((double)a, n[s] - a + h), alt = fmax((double)c, n[s] - c + h);
+            if (alt < cur - 1e-12)
+                a = c;
+        }
+        chunk_layers[s] = a;
+        chunk_layers[2 * p - 1 - s] = n[s] - a;
+    }
+    free(n);
+}
+
+int tt_stage_split(int *chunk_layers, const tt_config *cfg, int K, tt_placement place,
+                   const char *override, tt_err *e)
 {
     const int L = cfg->L;
     /* The balanced search is O(K L^2) in time and O(K L) in memory, so it
@@ -96,7 +132,11 @@ int tt_stage_split(int *chunk_layers, const tt_config *cfg, int K, const char *o
         return parse_override(chunk_layers, L, K, override, e);
     /* A block costs about 24C^2 + 4TC flops per token, lm_head 2CV. */
     const double C = cfg->C, T = cfg->T, V = cfg->V;
-    balanced_split(chunk_layers, L, K, 2.0 * C * V / (24.0 * C * C + 4.0 * T * C));
+    const double head = 2.0 * C * V / (24.0 * C * C + 4.0 * T * C);
+    if (place == TT_PLACE_V && K % 2 == 0 && L >= K)
+        v_split(chunk_layers, L, K / 2, head);
+    else
+        balanced_split(chunk_layers, L, K, head);
     return 0;
 }
 

@@ -17,9 +17,11 @@
 /* Blocks per global chunk (K = pp x virtual stages chunks): the --stage-layers
  * list when given (K positive numbers summing to L), else the split that
  * minimises the most expensive chunk, counting a block as one unit and
- * lm_head with the loss as (2CV)/(24C^2 + 4TC) of a block. */
-int tt_stage_split(int *chunk_layers, const tt_config *cfg, int K, const char *override,
-                   tt_err *e);
+ * lm_head with the loss as (2CV)/(24C^2 + 4TC) of a block - or, under the V
+ * placement (zb-v), the most expensive stage (its two chunks together),
+ * then the costlier of each stage's two chunks. */
+int tt_stage_split(int *chunk_layers, const tt_config *cfg, int K, tt_placement place,
+                   const char *override, tt_err *e);
 
 /* The shard of world rank r: its TP slice of the blocks of its chunks. */
 tt_shard_spec tt_stage_spec(const tt_grid *g, const tt_run_config *rc, const int *chunk_layers,
