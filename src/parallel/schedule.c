@@ -259,9 +259,9 @@ int tt_schedule_validate_args(tt_schedule_kind kind, int p, int m, int v, tt_err
                        name, r->min_stages, p);
     if (r->min_m && m < r->min_m(p))
         return tt_fail(e,
-                       "the %s schedule needs at least %s (got %d micro-batches, pp = %d); "
+                       "the %s schedule needs at least %s (got %d micro-batch%s, pp = %d); "
                        "use %d or more micro-batches",
-                       name, r->min_m_is, m, p, r->min_m(p));
+                       name, r->min_m_is, m, m == 1 ? "" : "es", p, r->min_m(p));
     if (r->m_multiple_of_p && m % p != 0) {
         int lo = m / p * p, hi = lo + p;
         if (lo == 0)

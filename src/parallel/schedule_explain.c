@@ -27,11 +27,12 @@ typedef struct {
     char letter;      /* in the chart: F3 */
     const char *what; /* in the narration: "forward of micro-batch 3" */
     int steps;        /* time steps one takes on the papers' grid */
+    const char *one;  /* in the legend: "a forward takes 1" */
 } compute_label;
 
 static const compute_label compute_labels[] = {
-    {TT_ACT_FWD, 'F', "forward", 1},
-    {TT_ACT_BWD, 'B', "backward", 2},
+    {TT_ACT_FWD, 'F', "forward", 1, "a forward"},
+    {TT_ACT_BWD, 'B', "backward", 2, "a backward"},
 };
 #define N_COMPUTE (int)(sizeof compute_labels / sizeof compute_labels[0])
 
@@ -39,9 +40,9 @@ static const compute_label compute_labels[] = {
  * B (the input gradient, what the previous stage waits for) and W (the
  * weight gradients, which can wait). Lists holding a W use this table. */
 static const compute_label split_labels[] = {
-    {TT_ACT_FWD, 'F', "forward", 1},
-    {TT_ACT_BWD, 'B', "input gradient (B)", 1},
-    {TT_ACT_W, 'W', "weight gradients (W)", 1},
+    {TT_ACT_FWD, 'F', "forward", 1, "a forward"},
+    {TT_ACT_BWD, 'B', "input gradient (B)", 1, "an input gradient (B)"},
+    {TT_ACT_W, 'W', "weight gradients (W)", 1, "a weight-gradient pass (W)"},
 };
 #define N_SPLIT (int)(sizeof split_labels / sizeof split_labels[0])
 
@@ -103,11 +104,26 @@ int tt_schedule_textbook(const tt_action_list *lists, int p, int m, int v, tt_si
 void tt_schedule_legend(FILE *out, int split)
 {
     const compute_label *t = split ? split_labels : compute_labels;
-    fprintf(out, "time steps as the papers draw them:");
-    for (int i = 0, n = split ? N_SPLIT : N_COMPUTE; i < n; i++)
-        fprintf(out, "%s a%s %s takes %d", i ? "," : "", strchr("aeiou", t[i].what[0]) ? "n" : "",
-                t[i].what, t[i].steps);
-    fprintf(out, ", a transfer none\n");
+    char line[256];
+    size_t len = (size_t)snprintf(line, sizeof line, "time steps as the papers draw them:");
+    for (int i = 0, n = split ? N_SPLIT : N_COMPUTE; i < n && len < sizeof line; i++)
+        len += (size_t)snprintf(line + len, sizeof line - len, "%s %s takes %d", i ? "," : "",
+                                t[i].one, t[i].steps);
+    if (len < sizeof line)
+        snprintf(line + len, sizeof line - len, ", a transfer none");
+    /* at most 100 characters a line, as the rest of --explain: cut after
+     * the last comma that fits */
+    char *rest = line;
+    while (strlen(rest) > 100) {
+        char *cut = rest + 100;
+        while (cut > rest && *cut != ',')
+            cut--;
+        if (cut == rest)
+            break;
+        fprintf(out, "%.*s\n ", (int)(cut - rest + 1), rest);
+        rest = cut + 1;
+    }
+    fprintf(out, "%s\n", rest);
 }
 
 /* Action i of stage s starts at time t (the simulation's times are whole
