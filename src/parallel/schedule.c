@@ -1,8 +1,8 @@
 /* schedule.c - the pipeline schedules' registry: one row per schedule (its
  * name, action-list builder, bubble formula, memory bound, placement, the
  * arguments it accepts). The builders are in schedule_build.c, checking a
- * set of lists in schedule_check.c, narrating a checked step in
- * schedule_explain.c.
+ * set of lists in schedule_check.c and schedule_sim.c, narrating a checked
+ * step in schedule_explain.c.
  *
  * A schedule is only an order of compute actions per stage. The sends and
  * receives are derived from it mechanically: a receive sits immediately

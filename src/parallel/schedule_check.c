@@ -1,12 +1,13 @@
 /* schedule_check.c - proving a set of per-stage action lists correct before
- * anything runs: every field sane, every (micro-batch, chunk) forwarded and
- * backwarded exactly once in dependency order, every send paired with one
- * receive, and - by simulating all stages together with the executor's
- * semantics - no deadlock. The simulation's times are also the "simulated"
- * bubble of the report and the clock of the --explain narration.
+ * anything runs, without running them: every field sane, every (micro-batch,
+ * chunk) forwarded and backwarded exactly once in dependency order, every
+ * send paired with one receive. schedule_sim.c then runs the lists together
+ * (no deadlock, the times); tt_schedule_check below is that run at unit
+ * costs. The slots and buffers a list makes a stage hold are counted here too.
  *
  * Throughout, K = p*v is the number of chunks and k a chunk index; chunk k
  * lives on stage tt_chunk_stage(place, p, k), the lists' placement. */
+#include "schedule_internal.h"
 #include "tt/parallel/pipeline.h"
 
 #include <stdio.h>
@@ -14,7 +15,7 @@
 #include <string.h>
 
 /* An action as the messages name it: "send activations of mb3 chunk 1 to stage 2". */
-static void describe(char *buf, size_t n, const tt_action *a)
+void tt_sched_describe(char *buf, size_t n, const tt_action *a)
 {
     int act = a->kind == TT_ACT_SEND_ACT || a->kind == TT_ACT_RECV_ACT;
     switch (a->kind) {
@@ -40,23 +41,6 @@ static void describe(char *buf, size_t n, const tt_action *a)
     snprintf(buf, n, "action of unknown kind %d", (int)a->kind);
 }
 
-/* Where each (mb, chunk) event sits: the index in the owning stage's list, or
- * -1. Each chunk has one owning stage, so the index alone locates the action.
- * One table per action kind, in the order of tt_action_kind. */
-enum { T_FWD, T_BWD, T_SACT, T_RACT, T_SGRAD, T_RGRAD, T_W, T_N };
-_Static_assert(T_FWD == (int)TT_ACT_FWD && T_BWD == (int)TT_ACT_BWD &&
-                   T_SACT == (int)TT_ACT_SEND_ACT && T_RACT == (int)TT_ACT_RECV_ACT &&
-                   T_SGRAD == (int)TT_ACT_SEND_GRAD && T_RGRAD == (int)TT_ACT_RECV_GRAD &&
-                   T_W == (int)TT_ACT_W,
-               "event tables follow tt_action_kind");
-
-typedef struct {
-    int p, m, K;
-    tt_placement place;
-    int split;    /* some list has a W: then every backward needs one */
-    int *at[T_N]; /* [mb * K + chunk] */
-} event_table;
-
 static int is_compute(tt_action_kind k)
 {
     return k == TT_ACT_FWD || k == TT_ACT_BWD || k == TT_ACT_W;
@@ -69,7 +53,7 @@ static int table_of(tt_action_kind k) { return (unsigned)k < T_N ? (int)k : -1; 
 /* The peer a transfer of action a (stage s, index i) must name: the stage of
  * the neighbouring chunk it talks to; -1 for a compute. Fails for a transfer
  * that has no neighbour (before chunk 0 or after the last). */
-static int expected_peer(const tt_action *a, const event_table *t, int s, int i, const char *d,
+static int expected_peer(const tt_action *a, const tt_sched_table *t, int s, int i, const char *d,
                          int *want, tt_err *e)
 {
     static const char *const no_neighbour[] = {
@@ -92,7 +76,7 @@ static int expected_peer(const tt_action *a, const event_table *t, int s, int i,
 
 /* Every field in range, every action on the stage that owns its chunk, peers
  * right, no event twice. Fills the table. */
-static int check_fields(const tt_action_list *lists, event_table *t, tt_err *e)
+int tt_sched_check_fields(const tt_action_list *lists, tt_sched_table *t, tt_err *e)
 {
     int p = t->p, m = t->m, K = t->K;
     char d[160];
@@ -103,7 +87,7 @@ static int check_fields(const tt_action_list *lists, event_table *t, tt_err *e)
             if (tab < 0)
                 return tt_fail(e, "stage %d action %d: unknown action kind %d", s, i,
                                (int)a->kind);
-            describe(d, sizeof d, a);
+            tt_sched_describe(d, sizeof d, a);
             if (a->mb < 0 || a->mb >= m)
                 return tt_fail(e, "stage %d action %d (%s): micro-batch outside 0..%d", s, i, d,
                                m - 1);
@@ -134,7 +118,7 @@ static int check_fields(const tt_action_list *lists, event_table *t, tt_err *e)
 
 /* A forward or backward (stage s, index i): its input arrived before it, and
  * what it starts is finished (a forward is backwarded). */
-static int check_compute(const tt_action *a, int s, int i, const event_table *t, const char *d,
+static int check_compute(const tt_action *a, int s, int i, const tt_sched_table *t, const char *d,
                          tt_err *e)
 {
     int k = a->chunk, id = a->mb * t->K + k, last = k == t->K - 1;
@@ -186,7 +170,7 @@ static int check_compute(const tt_action *a, int s, int i, const event_table *t,
  * produced its data, and each transfer has its partner on the peer stage
  * (the partner of chunk k's activation send is chunk k+1's receive; of its
  * gradient send, chunk k-1's receive). */
-static int check_transfer(const tt_action *a, int s, int i, const event_table *t,
+static int check_transfer(const tt_action *a, int s, int i, const tt_sched_table *t,
                           const char *d, tt_err *e)
 {
     int k = a->chunk, id = a->mb * t->K + k;
@@ -226,14 +210,14 @@ static int check_transfer(const tt_action *a, int s, int i, const event_table *t
 
 /* The order within a stage respects the data dependencies, every send meets
  * a receive on the peer (and vice versa), and nothing is forgotten. */
-static int check_order(const tt_action_list *lists, const event_table *t, tt_err *e)
+int tt_sched_check_order(const tt_action_list *lists, const tt_sched_table *t, tt_err *e)
 {
     int p = t->p, m = t->m, K = t->K;
     char d[160];
     for (int s = 0; s < p; s++) {
         for (int i = 0; i < lists[s].n; i++) {
             const tt_action *a = &lists[s].a[i];
-            describe(d, sizeof d, a);
+            tt_sched_describe(d, sizeof d, a);
             int compute = is_compute(a->kind);
             if (compute ? check_compute(a, s, i, t, d, e) : check_transfer(a, s, i, t, d, e))
                 return -1;
@@ -250,141 +234,7 @@ static int check_order(const tt_action_list *lists, const event_table *t, tt_err
     return 0;
 }
 
-/* ---- pass 3: running the lists together --------------------------------- */
-
-/* Stage s is at item pc[s] at time clock[s]. Sends take no time and record
- * when they were issued (sent_act / sent_grad, -1 until then); a receive
- * moves the stage's clock to the issue time of its send, or blocks until that
- * send has been issued; a compute starts at the stage's clock and advances
- * it. The run is a dataflow network with fixed pairings, so the times do not
- * depend on the order in which the stages are visited. */
-typedef struct {
-    const tt_sim_costs *cost;      /* per chunk compute, per boundary transfer */
-    double *sent_act, *sent_grad;  /* [mb * K + chunk] issue time of the send */
-    int *pc, *held;                /* [stage] */
-    double *clock;                 /* [stage] */
-    double **start, *busy;         /* the result: as tt_sim_result */
-    int *peak;
-    int split;                     /* W actions: activations held until W */
-} sim_state;
-
-/* Runs stage s until it blocks in a receive or finishes; returns whether it
- * moved. The start time recorded for a receive is when it completes (the
- * later of the stage reaching it and its send being issued); for a send,
- * when it is issued. */
-static int run_stage(const tt_action_list *l, int s, int K, sim_state *st)
-{
-    int moved = 0;
-    while (st->pc[s] < l->n) {
-        const tt_action *a = &l->a[st->pc[s]];
-        int id = a->mb * K + a->chunk;
-        double ready = st->clock[s];
-        if (a->kind == TT_ACT_RECV_ACT || a->kind == TT_ACT_RECV_GRAD) {
-            const int act = a->kind == TT_ACT_RECV_ACT;
-            double when = act ? st->sent_act[id - 1] : st->sent_grad[id + 1];
-            if (when < 0)
-                break; /* blocked: the send has not been issued yet */
-            /* The message arrives one link cost after its send (comm.c's
-             * clock_recv): between chunks k-1 and k, or k and k+1. */
-            if (st->cost->link)
-                when += st->cost->link[act ? a->chunk - 1 : a->chunk];
-            if (when > ready)
-                ready = when;
-        }
-        st->start[s][st->pc[s]] = ready;
-        st->clock[s] = ready;
-        switch (a->kind) {
-        case TT_ACT_FWD:
-            st->clock[s] += st->cost->fwd[a->chunk];
-            st->busy[s] += st->cost->fwd[a->chunk];
-            if (++st->held[s] > st->peak[s])
-                st->peak[s] = st->held[s];
-            break;
-        case TT_ACT_BWD:
-            st->clock[s] += st->cost->bwd[a->chunk];
-            st->busy[s] += st->cost->bwd[a->chunk];
-            st->held[s] -= !st->split; /* with W, the slot stays until W */
-            break;
-        case TT_ACT_W: {
-            double w = st->cost->wgt ? st->cost->wgt[a->chunk] : 0.0;
-            st->clock[s] += w;
-            st->busy[s] += w;
-            st->held[s]--;
-            break;
-        }
-        case TT_ACT_SEND_ACT: st->sent_act[id] = ready; break;
-        case TT_ACT_SEND_GRAD: st->sent_grad[id] = ready; break;
-        default: break;
-        }
-        st->pc[s]++;
-        moved = 1;
-    }
-    return moved;
-}
-
-/* Every unfinished stage waits in a receive whose send sits further down
- * some other stage's list: name them all. */
-static int fail_deadlock(const tt_action_list *lists, const event_table *t, const int *pc,
-                         tt_err *e)
-{
-    char buf[512], d[160];
-    size_t len = (size_t)snprintf(buf, sizeof buf, "deadlock:");
-    for (int s = 0; s < t->p && len < sizeof buf; s++) {
-        if (pc[s] >= lists[s].n)
-            continue;
-        const tt_action *a = &lists[s].a[pc[s]];
-        int id = a->mb * t->K + a->chunk;
-        int sidx = a->kind == TT_ACT_RECV_ACT ? t->at[T_SACT][id - 1] : t->at[T_SGRAD][id + 1];
-        describe(d, sizeof d, a);
-        len += (size_t)snprintf(buf + len, sizeof buf - len,
-                                "%s stage %d waits at action %d (%s) for stage %d's "
-                                "action %d, never reached",
-                                len > 9 ? ";" : "", s, pc[s], d, a->peer, sidx);
-    }
-    return tt_fail(e, "%s", buf);
-}
-
-/* Sweeps the stages until all are done; a full sweep in which no stage
- * advances while some still have items is a deadlock. */
-static int simulate(const tt_action_list *lists, const event_table *t, sim_state *st,
-                    double *span, tt_err *e)
-{
-    int p = t->p, n_ev = t->m * t->K;
-    st->sent_act = tt_malloc((size_t)n_ev * sizeof *st->sent_act);
-    st->sent_grad = tt_malloc((size_t)n_ev * sizeof *st->sent_grad);
-    st->pc = tt_calloc((size_t)p, sizeof *st->pc);
-    st->held = tt_calloc((size_t)p, sizeof *st->held);
-    st->clock = tt_calloc((size_t)p, sizeof *st->clock);
-    for (int i = 0; i < n_ev; i++)
-        st->sent_act[i] = st->sent_grad[i] = -1.0;
-    int rc = 0;
-    st->split = t->split;
-    for (;;) {
-        int progressed = 0, left = 0;
-        for (int s = 0; s < p; s++) {
-            progressed |= run_stage(&lists[s], s, t->K, st);
-            left += st->pc[s] < lists[s].n;
-        }
-        if (!left)
-            break;
-        if (!progressed) {
-            rc = fail_deadlock(lists, t, st->pc, e);
-            break;
-        }
-    }
-    *span = 0.0;
-    for (int s = 0; s < p; s++)
-        if (st->clock[s] > *span)
-            *span = st->clock[s];
-    free(st->sent_act);
-    free(st->sent_grad);
-    free(st->pc);
-    free(st->held);
-    free(st->clock);
-    return rc;
-}
-
-/* ---- the entry points --------------------------------------------------- */
+/* ---- the entry point and the buffer count ------------------------------ */
 
 int tt_schedule_check(const tt_action_list *lists, int p, int m, int v, double fwd_cost,
                       double bwd_cost, tt_sim_result *res, tt_err *e)
@@ -406,68 +256,6 @@ int tt_schedule_check(const tt_action_list *lists, int p, int m, int v, double f
     int rc = tt_schedule_simulate(lists, p, m, v, &c, res, e);
     free(f);
     return rc;
-}
-
-int tt_schedule_simulate(const tt_action_list *lists, int p, int m, int v, const tt_sim_costs *cost,
-                         tt_sim_result *res, tt_err *e)
-{
-    if (res)
-        memset(res, 0, sizeof *res);
-    if (p < 1 || m < 1 || v < 1 || p > TT_MAX_SIM_CHUNKS / v)
-        return tt_fail(e, "schedule check: need p >= 1, m >= 1, v >= 1, p x v <= %d (got p = "
-                          "%d, m = %d, v = %d)", TT_MAX_SIM_CHUNKS, p, m, v);
-    /* One placement for all stages (the lists were built for one schedule);
-     * lists that disagree cannot describe one pipeline. */
-    for (int s = 1; s < p; s++)
-        if (lists[s].place != lists[0].place)
-            return tt_fail(e, "schedule check: stage %d's list places the chunks %s, stage "
-                              "0's %s", s, lists[s].place == TT_PLACE_V ? "in a V" : "in a loop",
-                           lists[0].place == TT_PLACE_V ? "in a V" : "in a loop");
-    event_table t = {p, m, p * v, lists[0].place, 0, {0}};
-    size_t n_ev = (size_t)m * (size_t)t.K;
-    for (int k = 0; k < T_N; k++) {
-        t.at[k] = tt_malloc(n_ev * sizeof(int));
-        for (size_t i = 0; i < n_ev; i++)
-            t.at[k][i] = -1;
-    }
-    sim_state st = {.cost = cost};
-    st.start = tt_calloc((size_t)p, sizeof *st.start);
-    st.busy = tt_calloc((size_t)p, sizeof *st.busy);
-    st.peak = tt_calloc((size_t)p, sizeof *st.peak);
-    for (int s = 0; s < p; s++)
-        st.start[s] = tt_calloc((size_t)lists[s].n, sizeof **st.start);
-    double span = 0.0;
-    int rc = check_fields(lists, &t, e);
-    if (rc == 0)
-        rc = check_order(lists, &t, e);
-    if (rc == 0)
-        rc = simulate(lists, &t, &st, &span, e);
-    for (int k = 0; k < T_N; k++)
-        free(t.at[k]);
-    if (rc == 0 && res) {
-        *res = (tt_sim_result){.p = p, .m = m, .v = v, .start = st.start, .span = span,
-                               .busy = st.busy, .peak_held = st.peak};
-        return 0;
-    }
-    for (int s = 0; s < p; s++)
-        free(st.start[s]);
-    free(st.start);
-    free(st.busy);
-    free(st.peak);
-    return rc;
-}
-
-void tt_sim_result_free(tt_sim_result *res)
-{
-    if (!res)
-        return;
-    if (res->start)
-        for (int s = 0; s < res->p; s++)
-            free(res->start[s]);
-    free(res->start);
-    free(res->busy);
-    free(res->peak_held);
-    memset(res, 0, sizeof *res);
 }
 
 int tt_action_needs_buffer(const tt_action *a)

@@ -4,7 +4,7 @@
  * the order src/model/forward.c runs them, with the tensor-parallel
  * collectives that forward.c and src/comm/tensor_parallel.c issue. The
  * virtual clocks charge exactly these figures while the emulator trains, so
- * the planner (src/app/plan.c) predicts the emulator's step times, and at
+ * the planner (src/app/plan_cost.c) predicts the emulator's step times, and at
  * cluster scale the same arithmetic answers "how long" (DESIGN section 11).
  *
  * Also the memory a shard allocates, by category (src/model/estimate.c). */

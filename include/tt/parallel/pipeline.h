@@ -7,7 +7,8 @@
  * the list and nothing else decides the order.
  *
  * Where: the schedule registry and the builders in src/parallel/schedule.c,
- * the check in schedule_check.c, the narration in schedule_explain.c.
+ * the check in schedule_check.c and schedule_sim.c, the narration in
+ * schedule_explain.c.
  *
  * Chunks: with v virtual stages the model's blocks are cut into p*v chunks;
  * global chunk k is local chunk k / p of its stage. Where it lives is the

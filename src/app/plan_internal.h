@@ -1,0 +1,22 @@
+/* plan_internal.h - what the planner's search (plan.c) hands its cost model
+ * (plan_cost.c): the inputs of one evaluation and the call that prices a
+ * layout. */
+#ifndef TT_PLAN_INTERNAL_H
+#define TT_PLAN_INTERNAL_H
+
+#include "tt/app/plan.h"
+
+typedef struct {
+    const tt_run_config *rc;
+    const tt_cluster *cl;
+    tt_plan *plan;
+} tt_plan_ctx;
+
+/* One layout (all but ZeRO): the pipeline simulated with the chunk costs,
+ * then for each ZeRO stage zeros[i] the step's tail as tt_train_step runs
+ * it; the candidates are added to the plan. Returns -1 if the schedule
+ * cannot run the layout. */
+int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const int *zeros, int nz,
+                     tt_err *e);
+
+#endif
