@@ -26,7 +26,7 @@ for p in python3 /usr/bin/python3; do
     if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import torch' 2>/dev/null; then py=$p; break; fi
 done
 
-"$train" 0 | sed -n '1,2p' # the config and the FLOPs per step
+"$train" 0 | sed -n '1,2p' | sed "s/, 0 rounds,/, $rounds rounds (alternating with PyTorch),/" # the config and the FLOPs per step
 [ -n "$py" ] && echo "PyTorch $("$py" -c 'import torch; print(torch.__version__)') eager, one thread, same model (tests/bench_torch.py)"
 r=1
 while [ "$r" -le "$rounds" ]; do
