@@ -3,7 +3,8 @@
 # doorbells (the default) and with TT_NO_DOORBELL=1 (every wait polls, the
 # members of a collective meet through MPI instead of shared memory) write
 # the same checkpoint, byte for byte, on tp 2 x pp 2 x dp 2 (pairs exchange:
-# TP, PP and DP groups of two) and on pp 2 x dp 3 (a DP group of three: its
+# TP, PP and DP groups of two), on tp 2 x dp 2 with sequence parallelism and
+# ZeRO-3 (pairs all-gather and reduce-scatter) and on pp 2 x dp 3 (a DP group of three: its
 # gradients through MPI, its loss and norm gathered and summed in rank
 # order). A planted difference (another seed) must differ, so cmp can fail.
 # Also: tp 3 x dp 2 without Open MPI's single-copy transport (a long message
@@ -20,7 +21,8 @@ launch() { # NAME NP ARGS...
     status=$?
 }
 
-for lay in "8:--tp 2 --pp 2 --dp 2 --micro-batches 2" "6:--pp 2 --dp 3 --micro-batches 2"; do
+for lay in "8:--tp 2 --pp 2 --dp 2 --micro-batches 2" "6:--pp 2 --dp 3 --micro-batches 2" \
+    "4:--tp 2 --dp 2 --micro-batches 2 --sequence-parallel --zero 3"; do
     np=${lay%%:*}
     flags=${lay#*:}
     TT_NO_DOORBELL=0 launch bells "$np" $flags

@@ -7,7 +7,8 @@
  *  - the same sum through the pair's shared slots (tt_pair_host_allreduce)
  *    gives MPI_Allreduce's bits for sizes from 1 float to past the first
  *    slot (the mapping grows), many times in a row (the slots' parities),
- *    returns the larger clock, and leaves what it cannot do to MPI;
+ *    returns the larger clock, and leaves what it cannot do to MPI; its
+ *    all-gather and reduce-scatter (in place too) equal MPI's;
  *  - the shared-memory gather returns every member's bytes in rank order,
  *    over and over (the records' two rows), and its maximum is the largest;
  *  - tt_allreduce of a few numbers over 4 members equals the rank-order sum
@@ -99,6 +100,40 @@ START_TEST(host_pair_equals_mpi)
                       "size %d: the shared-slot sum differs from MPI_Allreduce", n);
         ck_assert(clock == 10.0 * k + 1);
     }
+    /* all-gather and reduce-scatter through the same slots, out of place
+     * and in place, against MPI's (data movement and a + b: the same bits) */
+    enum { G = 3000 };
+    float send[2 * G], got[2 * G], want[2 * G];
+    for (int i = 0; i < 2 * G; i++)
+        send[i] = value(rank + 11, i);
+    MPI_Allgather(send, G, MPI_FLOAT, want, G, MPI_FLOAT, pair);
+    ck_assert_int_eq(tt_pair_host_allgather(pair, send, got, G, MPI_FLOAT, NULL), 0);
+    ck_assert(memcmp(got, want, sizeof want) == 0);
+    memcpy(got + (rank % 2) * G, send, G * sizeof *send);
+    ck_assert_int_eq(tt_pair_host_allgather(pair, MPI_IN_PLACE, got, G, MPI_FLOAT, NULL), 0);
+    ck_assert_msg(memcmp(got, want, sizeof want) == 0, "in-place all-gather differs from MPI's");
+    MPI_Reduce_scatter_block(send, want, G, MPI_FLOAT, MPI_SUM, pair);
+    double clock = 5.0 - rank % 2; /* member 0's is later */
+    ck_assert_int_eq(tt_pair_host_reduce_scatter(pair, send, got, G, MPI_FLOAT, &clock), 0);
+    ck_assert(memcmp(got, want, G * sizeof *got) == 0);
+    ck_assert(clock == 5.0);
+    memcpy(got, send, sizeof send);
+    ck_assert_int_eq(tt_pair_host_reduce_scatter(pair, MPI_IN_PLACE, got, G, MPI_FLOAT, NULL), 0);
+    ck_assert_msg(memcmp(got, want, G * sizeof *got) == 0,
+                  "in-place reduce-scatter differs from MPI's");
+    /* two NaNs with other payloads (a vector block and a tail): both
+     * members get member 0's, whichever side of the sum its buffer is */
+    float q[19], q_other[19];
+    for (int i = 0; i < 19; i++) {
+        unsigned bits = 0x7fc00001u + (unsigned)(rank % 2);
+        memcpy(&q[i], &bits, sizeof bits);
+    }
+    ck_assert_int_eq(tt_pair_host_allreduce(pair, q, 19, MPI_FLOAT, MPI_SUM, NULL), 0);
+    MPI_Sendrecv(q, 19, MPI_FLOAT, rank ^ 1, 3, q_other, 19, MPI_FLOAT, rank ^ 1, 3,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    ck_assert_msg(memcmp(q, q_other, sizeof q) == 0, "NaN + NaN: the members disagree");
+    /* a sum of nothing is still a meeting, first or not */
+    ck_assert_int_eq(tt_pair_host_allreduce(pair, q, 0, MPI_FLOAT, MPI_SUM, NULL), 0);
     /* ints under max, no clock */
     int v[3] = {rank, -rank, 5};
     ck_assert_int_eq(tt_pair_host_allreduce(pair, v, 3, MPI_INT, MPI_MAX, NULL), 0);

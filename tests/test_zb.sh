@@ -148,8 +148,10 @@ if [ "$status" -eq 0 ] && grep -q "input gradient (B) of micro-batch 1 on chunk 
     grep -q "W (weight gradients)" "$work/names.svg" && grep -q "B (input gradient)" "$work/names.svg" &&
     grep -q "weight gradients (W) of micro-batch 0 on chunk 0" "$work/out" &&
     grep -q "last backward or W" "$work/out" &&
-    grep -q '"W mb1 chunk 0' "$work/names.trace" && grep -q '"B mb0 chunk 1' "$work/names.trace"; then
-    ok "--explain, --trace, --timeline and the bubble report name B and W apart"
+    grep -q '"W mb1 chunk 0' "$work/names.trace" && grep -q '"B mb0 chunk 1' "$work/names.trace" &&
+    awk '/^time steps as the papers/ { n = 2 } n && n-- && length > 100 { bad = 1 } END { exit bad }' \
+        "$work/out"; then
+    ok "--explain, --trace, --timeline and the bubble report name B and W apart (the legend cut within 100 characters)"
 else
     not_ok "B and W names in --explain / --trace / report"
 fi

@@ -253,8 +253,11 @@ void tt_allgather(const tt_grid *g, int where, const void *send, void *recv, int
     MPI_Comm_size(comm, &n);
     WATCH_COLLECTIVE(TT_OP_ALLGATHER, g, where);
     const int ticking = tt_vclock_ticking();
-    double latest = arrive(comm, ticking);
-    MPI_Allgather(send, count_, type, recv, count_, type, comm);
+    double latest = ticking ? tt_vclock_now() : 0.0;
+    if (tt_pair_host_allgather(comm, send, recv, count_, type, ticking ? &latest : NULL) != 0) {
+        latest = arrive(comm, ticking);
+        MPI_Allgather(send, count_, type, recv, count_, type, comm);
+    }
     const long long bytes = (long long)n * count_ * tt_comm_type_size(type);
     if (ticking)
         clock_collective(g, where, latest, TT_COLL_ALLGATHER, n, bytes);
@@ -270,8 +273,12 @@ void tt_reduce_scatter(const tt_grid *g, int where, const void *send, void *recv
     MPI_Comm_size(comm, &n);
     WATCH_COLLECTIVE(TT_OP_REDUCE_SCATTER, g, where);
     const int ticking = tt_vclock_ticking();
-    double latest = arrive(comm, ticking);
-    MPI_Reduce_scatter_block(send, recv, count_, type, MPI_SUM, comm);
+    double latest = ticking ? tt_vclock_now() : 0.0;
+    if (tt_pair_host_reduce_scatter(comm, send, recv, count_, type, ticking ? &latest : NULL) !=
+        0) {
+        latest = arrive(comm, ticking);
+        MPI_Reduce_scatter_block(send, recv, count_, type, MPI_SUM, comm);
+    }
     const long long bytes = (long long)n * count_ * tt_comm_type_size(type);
     if (ticking)
         clock_collective(g, where, latest, TT_COLL_REDUCE_SCATTER, n, bytes);

@@ -177,9 +177,10 @@ void tt_bell_wait_count(const _Atomic unsigned long long *count, unsigned long l
         if (atomic_load(count) >= target)
             return;
         doze(seen, SLEEP_LIMIT, ringer);
-        /* A sleep that ended without a ring: let MPI progress, as in a
-         * meeting (a transfer of this rank's may wait for its help). */
-        if (atomic_load(&bell_of(B.me)->bell) == seen && atomic_load(count) < target) {
+        /* Woken, and still waiting (the limit, or a ring for a wait of
+         * another kind): let MPI progress, as in a meeting (a transfer of
+         * this rank's, a DP bucket beside compute, may wait for its help). */
+        if (atomic_load(count) < target) {
             int flag;
             MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
         }
@@ -309,7 +310,9 @@ void *tt_bell_share(MPI_Comm comm, size_t len, int want)
     if (ok && me == 0) {
         fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
         created = fd >= 0;
-        if (fd >= 0 && ftruncate(fd, (off_t)len) != 0) {
+        /* the space itself, now: a mapping past what /dev/shm can hold
+         * would fault (SIGBUS) at its first touch instead of failing here */
+        if (fd >= 0 && (ftruncate(fd, (off_t)len) != 0 || posix_fallocate(fd, 0, (off_t)len) != 0)) {
             close(fd);
             fd = -1;
         }

@@ -23,6 +23,7 @@
 #include "tt/core/common.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,33 +101,111 @@ static pair_host *state_of(MPI_Comm comm)
     return ph;
 }
 
-int tt_pair_host_allreduce(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op op,
-                           double *clock)
+/* The exchange itself: this member's `bytes` (and clock) into its slot,
+ * the other's back. Returns the other's bytes - valid until this member's
+ * next exchange on comm, since the other writes that slot again only after
+ * this member posted its next one - or NULL (having done nothing) where the
+ * pair cannot use its slots; both members get the same answer. *clock, if
+ * not NULL, becomes the larger of the two. */
+static const char *swap(MPI_Comm comm, const void *mine_data, size_t bytes, double *clock)
 {
     int n;
     MPI_Comm_size(comm, &n);
-    const size_t elem = tt_reduce_elem(type, op), bytes = elem * (size_t)count;
-    if (n != 2 || elem == 0 || count < 0 || bytes > MAX_SLOT)
-        return -1;
+    if (n != 2 || bytes > MAX_SLOT)
+        return NULL;
     pair_host *ph = state_of(comm);
-    if (!ph->usable || (bytes > ph->cap && grow(comm, ph, bytes) != 0))
-        return -1;
+    if (!ph->usable || ((!ph->base || bytes > ph->cap) && grow(comm, ph, bytes) != 0))
+        return NULL;
     const unsigned long long s = ++ph->seq;
     char *mine = slot(ph, s, ph->me), *theirs = slot(ph, s, 1 - ph->me);
+    /* the slot's first line: the clock, then the size (both members must
+     * move the same: MPI would stop a mismatch with a truncation error) */
+    const unsigned long long size = bytes;
     if (clock)
         memcpy(mine, clock, sizeof *clock);
-    memcpy(mine + LINE, buf, bytes);
+    memcpy(mine + sizeof(double), &size, sizeof size);
+    memcpy(mine + LINE, mine_data, bytes);
     atomic_store(posted(ph, ph->me), s);
     tt_bell_ring(ph->peer);
     tt_bell_wait_count(posted(ph, 1 - ph->me), s, ph->peer);
-    const void *x0 = ph->me == 0 ? buf : theirs + LINE;
-    const void *x1 = ph->me == 0 ? theirs + LINE : buf;
-    tt_reduce_fold(buf, x0, x1, count, type, op);
+    unsigned long long other_size;
+    memcpy(&other_size, theirs + sizeof(double), sizeof other_size);
+    if (other_size != size) {
+        fprintf(stderr, "tiny_transformer: internal error: a two-member collective moved %llu "
+                        "bytes on one member and %llu on the other\n", size, other_size);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     if (clock) {
         double other;
         memcpy(&other, theirs, sizeof other);
         *clock = fmax(*clock, other);
     }
+    return theirs + LINE;
+}
+
+static int me_in(MPI_Comm comm)
+{
+    int me;
+    MPI_Comm_rank(comm, &me);
+    return me;
+}
+
+int tt_pair_host_allreduce(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op op,
+                           double *clock)
+{
+    const size_t elem = tt_reduce_elem(type, op);
+    if (elem == 0 || count < 0)
+        return -1;
+    const char *theirs = swap(comm, buf, elem * (size_t)count, clock);
+    if (!theirs)
+        return -1;
+    const int me = me_in(comm); /* member 0's values first */
+    tt_reduce_fold(buf, me == 0 ? buf : theirs, me == 0 ? theirs : buf, count, type, op);
+    return 0;
+}
+
+int tt_pair_host_allgather(MPI_Comm comm, const void *send, void *recv, int count,
+                           MPI_Datatype type, double *clock)
+{
+    int size;
+    MPI_Type_size(type, &size);
+    const size_t bytes = (size_t)size * (size_t)(count > 0 ? count : 0);
+    if (size <= 0 || count < 0)
+        return -1;
+    const int me = me_in(comm);
+    /* in place (MPI_IN_PLACE): this member's block is already in recv */
+    const void *own = send == MPI_IN_PLACE ? (char *)recv + (size_t)me * bytes : send;
+    const char *theirs = swap(comm, own, bytes, clock);
+    if (!theirs)
+        return -1;
+    if (send != MPI_IN_PLACE)
+        memmove((char *)recv + (size_t)me * bytes, send, bytes);
+    memcpy((char *)recv + (size_t)(1 - me) * bytes, theirs, bytes);
+    return 0;
+}
+
+int tt_pair_host_reduce_scatter(MPI_Comm comm, const void *send, void *recv, int count,
+                                MPI_Datatype type, double *clock)
+{
+    const size_t elem = tt_reduce_elem(type, MPI_SUM);
+    if (elem == 0 || count < 0)
+        return -1;
+    const size_t bytes = elem * (size_t)count;
+    int n;
+    MPI_Comm_size(comm, &n);
+    if (n != 2)
+        return -1;
+    const int me = me_in(comm);
+    /* in place (MPI_IN_PLACE): the 2 count elements are in recv, and the
+     * sum goes to its start, as MPI_Reduce_scatter_block does */
+    const char *in = send == MPI_IN_PLACE ? (const char *)recv : (const char *)send;
+    /* the other member's block of this member's buffer is what it sums;
+     * the exchange copies it out before the sum may overwrite it */
+    const char *theirs = swap(comm, in + (size_t)(1 - me) * bytes, bytes, clock);
+    if (!theirs)
+        return -1;
+    const char *own = in + (size_t)me * bytes;
+    tt_reduce_fold(recv, me == 0 ? own : theirs, me == 0 ? theirs : own, count, type, MPI_SUM);
     return 0;
 }
 

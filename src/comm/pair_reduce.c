@@ -131,12 +131,14 @@ int tt_pair_start(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op
 
 /* The sum of floats, the one fold that moves megabytes (TP activations,
  * DP gradients), in vector blocks with each clone's width (core/vec.h).
- * out is x0, x1 or apart from both; a + b and b + a are the same bits. */
+ * out may be x0 or x1 (vec_sum reads each block before writing it). One
+ * code path whatever the aliasing, so both members of a pair run the same
+ * instructions on the same operands: the same bits, even for two NaNs
+ * (whose sum keeps one operand's payload, depending on the instruction's
+ * operand order). */
 TT_SIMD static void sum_floats(float *out, const float *x0, const float *x1, int count)
 {
-    if (out != x0 && out != x1)
-        memmove(out, x0, (size_t)count * sizeof *out);
-    vec_add(out, out == x1 ? x0 : x1, count);
+    vec_sum(out, x0, x1, count);
 }
 
 #define FOLD(T)                                                                    \

@@ -306,17 +306,7 @@ void gelu_backward(float *dinp /* N */, const float *inp /* N */, const float *d
 TT_SIMD
 void residual_forward(float *out /* N */, const float *a /* N */, const float *b /* N */, int N)
 {
-    int i = 0;
-    for (; i + VL <= N; i += VL) {
-        float ab[VL], bb[VL];
-        memcpy(ab, a + i, sizeof ab);
-        memcpy(bb, b + i, sizeof bb);
-        for (int j = 0; j < VL; j++)
-            ab[j] += bb[j];
-        memcpy(out + i, ab, sizeof ab);
-    }
-    for (; i < N; i++)
-        out[i] = a[i] + b[i];
+    vec_sum(out, a, b, N);
     CHARGE(tt_kcost_residual_fwd(N));
 }
 

@@ -90,21 +90,24 @@ TT_INLINE float exp_nan(float x)
     return r;
 }
 
-/* y += x over n floats. */
-TT_INLINE void vec_add(float *y, const float *x, int n)
+/* out = a + b; out may be a or b (each block is read before it is written). */
+TT_INLINE void vec_sum(float *out, const float *a, const float *b, int n)
 {
     int i = 0;
     for (; i + VL <= n; i += VL) {
-        float a[VL], b[VL];
-        memcpy(a, y + i, sizeof a);
-        memcpy(b, x + i, sizeof b);
+        float ab[VL], bb[VL];
+        memcpy(ab, a + i, sizeof ab);
+        memcpy(bb, b + i, sizeof bb);
         for (int j = 0; j < VL; j++)
-            a[j] += b[j];
-        memcpy(y + i, a, sizeof a);
+            ab[j] += bb[j];
+        memcpy(out + i, ab, sizeof ab);
     }
     for (; i < n; i++)
-        y[i] += x[i];
+        out[i] = a[i] + b[i];
 }
+
+/* y += x over n floats. */
+TT_INLINE void vec_add(float *y, const float *x, int n) { vec_sum(y, y, x, n); }
 
 /* Partial sums held in VL lanes break the serial dependency of a plain sum
  * (and let it vectorize); the lanes are then combined by a fixed pairwise

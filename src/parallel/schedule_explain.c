@@ -114,8 +114,8 @@ void tt_schedule_legend(FILE *out, int split)
     /* at most 100 characters a line, as the rest of --explain: cut after
      * the last comma that fits */
     char *rest = line;
-    while (strlen(rest) > 100) {
-        char *cut = rest + 100;
+    for (size_t width = 100; strlen(rest) > width; width = 99) { /* later lines: 1 indent */
+        char *cut = rest + width - 1; /* the comma ends the line: at most width */
         while (cut > rest && *cut != ',')
             cut--;
         if (cut == rest)

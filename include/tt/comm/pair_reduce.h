@@ -43,6 +43,14 @@ void tt_pair_finish(tt_pair_req *p);
  * 16 MiB; both members take the same branch. */
 int tt_pair_host_allreduce(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op op,
                            double *clock);
+/* The all-gather (count elements each, in rank order into recv) and the
+ * reduce-scatter (MPI_SUM; send holds 2 count elements, recv gets this
+ * member's block summed, member 0's first) of two members through the same
+ * slots, under the same conditions. */
+int tt_pair_host_allgather(MPI_Comm comm, const void *send, void *recv, int count,
+                           MPI_Datatype type, double *clock);
+int tt_pair_host_reduce_scatter(MPI_Comm comm, const void *send, void *recv, int count,
+                                MPI_Datatype type, double *clock);
 /* Drops the key the pairs' mappings hang on (before MPI_Finalize, after the
  * communicators are freed). */
 void tt_pair_host_free(void);
