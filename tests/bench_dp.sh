@@ -3,11 +3,16 @@
 # cores under data parallelism and under many virtual GPUs. The same global
 # batch (24 sequences, the default model) is trained, alternating, several
 # rounds, on: 1 rank (dp 1), 2 ranks (dp 2), 12 ranks as tp 2 x pp 3 x dp 2
-# (as it runs, without DP overlap, and with every wait polling instead of
-# the doorbells) and 12 ranks as dp 12. Each run's figure is the median wall time of its steps
+# (as it runs, without DP overlap, with its ranks left to the operating
+# system instead of one DP replica a core (--pin-ranks off), and with every
+# wait polling instead of the doorbells) and 12 ranks as dp 12. Each run's figure is the median wall time of its steps
 # (first steps dropped, the CSV's wall_ms column); each layout's figure is the
 # median over rounds. The ratios are throughputs relative to dp 2 on 2 ranks:
-# what oversubscribing the cores with waiting ranks costs.
+# what oversubscribing the cores with waiting ranks costs. Beside them, what
+# all of a run's ranks used of the cores per step (the run's own "cores"
+# line, getrusage over its steps after the first): CPU in user code and in
+# the kernel, and context switches: where the cores went when the
+# throughput falls short.
 # Usage: bench_dp.sh TT_BIN [ROUNDS]
 set -u
 bin=$1
@@ -29,6 +34,7 @@ layouts="dp1:1:0:--dp 1
 dp2:2:0:--dp 2
 tp2pp3dp2:12:0:--tp 2 --pp 3 --dp 2
 tp2pp3dp2-noovl:12:0:--tp 2 --pp 3 --dp 2 --no-overlap
+tp2pp3dp2-nopin:12:0:--tp 2 --pp 3 --dp 2 --pin-ranks off
 tp2pp3dp2-poll:12:1:--tp 2 --pp 3 --dp 2
 dp12:12:0:--dp 12 --micro-batches 2"
 
@@ -38,7 +44,14 @@ while [ "$r" -le "$rounds" ]; do
     line="round $r:"
     echo "$layouts" | while IFS=: read -r name np poll flags; do
         TT_NO_DOORBELL=$poll $launch -x TT_NO_DOORBELL -np "$np" "$bin" $cfg $flags \
-            --log "$tmp/$name.csv" </dev/null >/dev/null || exit 1
+            --log "$tmp/$name.csv" </dev/null >"$tmp/out" || exit 1
+        # "cores (wall clock), ...: CPU U ms user + K ms kernel; S context switches (...)"
+        sed -n 's/^cores (wall clock).*: CPU \([0-9.]*\) ms user + \([0-9.]*\) ms kernel; \([0-9]*\) context.*/\1 \2 \3/p' \
+            "$tmp/out" > "$tmp/use"
+        read -r u k sw < "$tmp/use" || exit 1
+        echo "$u" >> "$tmp/$name.user"
+        echo "$k" >> "$tmp/$name.kernel"
+        echo "$sw" >> "$tmp/$name.switches"
         ms=$(step_ms "$tmp/$name.csv")
         echo "$ms" >> "$tmp/$name.all"
         printf '%s %s %s ms/step' "$line" "$name" "$ms"
@@ -50,6 +63,9 @@ done
 base=$(median < "$tmp/dp2.all")
 echo "$layouts" | while IFS=: read -r name np poll flags; do
     m=$(median < "$tmp/$name.all")
-    awk -v n="$name" -v np="$np" -v m="$m" -v b="$base" \
-        'BEGIN { printf "median %-10s on %2d ranks: %7.1f ms/step wall, throughput %.2f of dp2 on 2 ranks\n", n, np, m, b / m }'
+    u=$(median < "$tmp/$name.user")
+    k=$(median < "$tmp/$name.kernel")
+    sw=$(median < "$tmp/$name.switches")
+    awk -v n="$name" -v np="$np" -v m="$m" -v b="$base" -v u="$u" -v k="$k" -v sw="$sw" \
+        'BEGIN { printf "median %-15s on %2d ranks: %6.1f ms/step wall, throughput %.2f of dp2 on 2 ranks; a step used %.1f ms user + %.1f ms kernel CPU, %d context switches\n", n, np, m, b / m, u, k, sw }'
 done

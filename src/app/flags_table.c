@@ -100,6 +100,8 @@ static const tt_flag_word tp_mlp_words[] = {
 static const tt_flag_word recompute_words[] = {
     {"none", AT(recompute), TT_RECOMPUTE_NONE}, {"selective", AT(recompute), TT_RECOMPUTE_SELECTIVE},
     {"full", AT(recompute), TT_RECOMPUTE_FULL}, {NULL, 0, 0}};
+static const tt_flag_word pin_words[] = {
+    {"auto", AT(pin_off), 0}, {"off", AT(pin_off), 1}, {NULL, 0, 0}};
 static const tt_flag_word clock_words[] = {
     {"virtual", AT(clock_wall), 0}, {"wall", AT(clock_wall), 1}, {NULL, 0, 0}};
 static const tt_flag_word precision_words[] = {
@@ -143,6 +145,12 @@ const tt_flag tt_flags[] = {
      .help = "start every DP all-reduce bucket after the backward\n"
              "(default: each starts as the backward finishes its\n"
              "layers, and runs beside the rest of it)"},
+    {.name = "--pin-ranks", .kind = TT_FLAG_CHOICE, .words = pin_words,
+     .metavar = "auto|off", IN(LAYOUT),
+     .help = "more ranks than cores on a host: auto (default) binds\n"
+             "each DP replica's ranks to one core when the replicas\n"
+             "divide evenly among the cores (their hand-overs stay\n"
+             "on one core); off: the operating system places them"},
     {INT("--zero", zero, 0, 3), .given = TT_GIVEN_ZERO, .metavar = "N", IN(LAYOUT),
      .help = "ZeRO over each DP group (needs dp > 1; default %D):\n"
              "1 shards the Adam moments and the update, 2 also the\n"

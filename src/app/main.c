@@ -14,6 +14,7 @@
 #include "tt/comm/grid.h"
 #include "tt/app/plan.h"
 #include "tt/comm/comm.h"
+#include "tt/comm/cores.h"
 #include "tt/comm/doorbell.h"
 #include "tt/comm/pair_reduce.h"
 #include "tt/comm/watchdog.h"
@@ -130,15 +131,20 @@ int main(int argc, char **argv)
         } else {
             tt_grid grid;
             tt_grid_init(&grid, tp, pp, dp, MPI_COMM_WORLD);
+            /* before the watchdog's thread, which inherits the core */
+            tt_cores_place(&grid, !rc.pin_off);
             tt_watch_start(&grid, rc.watchdog);
             if (rc.show_grid) {
                 /* The map alone: a picture of the layout, no training. */
-                if (rank == 0)
+                if (rank == 0) {
                     tt_grid_print(&grid, stdout);
+                    tt_cores_print(&grid, stdout, 1);
+                }
             } else {
                 status = tt_run_main(&rc, &grid);
             }
             tt_watch_stop();
+            tt_cores_forget();
             tt_grid_free(&grid);
         }
     }

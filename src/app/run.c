@@ -127,7 +127,15 @@ static int run_one_step(tt_run *r, long s)
      * what the formulas of the communication report describe. */
     tt_comm_stats before = *tt_comm_stats_get();
     int checked = r->have_val && (rc->validate || s == r->step0 || s == r->spot_last);
+    double u0[TT_CPU_N], u1[TT_CPU_N];
+    tt_cpu_usage(u0);
     tt_step_stats st = tt_train_step(&r->pipe, &r->corpus, s, checked ? &r->val : NULL);
+    tt_cpu_usage(u1);
+    if (s > r->step0) { /* the first step warms the caches and MPI's connections */
+        for (int i = 0; i < TT_CPU_N; i++)
+            r->cpu[i] += u1[i] - u0[i];
+        r->cpu_steps++;
+    }
     r->clock_seconds += st.seconds;
     /* A spot check compares weights and moments right after its step. */
     if (r->spot && r->have_val && s == r->spot_last)
@@ -210,6 +218,17 @@ static int run_reports(tt_run *r)
         SAY("; eval loss %.4f on %d held-out sequences", ev,
             tt_eval_windows(&r->corpus, rc->model.T, rc->eval_windows));
     SAY("\n");
+    if (r->cpu_steps > 0) {
+        /* summed over all ranks: what the machine's cores did for a step */
+        tt_allreduce(g, TT_GROUP_OTHER, r->cpu, TT_CPU_N, MPI_DOUBLE, MPI_SUM);
+        const double per = 1.0 / (double)r->cpu_steps;
+        SAY("cores (wall clock), a training step on all %d ranks (steps %ld..%ld): CPU %.1f ms "
+            "user + %.1f ms kernel; %.0f context switches (%.0f waiting, %.0f preempted)\n",
+            g->world_size, r->step0 + 1, r->end - 1, r->cpu[TT_CPU_USER] * per * 1e3,
+            r->cpu[TT_CPU_KERNEL] * per * 1e3,
+            (r->cpu[TT_CPU_WAITS] + r->cpu[TT_CPU_PREEMPTED]) * per, r->cpu[TT_CPU_WAITS] * per,
+            r->cpu[TT_CPU_PREEMPTED] * per);
+    }
     if (trained && tt_vclock_mode() == TT_CLOCK_VIRTUAL) {
         const double per = r->clock_seconds / (double)(r->end - r->step0);
         const tt_cluster *c = tt_vclock_cluster();

@@ -54,6 +54,9 @@ typedef struct {
     tt_comm_stats traffic;     /* of the training steps only */
     double first_loss, last_loss, final_eval, seconds; /* seconds: wall clock */
     double clock_seconds;     /* the steps' time on the clock figures use */
+    double cpu[TT_CPU_N];      /* this rank's cores used by the training steps
+                                  after the first (wall-clock resources) */
+    long cpu_steps;
 } tt_run;
 
 #define SAY(...) do { if (r->g->world_rank == 0) printf(__VA_ARGS__); } while (0)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 int tt_fail(tt_err *e, const char *fmt, ...)
@@ -67,6 +68,18 @@ double tt_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void tt_cpu_usage(double out[TT_CPU_N])
+{
+    struct rusage u;
+    memset(out, 0, TT_CPU_N * sizeof *out);
+    if (getrusage(RUSAGE_SELF, &u) != 0)
+        return;
+    out[TT_CPU_USER] = (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec;
+    out[TT_CPU_KERNEL] = (double)u.ru_stime.tv_sec + 1e-6 * (double)u.ru_stime.tv_usec;
+    out[TT_CPU_WAITS] = (double)u.ru_nvcsw;
+    out[TT_CPU_PREEMPTED] = (double)u.ru_nivcsw;
 }
 
 /* Table-driven CRC-32 with the reflected polynomial 0xEDB88320; the table is

@@ -2,6 +2,7 @@
  * the parameters one GPU holds, the data, the batch and how it is shared
  * out, the steps) and the sample it prints at the end. Rank 0 prints. */
 #include "tt/show/banner.h"
+#include "tt/comm/cores.h"
 #include "tt/core/memory.h"
 #include "tt/parallel/data_parallel.h"
 
@@ -60,8 +61,10 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
         "T=%d V=%d, %ld parameters\n", g->world_size, g->world_size > 1 ? "s" : "", g->tp, g->pp,
         g->dp, rc->model.L, rc->model.C, rc->model.NH, rc->model.T, rc->model.V,
         count_params(&rc->model));
-    if (rank == 0)
+    if (rank == 0) {
+        tt_cores_print(g, stdout, 0);
         print_param_memory(m, g);
+    }
     SAY("data: %s; train %zu bytes, eval %zu bytes\n", corpus->source, corpus->ntrain,
         corpus->n - corpus->ntrain);
     const int local = rc->batch / g->dp, mb = tt_micro_batch_size(rc, g->dp);

@@ -33,6 +33,13 @@ void *tt_grow(void *array, int n, int *cap, size_t size);
 /* Monotonic wall clock in seconds. */
 double tt_now(void);
 
+/* What this process has used of its cores so far (wall-clock resources,
+ * not the virtual clocks): CPU seconds in user code and in the kernel, and
+ * context switches, waiting (it slept) and preempted (it was made to give
+ * way). Zeros where the system does not say. */
+enum { TT_CPU_USER, TT_CPU_KERNEL, TT_CPU_WAITS, TT_CPU_PREEMPTED, TT_CPU_N };
+void tt_cpu_usage(double out[TT_CPU_N]);
+
 /* CRC-32 (IEEE 802.3, reflected, as zlib's crc32) of n bytes, continuing from crc
  * (start with 0). Used for the per-tensor checksums in checkpoints. */
 uint32_t tt_crc32(uint32_t crc, const void *data, size_t n);

@@ -61,6 +61,7 @@ typedef struct {
     int show_grid;            /* --show-grid: print every GPU and group */
     size_t dp_bucket;         /* bytes per DP gradient all-reduce bucket */
     int overlap;              /* DP all-reduce beside the backward (off: --no-overlap) */
+    int pin_off;              /* --pin-ranks off (1) or auto (0): tt/comm/cores.h */
     int tp_mlp_gather;        /* --tp-mlp gather (1) or megatron (0) */
     int recompute;            /* --recompute: TT_RECOMPUTE_NONE, _SELECTIVE, _FULL */
     int zero;                 /* --zero 0..3: ZeRO stage over each DP group (not a

@@ -1,0 +1,51 @@
+/* tt/comm/cores.h - which core each virtual GPU runs on when a host has
+ * more ranks than cores.
+ *
+ * Twelve virtual GPUs on two cores share them by turns. A TP all-reduce or a
+ * pipeline transfer hands the core from one rank to its peer; when the peer
+ * waits on the other core, the hand-over is a wake-up across cores (an
+ * interrupt, on a virtual machine a trip through the hypervisor) and the
+ * peer's data moves between the cores' caches. A DP replica (its tp x pp
+ * ranks) talks inside itself all through the step and to the other replicas
+ * only at the gradient sum, so giving each core whole replicas keeps almost
+ * every hand-over on one core.
+ *
+ * The rule (--pin-ranks auto, the default): on a host whose ranks outnumber
+ * the cores they may use, where every DP replica lies whole on the host, a
+ * replica has more than one rank (tp x pp > 1) and the replicas divide
+ * evenly among the cores, the ranks of replica r (counted on this host, in
+ * dp order) are bound to core r x cores / replicas. Anything else is left to
+ * the operating system: a split replica or an uneven share would leave a
+ * core idle while a pipeline fills (tp 2 x pp 6 on 2 cores ran 25% slower
+ * bound by stages), and ranks that mpirun bound already (their allowed cores
+ * differ) keep their binding. Only where a rank runs changes, never what it
+ * computes: the same bits either way. */
+#ifndef TT_COMM_CORES_H
+#define TT_COMM_CORES_H
+
+#include <stdio.h>
+
+#include "tt/comm/grid.h"
+
+typedef struct {
+    int ranks;      /* ranks on rank 0's host */
+    int cores;      /* cores they may use (their affinity mask) */
+    int replicas;   /* whole DP replicas on that host (0: some are split) */
+    int pinned;     /* 1: each replica bound to one core */
+    const char *why_not; /* when not pinned and ranks > cores: the reason */
+} tt_cores;
+
+/* Collective over g->world: places this rank as above (want 0: never pins)
+ * and returns, on every rank, what was done on rank 0's host. Call before
+ * starting any thread that should inherit the placement. */
+tt_cores tt_cores_place(const tt_grid *g, int want);
+/* The core world rank r was bound to by the last placement, -1 if none. */
+int tt_cores_of(int r);
+/* What the last placement did, for people: nothing when rank 0's host has
+ * no more ranks than cores; else one line, and with detail each core's
+ * virtual GPUs. */
+void tt_cores_print(const tt_grid *g, FILE *out, int detail);
+/* Frees what the last placement recorded (the binding stays). */
+void tt_cores_forget(void);
+
+#endif

@@ -1,0 +1,188 @@
+/* cores.c - binding each DP replica's ranks to one core when a host has
+ * more ranks than cores (tt/comm/cores.h says why and when). */
+#define _GNU_SOURCE
+#include "tt/comm/cores.h"
+#include "tt/core/common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __linux__
+#include <sched.h>
+#define TT_HAVE_AFFINITY 1
+#endif
+
+/* Why the ranks were left to the operating system (index sent from rank 0). */
+static const char *const reasons[] = {
+    NULL,
+    "--pin-ranks off",
+    "each DP replica is a single rank",
+    "a DP replica spans hosts",
+    "the replicas do not divide evenly among the cores",
+    "mpirun bound the ranks already",
+    "this system cannot bind ranks to cores",
+    "binding failed on some rank",
+};
+enum { OK, OFF, ONE_RANK, SPLIT, UNEVEN, BOUND, UNSUPPORTED, FAILED };
+
+static tt_cores placed;
+static int *core_of; /* [world size] each rank's core, -1: not bound */
+static int known;    /* entries in core_of */
+
+int tt_cores_of(int r) { return r >= 0 && r < known ? core_of[r] : -1; }
+
+void tt_cores_forget(void)
+{
+    free(core_of);
+    core_of = NULL;
+    known = 0;
+}
+
+#ifdef TT_HAVE_AFFINITY
+/* The k-th CPU (from 0) set in mask. */
+static int nth_cpu(const cpu_set_t *mask, int k)
+{
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, mask) && k-- == 0)
+            return c;
+    return -1;
+}
+
+/* The decision on this host; every local rank computes the same from the
+ * same gathered values. Sets *core to this rank's core when pinning. */
+static int decide(const tt_grid *g, MPI_Comm local, int want, int *ranks, int *cores,
+                  int *replicas, int *core, cpu_set_t *mask)
+{
+    int n, me;
+    MPI_Comm_size(local, &n);
+    MPI_Comm_rank(local, &me);
+    sched_getaffinity(0, sizeof *mask, mask);
+    cpu_set_t *masks = tt_malloc((size_t)n * sizeof *masks);
+    int *dps = tt_malloc((size_t)n * sizeof *dps);
+    MPI_Allgather(mask, (int)sizeof *mask, MPI_BYTE, masks, (int)sizeof *mask, MPI_BYTE, local);
+    MPI_Allgather(&g->dp_rank, 1, MPI_INT, dps, 1, MPI_INT, local);
+    /* the cores this host's ranks may use: all of their masks together */
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    int same_mask = 1;
+    for (int i = 0; i < n; i++) {
+        CPU_OR(&all, &all, &masks[i]);
+        same_mask &= CPU_EQUAL(&masks[i], mask);
+    }
+    *ranks = n;
+    *cores = CPU_COUNT(&all);
+    /* Whole replicas: each dp rank present here has all its tp x pp ranks
+     * here. Replica index on this host: distinct dp ranks below mine. */
+    int whole = 1, mine = 0, distinct = 0;
+    for (int i = 0; i < n; i++) {
+        int count = 0, first = 1;
+        for (int j = 0; j < n; j++) {
+            count += dps[j] == dps[i];
+            first &= !(j < i && dps[j] == dps[i]);
+        }
+        whole &= count == g->tp * g->pp;
+        distinct += first;
+        mine += first && dps[i] < g->dp_rank;
+    }
+    *replicas = whole ? distinct : 0;
+    free(masks);
+    free(dps);
+    if (n <= *cores)
+        return OK; /* not oversubscribed: nothing to do, nothing to say */
+    if (!want)
+        return OFF;
+    if (!same_mask)
+        return BOUND;
+    if (g->tp * g->pp == 1)
+        return ONE_RANK;
+    if (!whole)
+        return SPLIT;
+    if (*replicas % *cores != 0)
+        return UNEVEN;
+    *core = nth_cpu(mask, (int)((long)mine * *cores / *replicas));
+    return OK;
+}
+#endif
+
+tt_cores tt_cores_place(const tt_grid *g, int want)
+{
+    tt_cores out = {0};
+    int reason = UNSUPPORTED, info[5] = {0}, my_core = -1;
+#ifdef TT_HAVE_AFFINITY
+    MPI_Comm local;
+    MPI_Comm_split_type(g->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+    cpu_set_t mask;
+    int core = -1;
+    reason = decide(g, local, want, &info[0], &info[1], &info[2], &core, &mask);
+    int failed = 0;
+    if (core >= 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(core, &one);
+        failed = sched_setaffinity(0, sizeof one, &one) != 0;
+    }
+    /* All or none of a host's ranks are bound: a half-bound host would
+     * crowd the bound cores. */
+    int any_failed = 0;
+    MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, local);
+    if (any_failed) {
+        sched_setaffinity(0, sizeof mask, &mask);
+        reason = FAILED;
+    } else if (core >= 0) {
+        my_core = core;
+    }
+
+    MPI_Comm_free(&local);
+    info[3] = my_core >= 0;
+#endif
+    info[4] = reason;
+    MPI_Bcast(info, 5, MPI_INT, 0, g->world);
+    out.ranks = info[0];
+    out.cores = info[1];
+    out.replicas = info[2];
+    out.pinned = info[3];
+    out.why_not = reasons[info[4]];
+    free(core_of);
+    core_of = tt_malloc((size_t)g->world_size * sizeof *core_of);
+    MPI_Allgather(&my_core, 1, MPI_INT, core_of, 1, MPI_INT, g->world);
+    known = g->world_size;
+    placed = out;
+    return out;
+}
+
+void tt_cores_print(const tt_grid *g, FILE *out, int detail)
+{
+    const tt_cores *c = &placed;
+    if (c->cores <= 0 || c->ranks <= c->cores)
+        return;
+    if (!c->pinned) {
+        fprintf(out, "cores: %d ranks share %d cores on this host, placed by the operating "
+                     "system (not bound: %s)\n", c->ranks, c->cores, c->why_not);
+        return;
+    }
+    fprintf(out, "cores: %d ranks share %d cores on this host; each DP replica's %d ranks run "
+                 "on one core (%d replica%s a core; --pin-ranks off: the OS places them)\n",
+            c->ranks, c->cores, g->tp * g->pp, c->replicas / c->cores,
+            c->replicas / c->cores > 1 ? "s" : "");
+    if (!detail)
+        return;
+    /* every bound rank of the job, by core (across hosts a core number
+     * names one core on each host) */
+    int top = -1;
+    for (int r = 0; r < known; r++)
+        top = core_of[r] > top ? core_of[r] : top;
+    char name[48];
+    for (int core = 0; core <= top; core++) {
+        int any = 0;
+        for (int r = 0; r < known; r++)
+            if (core_of[r] == core) {
+                if (!any)
+                    fprintf(out, "  core %d:", core);
+                fprintf(out, " %s", tt_gpu_name(g, r, name, sizeof name));
+                any = 1;
+            }
+        if (any)
+            fprintf(out, "\n");
+    }
+}

@@ -1,0 +1,141 @@
+#!/bin/sh
+# tests/test_cores.sh - where the ranks run when a host has more ranks than
+# cores (--pin-ranks, tt/comm/cores.h). Every run is limited to two CPUs with
+# taskset and started with --bind-to none, so the host has the same two cores
+# on any machine and mpirun binds nothing itself.
+#  1. The rule, worked by hand from world_rank = tp_rank + tp*(dp_rank +
+#     dp*pp_rank): tp 2 x dp 2 on 2 cores puts replica 0 (gpu0, gpu1) on the
+#     first core and replica 1 (gpu2, gpu3) on the second; tp 2 x pp 3 x dp 2
+#     puts gpu0 1 4 5 8 9 (dp 0) on the first and gpu2 3 6 7 10 11 on the
+#     second (--show-grid's list).
+#  2. The operating system agrees: while a 12-rank run trains, each rank's
+#     Cpus_allowed_list (/proc) is one CPU, six ranks on each; with
+#     --pin-ranks off each may use both.
+#  3. Not bound, with the reason: --pin-ranks off, a replica of one rank
+#     (dp 4), one replica on two cores (pp 4), and no line at all when the
+#     ranks fit the cores.
+#  4. The same checkpoint bits bound and not (tp 2 x dp 2 and tp 2 x pp 3 x
+#     dp 2): placement changes where, never what.
+#  5. A bad value is refused naming it.
+. "$TT_SRCDIR/testlib.sh"
+
+# the first two CPUs this test may use
+cpus=$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/self/status 2>/dev/null)
+two=$(python3 -c "
+import sys
+ids = []
+for part in sys.argv[1].split(','):
+    a, _, b = part.partition('-')
+    ids += range(int(a), int(b or a) + 1)
+print(','.join(map(str, ids[:2])) if len(ids) >= 2 else '')" "$cpus" 2>/dev/null)
+if [ -z "$two" ] || ! command -v taskset >/dev/null 2>&1; then
+    echo "SKIP: needs taskset and two CPUs (allowed: ${cpus:-unknown})"
+    exit 77
+fi
+first=${two%,*} second=${two#*,}
+small="--layers 3 --dim 16 --heads 2 --seq 8 --batch 12 --micro-batches 3 --steps 3
+ --quiet --sample-len 0 --eval-every 0 --no-spot-check"
+
+# on2 NP ARGS...: tt on the two CPUs, mpirun binding nothing
+on2() {
+    np=$1
+    shift
+    taskset -c "$two" $TT_MPIRUN --bind-to none -np "$np" "$TT_BIN" "$@" >"$work/out" 2>"$work/err"
+    status=$?
+}
+
+# 1. the rule
+on2 4 --show-grid --tp 2 --dp 2
+if [ "$status" -eq 0 ] &&
+   grep -qx "cores: 4 ranks share 2 cores on this host; each DP replica's 2 ranks run on one core (1 replica a core; --pin-ranks off: the OS places them)" "$work/out" &&
+   grep -qx "  core $first: gpu0(dp0,pp0,tp0) gpu1(dp0,pp0,tp1)" "$work/out" &&
+   grep -qx "  core $second: gpu2(dp1,pp0,tp0) gpu3(dp1,pp0,tp1)" "$work/out"; then
+    ok "tp 2 x dp 2 on 2 cores: replica 0 on core $first, replica 1 on core $second"
+else
+    not_ok "tp 2 x dp 2 placement"
+fi
+on2 12 --show-grid --tp 2 --pp 3 --dp 2
+if [ "$status" -eq 0 ] &&
+   grep -qx "  core $first: gpu0(dp0,pp0,tp0) gpu1(dp0,pp0,tp1) gpu4(dp0,pp1,tp0) gpu5(dp0,pp1,tp1) gpu8(dp0,pp2,tp0) gpu9(dp0,pp2,tp1)" "$work/out" &&
+   grep -qx "  core $second: gpu2(dp1,pp0,tp0) gpu3(dp1,pp0,tp1) gpu6(dp1,pp1,tp0) gpu7(dp1,pp1,tp1) gpu10(dp1,pp2,tp0) gpu11(dp1,pp2,tp1)" "$work/out"; then
+    ok "tp 2 x pp 3 x dp 2 on 2 cores: each replica's six GPUs on one core"
+else
+    not_ok "tp 2 x pp 3 x dp 2 placement"
+fi
+
+# 2. what the operating system says, while a run trains. allowed FLAGS...:
+# the ranks' Cpus_allowed_list values, counted ("6x0,6x1"), read once all
+# 12 ranks are in the training steps (their banner is out).
+allowed() {
+    rm -f "$work/aff"
+    taskset -c "$two" $TT_MPIRUN --bind-to none -np 12 "$TT_BIN" --tp 2 --pp 3 --dp 2 \
+        --layers 3 --dim 16 --heads 2 --seq 8 --batch 12 --micro-batches 3 --steps 100000 \
+        --sample-len 0 --eval-every 0 --no-spot-check --quiet "$@" >"$work/out" 2>"$work/err" &
+    job=$!
+    i=0
+    while [ $i -lt 300 ] && ! grep -q '^steps 0' "$work/out" 2>/dev/null; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    # the ranks (the program under any libtool wrapper), not mpirun
+    for p in $(pgrep -f -- "--tp 2 --pp 3 --dp 2 --layers 3 --dim 16" 2>/dev/null); do
+        case $(cat "/proc/$p/comm" 2>/dev/null) in
+            tiny_transforme*|lt-tiny_transfo*) awk '/^Cpus_allowed_list/ { print $2 }' "/proc/$p/status" ;;
+        esac
+    done > "$work/aff"
+    kill "$job" 2>/dev/null
+    pkill -f -- "--tp 2 --pp 3 --dp 2 --layers 3 --dim 16" 2>/dev/null
+    wait "$job" 2>/dev/null
+    sort "$work/aff" | uniq -c | awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," }'
+}
+got=$(allowed)
+if [ "$got" = "6x$first,6x$second" ]; then
+    ok "bound: six ranks may run only on CPU $first, six only on CPU $second ($got)"
+else
+    not_ok "bound: Cpus_allowed_list of the 12 ranks: '$got', expected 6x$first,6x$second"
+fi
+got=$(allowed --pin-ranks off)
+if [ "$got" = "12x$two" ] || [ "$got" = "12x$first-$second" ]; then
+    ok "--pin-ranks off: every rank may run on both CPUs ($got)"
+else
+    not_ok "--pin-ranks off: Cpus_allowed_list of the 12 ranks: '$got', expected 12x$two"
+fi
+
+# 3. not bound, and why
+for case in "4|--tp 2 --dp 2 --pin-ranks off|--pin-ranks off" \
+            "4|--dp 4 --batch 16 --micro-batches 4|each DP replica is a single rank" \
+            "4|--pp 4 --layers 4|the replicas do not divide evenly among the cores"; do
+    np=${case%%|*} rest=${case#*|}
+    flags=${rest%%|*} why=${rest#*|}
+    on2 "$np" $small $flags
+    if [ "$status" -eq 0 ] &&
+       grep -qx "cores: $np ranks share 2 cores on this host, placed by the operating system (not bound: $why)" "$work/out"; then
+        ok "$flags: not bound ($why)"
+    else
+        not_ok "$flags: expected 'not bound: $why'"
+    fi
+done
+on2 2 $small --dp 2
+if [ "$status" -eq 0 ] && ! grep -q "^cores:" "$work/out"; then
+    ok "2 ranks on 2 cores: nothing to place, nothing said"
+else
+    not_ok "2 ranks on 2 cores said something about cores"
+fi
+
+# 4. the same bits
+for case in "4|--tp 2 --dp 2" "12|--tp 2 --pp 3 --dp 2"; do
+    np=${case%%|*} flags=${case#*|}
+    on2 "$np" $small $flags --save "$work/bound.ckpt"
+    s1=$status
+    on2 "$np" $small $flags --pin-ranks off --save "$work/free.ckpt"
+    if [ "$s1" -eq 0 ] && [ "$status" -eq 0 ] && cmp -s "$work/bound.ckpt" "$work/free.ckpt"; then
+        ok "$flags: the same checkpoint bound and not"
+    else
+        not_ok "$flags: checkpoints differ bound and not (or a run failed: $s1 $status)"
+    fi
+done
+
+# 5. a bad value
+expect_error "--pin-ranks always" 2 "always" 2 --pin-ranks always --steps 1
+
+finish
