@@ -40,9 +40,14 @@ TT_INLINE void load_block(float b[VL], const float *row, int j0, int T)
     }
 }
 
+/* (a whole block is a fixed-size copy the compiler turns into one vector
+ * store; a variable size would call memcpy for every block) */
 TT_INLINE void store_block(float *row, const float b[VL], int j0, int T)
 {
-    memcpy(row + j0, b, (size_t)(j0 + VL <= T ? VL : T - j0) * sizeof *b);
+    if (j0 + VL <= T)
+        memcpy(row + j0, b, VL * sizeof *b);
+    else
+        memcpy(row + j0, b, (size_t)(T - j0) * sizeof *b);
 }
 
 /* all-ones in lane l when column j0 + l < n, i.e. is causally visible. */
