@@ -244,45 +244,54 @@ double tt_coll_wait(const tt_grid *g, tt_coll_req *r, double not_before)
     return tt_clock_now();
 }
 
-void tt_allgather(const tt_grid *g, int where, const void *send, void *recv, int count_,
-                  MPI_Datatype type)
+/* All-gather and reduce-scatter are the same walk: through the shared slots
+ * when the group is a pair on one host, else the members meet and MPI moves
+ * n x count elements; only the operation, its price and the two movers
+ * differ, so one function serves both and a table says which is which. */
+enum { MOVE_ALLGATHER, MOVE_REDUCE_SCATTER };
+static const struct {
+    int op;            /* the books' operation */
+    tt_coll_kind coll; /* the cost model's collective */
+    int (*host)(MPI_Comm, const void *, void *, int, MPI_Datatype, double *);
+} moves[] = {
+    [MOVE_ALLGATHER] = {TT_OP_ALLGATHER, TT_COLL_ALLGATHER, tt_pair_host_allgather},
+    [MOVE_REDUCE_SCATTER] = {TT_OP_REDUCE_SCATTER, TT_COLL_REDUCE_SCATTER,
+                             tt_pair_host_reduce_scatter},
+};
+
+static void gather_or_scatter(const tt_grid *g, int where, const void *send, void *recv,
+                              int count_, MPI_Datatype type, int kind)
 {
     double t0 = tt_clock_now();
     MPI_Comm comm = tt_group_comm(g, where);
     int n;
     MPI_Comm_size(comm, &n);
-    WATCH_COLLECTIVE(TT_OP_ALLGATHER, g, where);
+    WATCH_COLLECTIVE(moves[kind].op, g, where);
     const int ticking = tt_vclock_ticking();
     double latest = ticking ? tt_vclock_now() : 0.0;
-    if (tt_pair_host_allgather(comm, send, recv, count_, type, ticking ? &latest : NULL) != 0) {
+    if (moves[kind].host(comm, send, recv, count_, type, ticking ? &latest : NULL) != 0) {
         latest = arrive(comm, ticking);
-        MPI_Allgather(send, count_, type, recv, count_, type, comm);
+        if (kind == MOVE_ALLGATHER)
+            MPI_Allgather(send, count_, type, recv, count_, type, comm);
+        else
+            MPI_Reduce_scatter_block(send, recv, count_, type, MPI_SUM, comm);
     }
     const long long bytes = (long long)n * count_ * tt_comm_type_size(type);
     if (ticking)
-        clock_collective(g, where, latest, TT_COLL_ALLGATHER, n, bytes);
-    tt_comm_tally(where, TT_OP_ALLGATHER, bytes, t0);
+        clock_collective(g, where, latest, moves[kind].coll, n, bytes);
+    tt_comm_tally(where, moves[kind].op, bytes, t0);
+}
+
+void tt_allgather(const tt_grid *g, int where, const void *send, void *recv, int count_,
+                  MPI_Datatype type)
+{
+    gather_or_scatter(g, where, send, recv, count_, type, MOVE_ALLGATHER);
 }
 
 void tt_reduce_scatter(const tt_grid *g, int where, const void *send, void *recv, int count_,
                        MPI_Datatype type)
 {
-    double t0 = tt_clock_now();
-    MPI_Comm comm = tt_group_comm(g, where);
-    int n;
-    MPI_Comm_size(comm, &n);
-    WATCH_COLLECTIVE(TT_OP_REDUCE_SCATTER, g, where);
-    const int ticking = tt_vclock_ticking();
-    double latest = ticking ? tt_vclock_now() : 0.0;
-    if (tt_pair_host_reduce_scatter(comm, send, recv, count_, type, ticking ? &latest : NULL) !=
-        0) {
-        latest = arrive(comm, ticking);
-        MPI_Reduce_scatter_block(send, recv, count_, type, MPI_SUM, comm);
-    }
-    const long long bytes = (long long)n * count_ * tt_comm_type_size(type);
-    if (ticking)
-        clock_collective(g, where, latest, TT_COLL_REDUCE_SCATTER, n, bytes);
-    tt_comm_tally(where, TT_OP_REDUCE_SCATTER, bytes, t0);
+    gather_or_scatter(g, where, send, recv, count_, type, MOVE_REDUCE_SCATTER);
 }
 
 void tt_gatherv(const tt_grid *g, int where, const void *send, int count_, void *recv,

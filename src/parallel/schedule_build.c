@@ -205,67 +205,62 @@ void tt_build_zb_h1(tt_builder *b, int s)
  *     stage would otherwise wait for gradients.
  * Stage s holds at most 2p (micro-batch, chunk) pairs, p micro-batches of
  * its two half-size chunks: 1F1B's memory. */
+enum { V_F, V_B, V_W }; /* a forward, a B, a W */
 typedef struct {
     tt_builder *b;
-    int chunk[2];              /* d and u */
-    int f[2], bw[2], w[2];     /* issued so far, per chunk */
+    int chunk[2];   /* d and u */
+    int done[3][2]; /* issued so far, per kind (V_F, V_B, V_W) and chunk */
 } vstage;
 
-static void v_fwd(vstage *v, int c)
+/* The next action of `kind` on chunk c, if its turn has come: the m forwards
+ * in order, a B behind each forward issued, a W behind each B. */
+static void v_issue(vstage *v, int kind, int c)
 {
-    if (v->f[c] < v->b->m)
-        fwd(v->b, v->f[c]++, v->chunk[c]);
+    static void (*const emit[3])(tt_builder *, int, int) = {fwd, bwd, wgt};
+    const int limit = kind == V_F ? v->b->m : v->done[kind - 1][c];
+    if (v->done[kind][c] < limit)
+        emit[kind](v->b, v->done[kind][c]++, v->chunk[c]);
 }
-static void v_b(vstage *v, int c)
+
+/* One micro-batch's F, B and W of chunk c, each if its turn has come. */
+static void v_fbw(vstage *v, int c)
 {
-    if (v->bw[c] < v->f[c])
-        bwd(v->b, v->bw[c]++, v->chunk[c]);
-}
-static void v_w(vstage *v, int c)
-{
-    if (v->w[c] < v->bw[c])
-        wgt(v->b, v->w[c]++, v->chunk[c]);
+    for (int kind = V_F; kind <= V_W; kind++)
+        v_issue(v, kind, c);
 }
 
 void tt_build_zb_v(tt_builder *b, int s)
 {
     const int p = b->p, m = b->m, D = 0, U = 1;
     vstage v = {b, {tt_stage_chunk(TT_PLACE_V, p, s, 0), tt_stage_chunk(TT_PLACE_V, p, s, 1)},
-                {0, 0}, {0, 0}, {0, 0}};
+                {{0, 0}, {0, 0}, {0, 0}}};
     for (int i = 0; i < 2 * (p - s) - 1; i++)
-        v_fwd(&v, D);
+        v_issue(&v, V_F, D);
     for (int i = 0; i < s; i++) {
-        v_fwd(&v, U);
-        v_fwd(&v, D);
+        v_issue(&v, V_F, U);
+        v_issue(&v, V_F, D);
     }
-    for (int i = 0; i < p - s; i++) {
-        v_fwd(&v, U);
-        v_b(&v, U);
-        v_w(&v, U);
-    }
-    while (v.f[U] < m) {
-        v_fwd(&v, D);
-        v_b(&v, D);
-        v_w(&v, D);
-        v_fwd(&v, U);
-        v_b(&v, U);
-        v_w(&v, U);
+    for (int i = 0; i < p - s; i++)
+        v_fbw(&v, U);
+    while (v.done[V_F][U] < m) {
+        v_fbw(&v, D);
+        v_fbw(&v, U);
     }
     /* The drain: s rounds of both chunks' B's, p-s of d's B with a W of u
      * behind it, then the W's left, alternating. */
     for (int i = 0; i < s; i++) {
-        v_b(&v, D);
-        v_b(&v, U);
+        v_issue(&v, V_B, D);
+        v_issue(&v, V_B, U);
     }
     for (int i = 0; i < p - s; i++) {
-        v_b(&v, D);
-        v_w(&v, U);
+        v_issue(&v, V_B, D);
+        v_issue(&v, V_W, U);
     }
-    while (v.w[D] < m || v.w[U] < m) {
-        int wd = v.w[D], wu = v.w[U];
-        v_w(&v, D);
-        v_w(&v, U);
-        if (v.w[D] == wd && v.w[U] == wu)
+    while (v.done[V_W][D] < m || v.done[V_W][U] < m) {
+        int wd = v.done[V_W][D], wu = v.done[V_W][U];
+        v_issue(&v, V_W, D);
+        v_issue(&v, V_W, U);
+        if (v.done[V_W][D] == wd && v.done[V_W][U] == wu)
             break; /* nothing more can be issued: the checker says what is missing */
     }
 }

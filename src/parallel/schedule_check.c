@@ -116,6 +116,20 @@ int tt_sched_check_fields(const tt_action_list *lists, tt_sched_table *t, tt_err
 
 /* ---- pass 2: order and pairing ------------------------------------------ */
 
+/* What action i of stage s (described as d) needs first happens at index at
+ * of the same list (-1: never): it must happen, and before i. `never` says
+ * what is missing, `what` names it; the same two messages for every need. */
+static int after(int at, int s, int i, const char *d, const char *never, const char *what,
+                 tt_err *e)
+{
+    if (at < 0)
+        return tt_fail(e, "stage %d action %d (%s): %s", s, i, d, never);
+    if (at > i)
+        return tt_fail(e, "stage %d action %d (%s) comes before %s (action %d)", s, i, d, what,
+                       at);
+    return 0;
+}
+
 /* A forward or backward (stage s, index i): its input arrived before it, and
  * what it starts is finished (a forward is backwarded). */
 static int check_compute(const tt_action *a, int s, int i, const tt_sched_table *t, const char *d,
@@ -123,46 +137,28 @@ static int check_compute(const tt_action *a, int s, int i, const tt_sched_table 
 {
     int k = a->chunk, id = a->mb * t->K + k, last = k == t->K - 1;
     if (a->kind == TT_ACT_FWD) {
-        int r = k > 0 ? t->at[T_RACT][id] : -1;
-        if (k > 0 && r < 0)
-            return tt_fail(e, "stage %d action %d (%s): its input activations are "
-                              "never received", s, i, d);
-        if (k > 0 && r > i)
-            return tt_fail(e, "stage %d action %d (%s) comes before the receive of its "
-                              "input activations (action %d)", s, i, d, r);
+        if (k > 0 && after(t->at[T_RACT][id], s, i, d, "its input activations are never received",
+                           "the receive of its input activations", e))
+            return -1;
         if (t->at[T_BWD][id] < 0)
             return tt_fail(e, "stage %d action %d (%s) is never backwarded (no "
                               "backward of mb%d chunk %d in the list)", s, i, d, a->mb, k);
         return 0;
     }
-    if (a->kind == TT_ACT_W) {
-        int b = t->at[T_BWD][id];
-        if (b < 0)
-            return tt_fail(e, "stage %d action %d (%s): the micro-batch is never "
-                              "backwarded (B) through this chunk", s, i, d);
-        if (b > i)
-            return tt_fail(e, "stage %d action %d (%s) comes before its B, which leaves "
-                              "it the output gradients (action %d)", s, i, d, b);
-        return 0;
-    }
+    if (a->kind == TT_ACT_W)
+        return after(t->at[T_BWD][id], s, i, d,
+                     "the micro-batch is never backwarded (B) through this chunk",
+                     "its B, which leaves it the output gradients", e);
     if (t->split && t->at[T_W][id] < 0)
         return tt_fail(e, "stage %d action %d (%s) is never followed by its W (no W of "
                           "mb%d chunk %d in the list, so its weight gradients are lost)",
                        s, i, d, a->mb, k);
-    int f = t->at[T_FWD][id];
-    if (f < 0)
-        return tt_fail(e, "stage %d action %d (%s): the micro-batch is never "
-                          "forwarded through this chunk", s, i, d);
-    if (f > i)
-        return tt_fail(e, "stage %d action %d (%s) comes before its forward "
-                          "(action %d)", s, i, d, f);
-    int r = !last ? t->at[T_RGRAD][id] : -1;
-    if (!last && r < 0)
-        return tt_fail(e, "stage %d action %d (%s): its output gradient is never "
-                          "received", s, i, d);
-    if (!last && r > i)
-        return tt_fail(e, "stage %d action %d (%s) comes before the receive of its "
-                          "output gradient (action %d)", s, i, d, r);
+    if (after(t->at[T_FWD][id], s, i, d, "the micro-batch is never forwarded through this chunk",
+              "its forward", e))
+        return -1;
+    if (!last)
+        return after(t->at[T_RGRAD][id], s, i, d, "its output gradient is never received",
+                     "the receive of its output gradient", e);
     return 0;
 }
 
