@@ -247,17 +247,32 @@ static void insert(tt_action_list *l, int i, tt_action a)
     l->n++;
 }
 
-/* Each break_* plants one fault in freshly built lists and writes into at[]
- * the parts of the expected message that name action numbers, which only
- * the built lists know (unused ones stay empty). */
+/* The parts of an expected message that name action numbers, which only the
+ * built lists know (unused ones stay empty). */
 enum { NAT = 2, ATLEN = 160 };
 typedef char at_text[NAT][ATLEN];
 
-static void break_missing_backward(tt_action_list *L, at_text at)
+/* An action: the first of its kind and micro-batch on a stage (stage -1:
+ * none). */
+typedef struct {
+    int stage;
+    tt_action_kind kind;
+    int mb;
+} action_at;
+#define NONE {-1, TT_ACT_FWD, 0}
+
+/* The commonest fault, a missing action: `gone` erased; the message then
+ * names `blamed` as "stage S action I", I counted after the erasure. */
+static void erase_action(tt_action_list *L, action_at gone, action_at blamed, at_text at)
 {
-    erase(&L[0], find(&L[0], TT_ACT_BWD, 1));
-    snprintf(at[0], ATLEN, "stage 0 action %d", find(&L[0], TT_ACT_FWD, 1));
+    erase(&L[gone.stage], find(&L[gone.stage], gone.kind, gone.mb));
+    if (blamed.stage >= 0)
+        snprintf(at[0], ATLEN, "stage %d action %d", blamed.stage,
+                 find(&L[blamed.stage], blamed.kind, blamed.mb));
 }
+
+/* The other faults: each break_* plants one in freshly built lists and
+ * writes the at[] parts of the message. */
 
 static void break_duplicated_forward(tt_action_list *L, at_text at)
 {
@@ -266,45 +281,32 @@ static void break_duplicated_forward(tt_action_list *L, at_text at)
     snprintf(at[0], ATLEN, "stage 0 action %d", f + 1);
 }
 
-static void break_missing_receive(tt_action_list *L, at_text at)
+/* Swaps micro-batch mb's `first` action with its `second`, which must come
+ * right after it; returns where `first` was. */
+static int swap_adjacent(tt_action_list *l, tt_action_kind first, tt_action_kind second, int mb)
 {
-    erase(&L[1], find(&L[1], TT_ACT_RECV_ACT, 1));
-    snprintf(at[0], ATLEN, "stage 0 action %d", find(&L[0], TT_ACT_SEND_ACT, 1));
-}
-
-static void break_missing_gradient_receive(tt_action_list *L, at_text at)
-{
-    erase(&L[0], find(&L[0], TT_ACT_RECV_GRAD, 0));
-    snprintf(at[0], ATLEN, "stage 0 action %d", find(&L[0], TT_ACT_BWD, 0));
-}
-
-static void break_receive_without_send(tt_action_list *L, at_text at)
-{
-    erase(&L[0], find(&L[0], TT_ACT_SEND_ACT, 2));
-    snprintf(at[0], ATLEN, "stage 1 action %d", find(&L[1], TT_ACT_RECV_ACT, 2));
+    int i = find(l, first, mb), j = find(l, second, mb);
+    ck_assert_int_eq(j, i + 1);
+    tt_action t = l->a[i];
+    l->a[i] = l->a[j];
+    l->a[j] = t;
+    return i;
 }
 
 static void break_backward_before_forward(tt_action_list *L, at_text at)
 {
     /* The last stage: ... FWD(2), BWD(2) ... becomes ... BWD(2), FWD(2) ... */
-    int f = find(&L[1], TT_ACT_FWD, 2), b = find(&L[1], TT_ACT_BWD, 2);
-    ck_assert_int_eq(b, f + 1);
-    tt_action t = L[1].a[f];
-    L[1].a[f] = L[1].a[b];
-    L[1].a[b] = t;
+    int f = swap_adjacent(&L[1], TT_ACT_FWD, TT_ACT_BWD, 2);
     snprintf(at[0], ATLEN, "stage 1 action %d (backward mb2 chunk 1)", f);
-    snprintf(at[1], ATLEN, "comes before its forward (action %d)", b);
+    snprintf(at[1], ATLEN, "comes before its forward (action %d)", f + 1);
 }
 
 static void break_forward_before_its_input(tt_action_list *L, at_text at)
 {
-    int r = find(&L[1], TT_ACT_RECV_ACT, 1), f = find(&L[1], TT_ACT_FWD, 1);
-    ck_assert_int_eq(f, r + 1);
-    tt_action t = L[1].a[r];
-    L[1].a[r] = L[1].a[f];
-    L[1].a[f] = t;
+    int r = swap_adjacent(&L[1], TT_ACT_RECV_ACT, TT_ACT_FWD, 1);
     snprintf(at[0], ATLEN, "stage 1 action %d (forward mb1 chunk 1)", r);
-    snprintf(at[1], ATLEN, "comes before the receive of its input activations (action %d)", f);
+    snprintf(at[1], ATLEN, "comes before the receive of its input activations (action %d)",
+             r + 1);
 }
 
 static void break_deadlock(tt_action_list *L, at_text at)
@@ -352,49 +354,44 @@ static void break_w_before_b(tt_action_list *L, at_text at)
     snprintf(at[0], ATLEN, "stage 0 action %d (W (weight gradients) mb1 chunk 0)", b);
 }
 
-static void break_missing_w(tt_action_list *L, at_text at)
-{
-    erase(&L[1], find(&L[1], TT_ACT_W, 2));
-    snprintf(at[0], ATLEN, "stage 1 action %d", find(&L[1], TT_ACT_BWD, 2));
-}
-
-static void break_w_without_b(tt_action_list *L, at_text at)
-{
-    erase(&L[0], find(&L[0], TT_ACT_BWD, 0));
-}
-
 /* A schedule (p stages, m micro-batches, one chunk each), the fault planted
- * in it, the backward's cost in forwards (2 for the zero-bubble schedules:
- * B and W of 1 each), and the fixed strings the rejection must hold besides
- * the at[] the fault writes. */
+ * in it (an erased action and the one the message blames, or a plant
+ * function), the backward's cost in forwards (2 for the zero-bubble
+ * schedules: B and W of 1 each), and the fixed strings the rejection must
+ * hold besides the at[] parts. */
 static const struct {
     const char *what;
     tt_schedule_kind kind;
     int p, m;
     double backward;
+    action_at gone, blamed;
     void (*plant)(tt_action_list *L, at_text at);
     const char *want[6];
 } REJECT[] = {
-    {"missing backward", TT_SCHED_GPIPE, 2, 3, 1, break_missing_backward,
+    {"missing backward", TT_SCHED_GPIPE, 2, 3, 1, {0, TT_ACT_BWD, 1}, {0, TT_ACT_FWD, 1}, NULL,
      {"forward mb1 chunk 0", "never backwarded"}},
-    {"duplicated forward", TT_SCHED_GPIPE, 2, 3, 1, break_duplicated_forward,
+    {"duplicated forward", TT_SCHED_GPIPE, 2, 3, 1, NONE, NONE, break_duplicated_forward,
      {"forward mb0 chunk 0", "twice"}},
     /* Missing receive: the send (or the backward that needs the gradient) is
      * left without its partner. */
-    {"missing receive of activations", TT_SCHED_1F1B, 2, 3, 1, break_missing_receive,
+    {"missing receive of activations", TT_SCHED_1F1B, 2, 3, 1, {1, TT_ACT_RECV_ACT, 1},
+     {0, TT_ACT_SEND_ACT, 1}, NULL,
      {"send activations of mb1 chunk 0 to stage 1", "has no matching receive on stage 1"}},
-    {"missing receive of a gradient", TT_SCHED_1F1B, 2, 3, 1, break_missing_gradient_receive,
-     {"backward mb0 chunk 0", "its output gradient is never received"}},
-    {"receive without send", TT_SCHED_1F1B, 2, 3, 1, break_receive_without_send,
+    {"missing receive of a gradient", TT_SCHED_1F1B, 2, 3, 1, {0, TT_ACT_RECV_GRAD, 0},
+     {0, TT_ACT_BWD, 0}, NULL, {"backward mb0 chunk 0", "its output gradient is never received"}},
+    {"receive without send", TT_SCHED_1F1B, 2, 3, 1, {0, TT_ACT_SEND_ACT, 2},
+     {1, TT_ACT_RECV_ACT, 2}, NULL,
      {"receive activations of mb2 chunk 1 from stage 0", "no matching send"}},
-    {"backward before forward", TT_SCHED_GPIPE, 2, 3, 1, break_backward_before_forward, {NULL}},
+    {"backward before forward", TT_SCHED_GPIPE, 2, 3, 1, NONE, NONE,
+     break_backward_before_forward, {NULL}},
     /* Wrong order, the other way round: a forward before the receive of its
      * input. */
-    {"forward before its input", TT_SCHED_1F1B, 2, 3, 1, break_forward_before_its_input, {NULL}},
+    {"forward before its input", TT_SCHED_1F1B, 2, 3, 1, NONE, NONE,
+     break_forward_before_its_input, {NULL}},
     /* Naive, 2 stages, 1 micro-batch; stage 0 first waits for the gradient
      * that stage 1 can only send after the activation stage 0 would send
      * later: each stage's first action is a receive from the other. */
-    {"deadlock", TT_SCHED_NAIVE, 2, 1, 1, break_deadlock,
+    {"deadlock", TT_SCHED_NAIVE, 2, 1, 1, NONE, NONE, break_deadlock,
      {"deadlock", "stage 0 waits at action 0", "receive gradients of mb0 chunk 0 from stage 1",
       "stage 1 waits at action 0", "receive activations of mb0 chunk 1 from stage 0"}},
     /* A deadlock that no single list shows: each stage's order is fine on
@@ -402,16 +399,19 @@ static const struct {
      * does mb0 first and stage 1 mb1 first. Stage 0 waits for mb0's
      * gradient, which stage 1 sends only after mb1, whose activations stage
      * 0 sends only after mb0's backward: only the simulation can catch it. */
-    {"cross-stage deadlock", TT_SCHED_NAIVE, 2, 2, 1, break_cross_stage_deadlock, {"deadlock:"}},
-    {"wrong peer", TT_SCHED_1F1B, 3, 2, 1, break_wrong_peer, {"peer should be stage 2"}},
-    {"chunk on the wrong stage", TT_SCHED_1F1B, 3, 2, 1, break_wrong_stage,
+    {"cross-stage deadlock", TT_SCHED_NAIVE, 2, 2, 1, NONE, NONE, break_cross_stage_deadlock,
+     {"deadlock:"}},
+    {"wrong peer", TT_SCHED_1F1B, 3, 2, 1, NONE, NONE, break_wrong_peer,
+     {"peer should be stage 2"}},
+    {"chunk on the wrong stage", TT_SCHED_1F1B, 3, 2, 1, NONE, NONE, break_wrong_stage,
      {"chunk 1 lives on stage 1"}},
     /* zb-h1 (F 1, backward 2 split 1 + 1). */
-    {"W before its B", TT_SCHED_ZB_H1, 2, 3, 2, break_w_before_b, {"comes before its B"}},
-    {"missing W", TT_SCHED_ZB_H1, 2, 3, 2, break_missing_w,
+    {"W before its B", TT_SCHED_ZB_H1, 2, 3, 2, NONE, NONE, break_w_before_b,
+     {"comes before its B"}},
+    {"missing W", TT_SCHED_ZB_H1, 2, 3, 2, {1, TT_ACT_W, 2}, {1, TT_ACT_BWD, 2}, NULL,
      {"backward mb2 chunk 1", "never followed by its W"}},
     /* A W whose micro-batch has no B at all. */
-    {"W without B", TT_SCHED_ZB_H1, 2, 3, 2, break_w_without_b, {"stage 0", "never"}},
+    {"W without B", TT_SCHED_ZB_H1, 2, 3, 2, {0, TT_ACT_BWD, 0}, NONE, NULL, {"stage 0", "never"}},
 };
 
 /* Every planted fault is rejected (-1, nothing to free) with a message that
@@ -422,7 +422,10 @@ START_TEST(reject_broken)
         tt_action_list L[PMAX];
         at_text at = {{0}};
         build_all(L, REJECT[k].kind, REJECT[k].p, REJECT[k].m, 1);
-        REJECT[k].plant(L, at);
+        if (REJECT[k].plant)
+            REJECT[k].plant(L, at);
+        else
+            erase_action(L, REJECT[k].gone, REJECT[k].blamed, at);
         tt_err e;
         tt_sim_result r;
         e.msg[0] = 0;
