@@ -168,6 +168,21 @@ static uint64_t header_len(const unsigned char *buf)
     return n;
 }
 
+/* The whole model saved as `name` in the test's directory (its path in
+ * path): the file's n bytes, the material the bad-file cases corrupt, and
+ * where its data section starts (after the length and the header) in *data
+ * unless data is NULL. */
+static unsigned char *saved_whole(char *path, size_t cap, const char *name, size_t *n,
+                                  size_t *data)
+{
+    in_tmp(path, cap, name);
+    save_whole(path);
+    unsigned char *buf = slurp(path, n);
+    if (data)
+        *data = 8 + (size_t)header_len(buf);
+    return buf;
+}
+
 /* Asserts a failed call: -1, one line, names the file, contains `word`. */
 static void expect_fail(int rc, const tt_err *e, const char *path, const char *word)
 {
@@ -343,12 +358,9 @@ END_TEST
 START_TEST(test_truncated)
 {
     char path[8192], cut[8192];
-    in_tmp(path, sizeof path, "ck.safetensors");
+    size_t n, h;
+    unsigned char *buf = saved_whole(path, sizeof path, "ck.safetensors", &n, &h);
     in_tmp(cut, sizeof cut, "cut.safetensors");
-    save_whole(path);
-    size_t n;
-    unsigned char *buf = slurp(path, &n);
-    size_t h = 8 + (size_t)header_len(buf);
     const size_t lengths[] = {0, 1, 7, 8, 9, h / 2, h - 1, h, h + 1, h + 4 * 28, n / 2 + 3,
                               n - 4, n - 1};
     for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
@@ -362,12 +374,9 @@ END_TEST
 START_TEST(test_flipped_byte)
 {
     char path[8192], bad[8192];
-    in_tmp(path, sizeof path, "ck.safetensors");
+    size_t n, data;
+    unsigned char *buf = saved_whole(path, sizeof path, "ck.safetensors", &n, &data);
     in_tmp(bad, sizeof bad, "bad.safetensors");
-    save_whole(path);
-    size_t n;
-    unsigned char *buf = slurp(path, &n);
-    size_t data = 8 + (size_t)header_len(buf);
     /* byte positions in the data section and the tensor each one belongs to */
     const struct {
         size_t at;
@@ -496,10 +505,8 @@ START_TEST(test_bad_headers)
 
     /* One corrupted character in a real header. */
     char good[8192];
-    in_tmp(good, sizeof good, "ck.safetensors");
-    save_whole(good);
     size_t n;
-    unsigned char *file = slurp(good, &n);
+    unsigned char *file = saved_whole(good, sizeof good, "ck.safetensors", &n, NULL);
     unsigned char *colon = memchr(file + 8, ':', (size_t)header_len(file));
     ck_assert(colon != NULL);
     *colon = ';';
@@ -610,10 +617,8 @@ static void assert_same_file(const char *path, const unsigned char *want, size_t
 START_TEST(test_failed_save_keeps_old_file)
 {
     char path[8192];
-    in_tmp(path, sizeof path, "ck.safetensors");
-    save_whole(path);
     size_t n;
-    unsigned char *orig = slurp(path, &n);
+    unsigned char *orig = saved_whole(path, sizeof path, "ck.safetensors", &n, NULL);
     tt_params p;
     tt_err e = {{0}};
     tt_ckpt_info in = sample_info();

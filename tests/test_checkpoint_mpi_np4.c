@@ -104,6 +104,16 @@ static tt_shard_spec spec_of(const layout *l)
     return s;
 }
 
+/* This rank's shard of layout l on its grid, every element holding its
+ * pattern and the padding rows pad_bits. */
+static void sharded_model(const layout *l, tt_grid *g, tt_model *m, uint32_t pad_bits)
+{
+    tt_grid_init(g, l->tp, l->pp, l->dp, MPI_COMM_WORLD);
+    tt_shard_spec sh = spec_of(l);
+    tt_model_init(m, &CFG, &sh, 0, 1);
+    fill(&m->P, pad_bits);
+}
+
 static tt_ckpt_info info_for(const layout *l, long step)
 {
     tt_ckpt_info in;
@@ -202,11 +212,8 @@ START_TEST(identical_to_serial_and_loads_anywhere)
     for (int k = 0; k < NLAYOUTS; k++) {
         const layout *l = &LAYOUTS[k];
         tt_grid g;
-        tt_grid_init(&g, l->tp, l->pp, l->dp, MPI_COMM_WORLD);
         tt_model m;
-        tt_shard_spec sh = spec_of(l);
-        tt_model_init(&m, &CFG, &sh, 0, 1);
-        fill(&m.P, 0xDEADBEEFu); /* padding garbage must never reach the file */
+        sharded_model(l, &g, &m, 0xDEADBEEFu); /* padding garbage must never reach the file */
         tt_ckpt_info in = info_for(l, 100 + k);
         char path[4200], serial[4200];
         snprintf(path, sizeof path, "%s/sharded_%d.safetensors", dir, k);
@@ -234,7 +241,7 @@ START_TEST(identical_to_serial_and_loads_anywhere)
         /* Every rank of the next layout reads exactly its slices (random
          * weights from a different seed first, so nothing passes by luck). */
         const layout *o = &LAYOUTS[(k + 1) % NLAYOUTS];
-        sh = spec_of(o);
+        tt_shard_spec sh = spec_of(o);
         tt_model_init(&m, &CFG, &sh, 0, 3);
         rc = tt_checkpoint_load(path, &m.P, &e);
         expect(rc == 0, "load into tp%d pp%d dp%d: %s", o->tp, o->pp, o->dp, e.msg);
@@ -255,11 +262,8 @@ START_TEST(missing_directory)
 {
     const layout l = {2, 1, 2};
     tt_grid g;
-    tt_grid_init(&g, l.tp, l.pp, l.dp, MPI_COMM_WORLD);
     tt_model m;
-    tt_shard_spec sh = spec_of(&l);
-    tt_model_init(&m, &CFG, &sh, 0, 1);
-    fill(&m.P, 0);
+    sharded_model(&l, &g, &m, 0);
     tt_ckpt_info in = info_for(&l, 1);
     char path[4200];
     in_dir(path, sizeof path, "no/such/dir/ck.safetensors");
@@ -277,11 +281,8 @@ START_TEST(failed_save_keeps_old_file)
 {
     const layout l = {2, 1, 2};
     tt_grid g;
-    tt_grid_init(&g, l.tp, l.pp, l.dp, MPI_COMM_WORLD);
     tt_model m;
-    tt_shard_spec sh = spec_of(&l);
-    tt_model_init(&m, &CFG, &sh, 0, 1);
-    fill(&m.P, 0);
+    sharded_model(&l, &g, &m, 0);
     char path[4200];
     in_dir(path, sizeof path, "keep.safetensors");
     tt_err e = {{0}};

@@ -20,62 +20,42 @@ section() {
     awk -v gpu="$1" 'index($0, gpu ":") == 1 { on = 1; next } /^gpu[0-9]/ || /^$/ { on = 0 } on && /^  / { $1 = $1; print }' "$work/out"
 }
 
+# block_want B R: the 16 tensors of block B as TP rank R of 2 holds them
+# (C = 48, H = 192): rows [24R, 24R + 24) of q, k, v and their biases, rows
+# [96R, 96R + 96) of fc1 and its bias, the same ranges of columns of proj and
+# fc2, the LayerNorms and the biases after proj and fc2 whole.
+block_want() {
+    b=blocks.$1 c="$(($2 * 24)):$(($2 * 24 + 24))" h="$(($2 * 96)):$(($2 * 96 + 96))"
+    printf '%s\n' "$b.ln1.weight [48] whole" "$b.ln1.bias [48] whole"
+    for n in q k v; do
+        printf '%s\n' "$b.attn.$n.weight [48,48] rows $c" "$b.attn.$n.bias [48] $c"
+    done
+    printf '%s\n' "$b.attn.proj.weight [48,48] cols $c" "$b.attn.proj.bias [48] whole" \
+        "$b.ln2.weight [48] whole" "$b.ln2.bias [48] whole" \
+        "$b.mlp.fc1.weight [192,48] rows $h" "$b.mlp.fc1.bias [192] $h" \
+        "$b.mlp.fc2.weight [48,192] cols $h" "$b.mlp.fc2.bias [48] whole"
+}
+
 tt 4 $small --tp 2 --pp 2 --report shards
-cat > "$work/want0" <<'W'
-tok_emb.weight [256,48] rows 0:128
-pos_emb.weight [16,48] whole
-blocks.0.ln1.weight [48] whole
-blocks.0.ln1.bias [48] whole
-blocks.0.attn.q.weight [48,48] rows 0:24
-blocks.0.attn.q.bias [48] 0:24
-blocks.0.attn.k.weight [48,48] rows 0:24
-blocks.0.attn.k.bias [48] 0:24
-blocks.0.attn.v.weight [48,48] rows 0:24
-blocks.0.attn.v.bias [48] 0:24
-blocks.0.attn.proj.weight [48,48] cols 0:24
-blocks.0.attn.proj.bias [48] whole
-blocks.0.ln2.weight [48] whole
-blocks.0.ln2.bias [48] whole
-blocks.0.mlp.fc1.weight [192,48] rows 0:96
-blocks.0.mlp.fc1.bias [192] 0:96
-blocks.0.mlp.fc2.weight [48,192] cols 0:96
-blocks.0.mlp.fc2.bias [48] whole
-W
-cat > "$work/want3" <<'W'
-blocks.1.ln1.weight [48] whole
-blocks.1.ln1.bias [48] whole
-blocks.1.attn.q.weight [48,48] rows 24:48
-blocks.1.attn.q.bias [48] 24:48
-blocks.1.attn.k.weight [48,48] rows 24:48
-blocks.1.attn.k.bias [48] 24:48
-blocks.1.attn.v.weight [48,48] rows 24:48
-blocks.1.attn.v.bias [48] 24:48
-blocks.1.attn.proj.weight [48,48] cols 24:48
-blocks.1.attn.proj.bias [48] whole
-blocks.1.ln2.weight [48] whole
-blocks.1.ln2.bias [48] whole
-blocks.1.mlp.fc1.weight [192,48] rows 96:192
-blocks.1.mlp.fc1.bias [192] 96:192
-blocks.1.mlp.fc2.weight [48,192] cols 96:192
-blocks.1.mlp.fc2.bias [48] whole
-ln_f.weight [48] whole
-ln_f.bias [48] whole
-lm_head.weight [256,48] rows 128:256
-W
+# Stage 0 begins with the embeddings: tok_emb's half of the vocabulary,
+# pos_emb whole. Stage 1 ends with ln_f whole and lm_head's half.
+{ echo "tok_emb.weight [256,48] rows 0:128"; echo "pos_emb.weight [16,48] whole"; block_want 0 0; } > "$work/want0"
+{ echo "tok_emb.weight [256,48] rows 128:256"; echo "pos_emb.weight [16,48] whole"; block_want 0 1; } > "$work/want1"
+{ block_want 1 1; printf '%s\n' "ln_f.weight [48] whole" "ln_f.bias [48] whole" "lm_head.weight [256,48] rows 128:256"; } > "$work/want3"
 if [ "$status" -ne 0 ]; then
     not_ok "tp 2 pp 2 --report shards exited $status"
 else
-    section 'gpu0(dp0,pp0,tp0)' > "$work/got0"
-    section 'gpu3(dp0,pp1,tp1)' > "$work/got3"
-    cmp -s "$work/want0" "$work/got0" && ok "gpu0 (stage 0, TP rank 0): every slice as worked out" ||
-        { diff "$work/want0" "$work/got0"; not_ok "gpu0's slices"; }
-    cmp -s "$work/want3" "$work/got3" && ok "gpu3 (stage 1, TP rank 1): every slice as worked out" ||
-        { diff "$work/want3" "$work/got3"; not_ok "gpu3's slices"; }
-    # gpu1 is gpu0's TP peer: the same names and shapes, the other halves.
-    section 'gpu1(dp0,pp0,tp1)' > "$work/got1"
-    sed -e 's/rows 0:128$/rows 128:256/' -e 's/ 0:24$/ 24:48/' -e 's/ 0:96$/ 96:192/' "$work/want0" > "$work/want1"
-    cmp -s "$work/want1" "$work/got1" && ok "gpu1: the other half of every split tensor" ||
-        { diff "$work/want1" "$work/got1"; not_ok "gpu1's slices"; }
+    # GPU | its table's header | what it holds. gpu1 is gpu0's TP peer: the
+    # same names and shapes, the other halves.
+    while IFS='|' read -r n gpu what; do
+        section "$gpu" > "$work/got$n"
+        cmp -s "$work/want$n" "$work/got$n" && ok "gpu$n ($what): every slice as worked out" ||
+            { diff "$work/want$n" "$work/got$n"; not_ok "gpu$n's slices"; }
+    done <<'T'
+0|gpu0(dp0,pp0,tp0)|stage 0, TP rank 0
+3|gpu3(dp0,pp1,tp1)|stage 1, TP rank 1
+1|gpu1(dp0,pp0,tp1)|stage 0, TP rank 1: the other half of every split tensor
+T
     # The header counts the tensors listed under it.
     n0=$(grep -c . "$work/got0")
     grep -q "^gpu0(dp0,pp0,tp0): $n0 tensors, " "$work/out" && ok "header counts $n0 tensors" || not_ok "gpu0 header"

@@ -2,7 +2,9 @@
  * checked against numbers worked out by hand here (not against the program's
  * counters: the integration tests test_tp.sh, test_pp.sh and test_dp.sh
  * compare measured with expected). Each parallelism's formula is asked on its
- * own, then tt_comm_expected, which adds them up for one GPU of a layout.
+ * own, one table of cases per formula, then tt_comm_expected, which adds them
+ * up for one GPU of a layout. Every case names all the cells it books; every
+ * other cell must stay empty, so a formula that books too much fails as well.
  * Single process, no MPI: the grids and configurations are filled by hand. */
 #include <check.h>
 #include <stdlib.h>
@@ -15,64 +17,77 @@
 
 #include "check_run.h"
 
-/* The sum of calls and bytes over every cell outside group `except` (pass
- * TT_NGROUPS for all of them): a formula must leave the other groups alone. */
-static long long others(const tt_comm_stats *s, int except)
-{
-    long long sum = 0;
-    for (int g = 0; g < TT_NGROUPS; g++)
-        for (int op = 0; g != except && op < TT_NOPS; op++)
-            sum += s->c[g][op].calls + s->c[g][op].bytes;
-    return sum;
-}
+/* One cell a formula books: its calls and bytes, as the case's comment works
+ * them out. A case lists at most MAXCELLS; the list ends at the first cell
+ * without calls. */
+typedef struct {
+    tt_group g;
+    tt_op op;
+    long calls;
+    long long bytes;
+} cell;
+enum { MAXCELLS = 4 };
+#define CELL(g, op, calls, bytes) {TT_GROUP_##g, TT_OP_##op, calls, bytes}
+#define NCASES(t) (sizeof t / sizeof t[0])
 
-#define CALLS(s, g, op) ((s).c[TT_GROUP_##g][TT_OP_##op].calls)
-#define BYTES(s, g, op) ((s).c[TT_GROUP_##g][TT_OP_##op].bytes)
+/* s holds the cells of want and nothing anywhere else. */
+static void expect_cells(const tt_comm_stats *s, const cell *want, int nwant, const char *what)
+{
+    for (int g = 0; g < TT_NGROUPS; g++)
+        for (int op = 0; op < TT_NOPS; op++) {
+            const tt_comm_count *got = &s->c[g][op];
+            const cell *w = NULL;
+            for (int i = 0; i < nwant && want[i].calls; i++)
+                if (want[i].g == (tt_group)g && want[i].op == (tt_op)op)
+                    w = &want[i];
+            if (!w) {
+                ck_assert_msg(got->calls == 0 && got->bytes == 0,
+                              "%s: %s %s holds %ld calls, %lld bytes; expected none", what,
+                              tt_group_names[g], tt_op_names[op], got->calls, got->bytes);
+                continue;
+            }
+            ck_assert_msg(got->calls == w->calls, "%s: %s %s calls %ld, expected %ld", what,
+                          tt_group_names[g], tt_op_names[op], got->calls, w->calls);
+            ck_assert_msg(got->bytes == w->bytes, "%s: %s %s bytes %lld, expected %lld", what,
+                          tt_group_names[g], tt_op_names[op], got->bytes, w->bytes);
+        }
+}
 
 /* ---- TP ------------------------------------------------------------------ */
 
-START_TEST(tp_first_stage)
-{
+/* tp_expected_traffic's arguments (tp_sp_expected_traffic's with sp, which
+ * has no gather), how many times it is called on the same counters, and the
+ * cells it must then hold. */
+typedef struct {
+    const char *what;
+    int sp;
+    long long tokens, C, blocks;
+    int first, last, gather, recompute;
+    long long micro_batches;
+    long steps;
+    int times;
+    cell want[MAXCELLS];
+} tp_case;
+
+static const tp_case TP_CASES[] = {
     /* 64 tokens per step (4 sequences of 16), C = 32, 2 blocks, embeddings
      * but no loss, 2 micro-batches, 3 steps.
      * Calls per micro-batch: 4 per block (proj, fc2 forward; q/k/v, fc1
      * backward) = 8, + 1 for the embedding = 9; 3 steps x 2 mbs x 9 = 54.
      * Floats per step: 4 x 2 blocks x 64 x 32 = 16384, + 64 x 32 = 2048 for
-     * the embedding = 18432; bytes 3 x 4 x 18432 = 221184. */
-    tt_comm_stats s;
-    memset(&s, 0, sizeof s);
-    tp_expected_traffic(&s, 64, 32, 2, 1, 0, 0, 0, 2, 3);
-    ck_assert_int_eq(CALLS(s, TP, ALLREDUCE), 54);
-    ck_assert_int_eq(BYTES(s, TP, ALLREDUCE), 221184);
-    ck_assert_int_eq(CALLS(s, TP, ALLGATHER), 0);
-    ck_assert_int_eq(CALLS(s, TP, REDUCE_SCATTER), 0);
-    ck_assert_int_eq(others(&s, TT_GROUP_TP), 0);
-}
-END_TEST
-
-START_TEST(tp_middle_stage)
-{
+     * the embedding = 18432; bytes 3 x 4 x 18432 = 221184. No gather, no
+     * reduce-scatter. */
+    {"TP first stage", 0, 64, 32, 2, 1, 0, 0, 0, 2, 3, 1, {CELL(TP, ALLREDUCE, 54, 221184)}},
     /* Neither end: 32 tokens, C = 16, 3 blocks, 4 micro-batches, 2 steps.
      * Calls 2 x 4 x (4 x 3) = 96; floats per step 4 x 3 x 32 x 16 = 6144,
      * bytes 2 x 4 x 6144 = 49152. */
-    tt_comm_stats s;
-    memset(&s, 0, sizeof s);
-    tp_expected_traffic(&s, 32, 16, 3, 0, 0, 0, 0, 4, 2);
-    ck_assert_int_eq(CALLS(s, TP, ALLREDUCE), 96);
-    ck_assert_int_eq(BYTES(s, TP, ALLREDUCE), 49152);
-    /* --recompute full runs each block's forward again in its backward: 2
-     * more all-reduces per block and micro-batch (2 x 4 x 2 x 3 = 48 calls)
-     * of 32 x 16 floats each step (2 x 3 x 32 x 16 = 3072 floats, 2 steps x
-     * 4 bytes = 24576 bytes). */
-    memset(&s, 0, sizeof s);
-    tp_expected_traffic(&s, 32, 16, 3, 0, 0, 0, 1, 4, 2);
-    ck_assert_int_eq(CALLS(s, TP, ALLREDUCE), 96 + 48);
-    ck_assert_int_eq(BYTES(s, TP, ALLREDUCE), 49152 + 24576);
-}
-END_TEST
-
-START_TEST(tp_whole_model_with_gather)
-{
+    {"TP middle stage", 0, 32, 16, 3, 0, 0, 0, 0, 4, 2, 1, {CELL(TP, ALLREDUCE, 96, 49152)}},
+    /* The same with --recompute full, which runs each block's forward again
+     * in its backward: 2 more all-reduces per block and micro-batch
+     * (2 x 4 x 2 x 3 = 48 calls) of 32 x 16 floats each step (2 x 3 x 32 x 16
+     * = 3072 floats, 2 steps x 4 bytes = 24576 bytes). */
+    {"TP middle stage, --recompute full", 0, 32, 16, 3, 0, 0, 0, 1, 4, 2, 1,
+     {CELL(TP, ALLREDUCE, 96 + 48, 49152 + 24576)}},
     /* One stage holds everything, --tp-mlp gather: 16 tokens, C = 8, 1
      * block, 1 micro-batch, 1 step.
      * All-reduce calls: 4 (block) + 1 (embedding) + 1 (lm_head's input
@@ -81,24 +96,13 @@ START_TEST(tp_whole_model_with_gather)
      * = 48 (cross-entropy) = 816; bytes 4 x 816 = 3264.
      * fc1 gathered: one all-gather of 16 x 4C = 512 floats = 2048 bytes
      * forward, one reduce-scatter of the same size backward. */
-    tt_comm_stats s;
-    memset(&s, 0, sizeof s);
-    tp_expected_traffic(&s, 16, 8, 1, 1, 1, 1, 0, 1, 1);
-    ck_assert_int_eq(CALLS(s, TP, ALLREDUCE), 9);
-    ck_assert_int_eq(BYTES(s, TP, ALLREDUCE), 3264);
-    ck_assert_int_eq(CALLS(s, TP, ALLGATHER), 1);
-    ck_assert_int_eq(BYTES(s, TP, ALLGATHER), 2048);
-    ck_assert_int_eq(CALLS(s, TP, REDUCE_SCATTER), 1);
-    ck_assert_int_eq(BYTES(s, TP, REDUCE_SCATTER), 2048);
-    /* It adds: a second call doubles every figure. */
-    tp_expected_traffic(&s, 16, 8, 1, 1, 1, 1, 0, 1, 1);
-    ck_assert_int_eq(CALLS(s, TP, ALLREDUCE), 18);
-    ck_assert_int_eq(BYTES(s, TP, ALLGATHER), 4096);
-}
-END_TEST
-
-START_TEST(tp_sequence_parallel)
-{
+    {"TP whole model, --tp-mlp gather", 0, 16, 8, 1, 1, 1, 1, 0, 1, 1, 1,
+     {CELL(TP, ALLREDUCE, 9, 3264), CELL(TP, ALLGATHER, 1, 2048),
+      CELL(TP, REDUCE_SCATTER, 1, 2048)}},
+    /* It adds: a second call doubles every figure of the case above. */
+    {"TP whole model, --tp-mlp gather, called twice", 0, 16, 8, 1, 1, 1, 1, 0, 1, 1, 2,
+     {CELL(TP, ALLREDUCE, 18, 6528), CELL(TP, ALLGATHER, 2, 4096),
+      CELL(TP, REDUCE_SCATTER, 2, 4096)}},
     /* --sequence-parallel, one stage with everything: 16 tokens, C = 8, 1
      * block, 1 micro-batch, 1 step. Every gather and reduce-scatter moves a
      * full buffer of 16 x 8 = 128 floats = 512 bytes.
@@ -110,32 +114,37 @@ START_TEST(tp_sequence_parallel)
      * gradient) = 6: 3072 bytes. All-reduces: the cross-entropy's 3 (3 x 16
      * floats), the block's LayerNorm gradients (4C = 32 floats), ln_f's
      * (2C = 16): 5 calls, 4 x (48 + 32 + 16) = 384 bytes. */
-    tt_comm_stats s;
-    memset(&s, 0, sizeof s);
-    tp_sp_expected_traffic(&s, 16, 8, 1, 1, 1, 0, 1, 1);
-    ck_assert_int_eq(CALLS(s, TP, ALLGATHER), 9);
-    ck_assert_int_eq(BYTES(s, TP, ALLGATHER), 4608);
-    ck_assert_int_eq(CALLS(s, TP, REDUCE_SCATTER), 6);
-    ck_assert_int_eq(BYTES(s, TP, REDUCE_SCATTER), 3072);
-    ck_assert_int_eq(CALLS(s, TP, ALLREDUCE), 5);
-    ck_assert_int_eq(BYTES(s, TP, ALLREDUCE), 384);
-    ck_assert_int_eq(others(&s, TT_GROUP_TP), 0);
+    {"TP whole model, --sequence-parallel", 1, 16, 8, 1, 1, 1, 0, 0, 1, 1, 1,
+     {CELL(TP, ALLGATHER, 9, 4608), CELL(TP, REDUCE_SCATTER, 6, 3072),
+      CELL(TP, ALLREDUCE, 5, 384)}},
     /* A middle stage of 3 blocks, 4 micro-batches of 32 tokens (128 a step),
-     * C = 16, 2 steps, --recompute full (the forward's 2 gathers and 2
-     * reduce-scatters again). One collective position of a block moves
-     * 128 x 16 floats = 8192 bytes a step over its 4 micro-batches.
+     * C = 16, 2 steps, --sequence-parallel --recompute full (the forward's 2
+     * gathers and 2 reduce-scatters again). One collective position of a
+     * block moves 128 x 16 floats = 8192 bytes a step over its 4
+     * micro-batches.
      * Gathers: (6 + 2) x 3 blocks = 24 positions: 2 x 4 x 24 = 192 calls,
      * 2 x 24 x 8192 = 393216 bytes; reduce-scatters: (4 + 2) x 3 = 18: 144
      * calls, 294912 bytes; LayerNorm all-reduces: 2 x 4 x 3 = 24 calls of
      * 4C = 64 floats: 6144 bytes. */
-    memset(&s, 0, sizeof s);
-    tp_sp_expected_traffic(&s, 128, 16, 3, 0, 0, 1, 4, 2);
-    ck_assert_int_eq(CALLS(s, TP, ALLGATHER), 192);
-    ck_assert_int_eq(BYTES(s, TP, ALLGATHER), 393216);
-    ck_assert_int_eq(CALLS(s, TP, REDUCE_SCATTER), 144);
-    ck_assert_int_eq(BYTES(s, TP, REDUCE_SCATTER), 294912);
-    ck_assert_int_eq(CALLS(s, TP, ALLREDUCE), 24);
-    ck_assert_int_eq(BYTES(s, TP, ALLREDUCE), 6144);
+    {"TP middle stage, --sequence-parallel --recompute full", 1, 128, 16, 3, 0, 0, 0, 1, 4, 2, 1,
+     {CELL(TP, ALLGATHER, 192, 393216), CELL(TP, REDUCE_SCATTER, 144, 294912),
+      CELL(TP, ALLREDUCE, 24, 6144)}},
+};
+
+START_TEST(tp_formulas)
+{
+    for (const tp_case *c = TP_CASES; c < TP_CASES + NCASES(TP_CASES); c++) {
+        tt_comm_stats s;
+        memset(&s, 0, sizeof s);
+        for (int t = 0; t < c->times; t++)
+            if (c->sp)
+                tp_sp_expected_traffic(&s, c->tokens, c->C, c->blocks, c->first, c->last,
+                                       c->recompute, c->micro_batches, c->steps);
+            else
+                tp_expected_traffic(&s, c->tokens, c->C, c->blocks, c->first, c->last,
+                                    c->gather, c->recompute, c->micro_batches, c->steps);
+        expect_cells(&s, c->want, MAXCELLS, c->what);
+    }
 }
 END_TEST
 
@@ -144,127 +153,116 @@ END_TEST
 /* A pipeline of p stages x v chunks, this GPU on `stage`, without MPI: the
  * formula reads only sizes and coordinates. Micro-batches of 2 sequences of
  * 16 tokens of width 32: every message is 2 x 16 x 32 floats = 4096 bytes. */
-static tt_comm_stats pp_traffic(int p, int v, int dp, int stage, int micro_batches, long steps)
-{
-    tt_run_config rc;
-    memset(&rc, 0, sizeof rc);
-    rc.model.T = 16;
-    rc.model.C = 32;
-    rc.micro_batches = micro_batches;
-    rc.batch = 2 * micro_batches * dp;
-    rc.virtual_stages = v;
-    tt_grid g = {.tp = 1, .pp = p, .dp = dp, .pp_rank = stage};
-    tt_comm_stats s;
-    memset(&s, 0, sizeof s);
-    tt_pipe_expected_traffic(&s, &rc, &g, steps);
-    ck_assert_int_eq(others(&s, TT_GROUP_PP), 0);
-    return s;
-}
+typedef struct {
+    const char *what;
+    int p, v, dp, stage, micro_batches;
+    long steps;
+    cell want[MAXCELLS];
+} pp_case;
 
-START_TEST(pp_ends_and_middle)
-{
+static const pp_case PP_CASES[] = {
     /* 4 stages, 2 micro-batches, dp 2, 3 steps. The first stage sends each
      * micro-batch's activation forward and receives its gradient: 1 send
-     * and 1 recv per micro-batch, 3 x 2 = 6 of each, 6 x 4096 = 24576 bytes.
-     * The last stage mirrors it (receives the activation, sends the
-     * gradient back). A middle stage does both: 12 of each, 49152 bytes. */
-    tt_comm_stats first = pp_traffic(4, 1, 2, 0, 2, 3);
-    ck_assert_int_eq(CALLS(first, PP, SEND), 6);
-    ck_assert_int_eq(BYTES(first, PP, SEND), 24576);
-    ck_assert_int_eq(CALLS(first, PP, RECV), 6);
-    ck_assert_int_eq(BYTES(first, PP, RECV), 24576);
-    tt_comm_stats middle = pp_traffic(4, 1, 2, 1, 2, 3);
-    ck_assert_int_eq(CALLS(middle, PP, SEND), 12);
-    ck_assert_int_eq(BYTES(middle, PP, SEND), 49152);
-    ck_assert_int_eq(CALLS(middle, PP, RECV), 12);
-    tt_comm_stats last = pp_traffic(4, 1, 2, 3, 2, 3);
-    ck_assert_int_eq(CALLS(last, PP, SEND), 6);
-    ck_assert_int_eq(BYTES(last, PP, RECV), 24576);
-}
-END_TEST
+     * and 1 recv per micro-batch, 3 x 2 = 6 of each, 6 x 4096 = 24576 bytes. */
+    {"PP first of 4 stages", 4, 1, 2, 0, 2, 3,
+     {CELL(PP, SEND, 6, 24576), CELL(PP, RECV, 6, 24576)}},
+    /* The last stage mirrors it (receives the activation, sends the
+     * gradient back). */
+    {"PP last of 4 stages", 4, 1, 2, 3, 2, 3,
+     {CELL(PP, SEND, 6, 24576), CELL(PP, RECV, 6, 24576)}},
+    /* A middle stage does both: 12 of each, 49152 bytes. */
+    {"PP a middle stage of 4", 4, 1, 2, 1, 2, 3,
+     {CELL(PP, SEND, 12, 49152), CELL(PP, RECV, 12, 49152)}},
+    /* Interleaved: 2 stages x 2 chunks = 4 chunks; stage 0 holds chunks 0
+     * and 2, stage 1 chunks 1 and 3. Stage 0: chunk 0 sends 1, receives 1;
+     * chunk 2 (a middle chunk) sends 2, receives 2: 3 each per micro-batch.
+     * Stage 1: chunk 1 2, chunk 3 1: also 3. With 4 micro-batches and 1
+     * step: 12 sends, 12 x 4096 = 49152 bytes, and as many receives. */
+    {"PP interleaved, stage 0 of 2", 2, 2, 1, 0, 4, 1,
+     {CELL(PP, SEND, 12, 49152), CELL(PP, RECV, 12, 49152)}},
+    {"PP interleaved, stage 1 of 2", 2, 2, 1, 1, 4, 1,
+     {CELL(PP, SEND, 12, 49152), CELL(PP, RECV, 12, 49152)}},
+};
 
-START_TEST(pp_interleaved)
+START_TEST(pp_formulas)
 {
-    /* 2 stages x 2 chunks = 4 chunks; stage 0 holds chunks 0 and 2, stage 1
-     * chunks 1 and 3. Stage 0: chunk 0 sends 1, receives 1; chunk 2 (a
-     * middle chunk) sends 2, receives 2: 3 each per micro-batch. Stage 1:
-     * chunk 1 2, chunk 3 1: also 3. With 4 micro-batches and 1 step: 12
-     * sends, 12 x 4096 = 49152 bytes, and as many receives. */
-    for (int stage = 0; stage < 2; stage++) {
-        tt_comm_stats s = pp_traffic(2, 2, 1, stage, 4, 1);
-        ck_assert_int_eq(CALLS(s, PP, SEND), 12);
-        ck_assert_int_eq(BYTES(s, PP, SEND), 49152);
-        ck_assert_int_eq(CALLS(s, PP, RECV), 12);
-        ck_assert_int_eq(BYTES(s, PP, RECV), 49152);
+    for (const pp_case *c = PP_CASES; c < PP_CASES + NCASES(PP_CASES); c++) {
+        tt_run_config rc;
+        memset(&rc, 0, sizeof rc);
+        rc.model.T = 16;
+        rc.model.C = 32;
+        rc.micro_batches = c->micro_batches;
+        rc.batch = 2 * c->micro_batches * c->dp;
+        rc.virtual_stages = c->v;
+        tt_grid g = {.tp = 1, .pp = c->p, .dp = c->dp, .pp_rank = c->stage};
+        tt_comm_stats s;
+        memset(&s, 0, sizeof s);
+        tt_pipe_expected_traffic(&s, &rc, &g, c->steps);
+        expect_cells(&s, c->want, MAXCELLS, c->what);
     }
 }
 END_TEST
 
 /* ---- DP ------------------------------------------------------------------ */
 
-START_TEST(dp_buckets)
+/* 1000 floats (4000 bytes) of gradients in buckets of bucket bytes. */
+typedef struct {
+    const char *what;
+    size_t bucket;
+    long steps;
+    cell want[MAXCELLS];
+} dp_case;
+
+static const dp_case DP_CASES[] = {
+    /* Buckets of 1 KiB = 256 floats: 256, 256, 256, 232 = 4 all-reduces per
+     * step; 5 steps: 20 calls, 20000 bytes. */
+    {"DP buckets of 1 KiB", 1024, 5, {CELL(DP, ALLREDUCE, 20, 20000)}},
+    /* Buckets that divide the buffer exactly (2000 bytes = 500 floats): 2
+     * calls. Bytes do not depend on the buckets. */
+    {"DP buckets of 2000 bytes", 2000, 1, {CELL(DP, ALLREDUCE, 2, 4000)}},
+    /* One bucket larger than the buffer: 1 call. */
+    {"DP one bucket of 1 MiB", 1 << 20, 1, {CELL(DP, ALLREDUCE, 1, 4000)}},
+};
+
+START_TEST(dp_formulas)
 {
-    /* 1000 floats (4000 bytes) in buckets of 1 KiB = 256 floats: 256, 256,
-     * 256, 232 = 4 all-reduces per step; 5 steps: 20 calls, 20000 bytes. */
     tt_params p;
     memset(&p, 0, sizeof p);
     p.total = 1000;
-    tt_comm_stats s;
-    memset(&s, 0, sizeof s);
-    tt_dp_expected_traffic(&s, &p, 1024, 5);
-    ck_assert_int_eq(CALLS(s, DP, ALLREDUCE), 20);
-    ck_assert_int_eq(BYTES(s, DP, ALLREDUCE), 20000);
-    ck_assert_int_eq(others(&s, TT_GROUP_DP), 0);
-    /* Buckets that divide the buffer exactly (2000 bytes = 500 floats): 2
-     * calls; one bucket larger than the buffer: 1 call. Bytes do not depend
-     * on the buckets. */
-    memset(&s, 0, sizeof s);
-    tt_dp_expected_traffic(&s, &p, 2000, 1);
-    ck_assert_int_eq(CALLS(s, DP, ALLREDUCE), 2);
-    ck_assert_int_eq(BYTES(s, DP, ALLREDUCE), 4000);
-    memset(&s, 0, sizeof s);
-    tt_dp_expected_traffic(&s, &p, 1 << 20, 1);
-    ck_assert_int_eq(CALLS(s, DP, ALLREDUCE), 1);
-    ck_assert_int_eq(BYTES(s, DP, ALLREDUCE), 4000);
+    for (const dp_case *c = DP_CASES; c < DP_CASES + NCASES(DP_CASES); c++) {
+        tt_comm_stats s;
+        memset(&s, 0, sizeof s);
+        tt_dp_expected_traffic(&s, &p, c->bucket, c->steps);
+        expect_cells(&s, c->want, MAXCELLS, c->what);
+    }
 }
 END_TEST
 
 /* ---- ZeRO ---------------------------------------------------------------- */
 
-START_TEST(zero_units)
-{
-    /* Units of 40, 20 and 44 floats (embeddings, a block, the head) over dp 3
-     * pad to 42, 21, 45: 108 floats, 432 bytes. Stage 1, 5 steps: per step
-     * one reduce-scatter and one all-gather per unit, each booked at the
-     * whole padded unit: 15 calls and 5 x 432 = 2160 bytes each way. In ring
-     * bytes each is (3-1)/3 of that, together 2 x 2/3 x 432 = 576 per step:
-     * the all-reduce's 2(n-1)/n of the (padded) buffer. */
-    tt_params p;
-    memset(&p, 0, sizeof p);
-    tt_params_add(&p, "tok_emb.weight", 2, 10, 4, TT_SPLIT_NONE, 0, 0);
-    tt_params_add(&p, "blocks.0.ln1.weight", 1, 4, 1, TT_SPLIT_NONE, 0, 0);
-    tt_params_add(&p, "blocks.0.attn.q.weight", 2, 4, 4, TT_SPLIT_NONE, 0, 0);
-    tt_params_add(&p, "ln_f.weight", 1, 4, 1, TT_SPLIT_NONE, 0, 0);
-    tt_params_add(&p, "lm_head.weight", 2, 10, 4, TT_SPLIT_NONE, 0, 0);
-    tt_params_set_zero(&p, 1, 3, 0);
-    tt_comm_stats s;
-    memset(&s, 0, sizeof s);
-    tt_zero_expected_traffic(&s, &p, 4, 5);
-    ck_assert_int_eq(CALLS(s, DP, REDUCE_SCATTER), 15);
-    ck_assert_int_eq(BYTES(s, DP, REDUCE_SCATTER), 2160);
-    ck_assert_int_eq(CALLS(s, DP, ALLGATHER), 15);
-    ck_assert_int_eq(BYTES(s, DP, ALLGATHER), 2160);
-    ck_assert_int_eq(others(&s, TT_GROUP_DP), 0);
+/* Units of 40, 20 and 44 floats (embeddings, a block, the head) over dp 3
+ * pad to 42, 21, 45: 108 floats, 432 bytes. In ring bytes a reduce-scatter
+ * and an all-gather each move (3-1)/3 of the padded unit, together
+ * 2 x 2/3 x 432 = 576 per step: the all-reduce's 2(n-1)/n of the (padded)
+ * buffer. */
+typedef struct {
+    const char *what;
+    int stage, micro_batches;
+    long steps;
+    cell want[MAXCELLS];
+} zero_case;
+
+static const zero_case ZERO_CASES[] = {
+    /* Stage 1, 5 steps: per step one reduce-scatter and one all-gather per
+     * unit, each booked at the whole padded unit: 15 calls and 5 x 432 =
+     * 2160 bytes each way. */
+    {"ZeRO-1, 5 steps", 1, 4, 5,
+     {CELL(DP, REDUCE_SCATTER, 15, 2160), CELL(DP, ALLGATHER, 15, 2160)}},
     /* Stage 2, 4 micro-batches, 1 step: every unit reduced once per
      * micro-batch: 12 reduce-scatters, 4 x 432 = 1728 bytes; the weights
      * gathered once: 3 calls, 432 bytes. */
-    tt_params_set_zero(&p, 2, 3, 0);
-    memset(&s, 0, sizeof s);
-    tt_zero_expected_traffic(&s, &p, 4, 1);
-    ck_assert_int_eq(CALLS(s, DP, REDUCE_SCATTER), 12);
-    ck_assert_int_eq(BYTES(s, DP, REDUCE_SCATTER), 1728);
-    ck_assert_int_eq(CALLS(s, DP, ALLGATHER), 3);
-    ck_assert_int_eq(BYTES(s, DP, ALLGATHER), 432);
+    {"ZeRO-2, 4 micro-batches", 2, 4, 1,
+     {CELL(DP, REDUCE_SCATTER, 12, 1728), CELL(DP, ALLGATHER, 3, 432)}},
     /* Stage 3, 4 micro-batches, 2 steps: every unit gathered before its
      * forward and before its backward and reduced once, per micro-batch:
      * 2 x 4 x 3 = 24 reduce-scatters of 2 x 4 x 432 = 3456 bytes, 48
@@ -272,14 +270,26 @@ START_TEST(zero_units)
      * micro-batch 3 x 2/3 x 432 = 864 against DP's 576 per step: 1.5x with
      * one micro-batch, 3m/2 with m (DESIGN's (2m+1)/2 would reduce once per
      * step, which needs the whole gradient kept: stage 2's saving gone). */
-    tt_params_set_zero(&p, 3, 3, 0);
-    memset(&s, 0, sizeof s);
-    tt_zero_expected_traffic(&s, &p, 4, 2);
-    ck_assert_int_eq(CALLS(s, DP, REDUCE_SCATTER), 24);
-    ck_assert_int_eq(BYTES(s, DP, REDUCE_SCATTER), 3456);
-    ck_assert_int_eq(CALLS(s, DP, ALLGATHER), 48);
-    ck_assert_int_eq(BYTES(s, DP, ALLGATHER), 6912);
-    ck_assert_int_eq(others(&s, TT_GROUP_DP), 0);
+    {"ZeRO-3, 4 micro-batches, 2 steps", 3, 4, 2,
+     {CELL(DP, REDUCE_SCATTER, 24, 3456), CELL(DP, ALLGATHER, 48, 6912)}},
+};
+
+START_TEST(zero_formulas)
+{
+    tt_params p;
+    memset(&p, 0, sizeof p);
+    tt_params_add(&p, "tok_emb.weight", 2, 10, 4, TT_SPLIT_NONE, 0, 0);
+    tt_params_add(&p, "blocks.0.ln1.weight", 1, 4, 1, TT_SPLIT_NONE, 0, 0);
+    tt_params_add(&p, "blocks.0.attn.q.weight", 2, 4, 4, TT_SPLIT_NONE, 0, 0);
+    tt_params_add(&p, "ln_f.weight", 1, 4, 1, TT_SPLIT_NONE, 0, 0);
+    tt_params_add(&p, "lm_head.weight", 2, 10, 4, TT_SPLIT_NONE, 0, 0);
+    for (const zero_case *c = ZERO_CASES; c < ZERO_CASES + NCASES(ZERO_CASES); c++) {
+        tt_params_set_zero(&p, c->stage, 3, 0);
+        tt_comm_stats s;
+        memset(&s, 0, sizeof s);
+        tt_zero_expected_traffic(&s, &p, c->micro_batches, c->steps);
+        expect_cells(&s, c->want, MAXCELLS, c->what);
+    }
     tt_params_free(&p);
 }
 END_TEST
@@ -295,7 +305,8 @@ START_TEST(expected_sums_the_groups)
      * 4 x (4 x 2 x 64 x 32) = 65536 bytes.
      * PP: micro-batch of 2 sequences, messages of 4096 bytes; middle stage:
      * 2 sends and 2 recvs per micro-batch = 4 of each, 16384 bytes.
-     * DP: as dp_buckets, one step: 4 calls, 4000 bytes. */
+     * DP: as the 1 KiB buckets above, one step: 4 calls, 4000 bytes.
+     * Nothing else: the cells above are all there is. */
     tt_run_config rc;
     memset(&rc, 0, sizeof rc);
     rc.model.T = 16;
@@ -310,18 +321,13 @@ START_TEST(expected_sums_the_groups)
     m.P.total = 1000;
     tt_comm_stats s;
     tt_comm_expected(&s, &rc, &g, &m, 1);
-    ck_assert_int_eq(CALLS(s, TP, ALLREDUCE), 16);
-    ck_assert_int_eq(BYTES(s, TP, ALLREDUCE), 65536);
-    ck_assert_int_eq(CALLS(s, PP, SEND), 4);
-    ck_assert_int_eq(BYTES(s, PP, RECV), 16384);
-    ck_assert_int_eq(CALLS(s, DP, ALLREDUCE), 4);
-    ck_assert_int_eq(BYTES(s, DP, ALLREDUCE), 4000);
-    /* Nothing else: the cells above are all there is. */
-    ck_assert_int_eq(others(&s, TT_NGROUPS), 16 + 65536 + 2 * (4 + 16384) + 4 + 4000);
+    const cell sum[] = {CELL(TP, ALLREDUCE, 16, 65536), CELL(PP, SEND, 4, 16384),
+                        CELL(PP, RECV, 4, 16384), CELL(DP, ALLREDUCE, 4, 4000)};
+    expect_cells(&s, sum, 4, "tp 2 pp 3 dp 2, middle stage");
     /* One GPU: no group of more than one, no traffic. */
     tt_grid one = {.tp = 1, .pp = 1, .dp = 1};
     tt_comm_expected(&s, &rc, &one, &m, 1);
-    ck_assert_int_eq(others(&s, TT_NGROUPS), 0);
+    expect_cells(&s, NULL, 0, "one GPU");
 }
 END_TEST
 
@@ -329,14 +335,10 @@ int main(void)
 {
     Suite *s = suite_create("traffic");
     TCase *tc = tcase_create("formulas");
-    tcase_add_test(tc, tp_first_stage);
-    tcase_add_test(tc, tp_middle_stage);
-    tcase_add_test(tc, tp_whole_model_with_gather);
-    tcase_add_test(tc, tp_sequence_parallel);
-    tcase_add_test(tc, pp_ends_and_middle);
-    tcase_add_test(tc, pp_interleaved);
-    tcase_add_test(tc, dp_buckets);
-    tcase_add_test(tc, zero_units);
+    tcase_add_test(tc, tp_formulas);
+    tcase_add_test(tc, pp_formulas);
+    tcase_add_test(tc, dp_formulas);
+    tcase_add_test(tc, zero_formulas);
     tcase_add_test(tc, expected_sums_the_groups);
     suite_add_tcase(s, tc);
     return tt_check_run(s);

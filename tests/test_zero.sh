@@ -11,6 +11,19 @@
 # cannot share equally, and its traffic by hand (1.5 x DP in ring bytes).
 . "$TT_SRCDIR/testlib.sh"
 
+# expect_dp_traffic WHAT RS AG: the last run exited 0 and the rows of its
+# traffic table for the DP reduce-scatter and all-gather read RS and AG
+# (calls, their formula, bytes, their formula), worked out by hand.
+expect_dp_traffic() {
+    rs=$(awk '$1 == "DP" && $2 == "reduce-scatter" { print $3, $4, $5, $6 }' "$work/out")
+    ag=$(awk '$1 == "DP" && $2 == "all-gather" { print $3, $4, $5, $6 }' "$work/out")
+    if [ "$status" -eq 0 ] && [ "$rs" = "$2" ] && [ "$ag" = "$3" ]; then
+        ok "$1 traffic by hand: reduce-scatter $2, all-gather $3"
+    else
+        not_ok "$1 traffic: reduce-scatter '$rs' (want '$2'), all-gather '$ag' (want '$3')"
+    fi
+}
+
 cfg="--layers 2 --dim 32 --heads 4 --seq 16 --batch 16 --steps 3 --warmup 2 --sample-len 0 --quiet --eval-every 0 --eval-windows 4"
 must_say="DP replicas bit-identical (weights; ZeRO shards the Adam moments): yes"
 
@@ -31,22 +44,12 @@ validate_case 4 --pp 2 --dp 2 --tp 1 --schedule interleaved --zero 2 --micro-bat
 # dp 2 pads nothing. ZeRO-1, 3 steps: one reduce-scatter and one all-gather
 # per unit and step = 12 calls each, each way 3 x 4 x 42368 = 508416 bytes:
 # what DP's all-reduce books for the same steps. ZeRO-2 with 4 micro-batches
-# reduce-scatters every unit once per micro-batch: 48 calls, 4 x 508416.
+# reduce-scatters every unit once per micro-batch: 48 calls, 4 x 508416, and
+# gathers the updated weights once per step as ZeRO-1 does: 12 calls, 508416.
 tt 2 $cfg --dp 2 --zero 1 --micro-batches 4
-rs=$(awk '$1 == "DP" && $2 == "reduce-scatter" { print $3, $4, $5, $6 }' "$work/out")
-ag=$(awk '$1 == "DP" && $2 == "all-gather" { print $3, $4, $5, $6 }' "$work/out")
-if [ "$status" -eq 0 ] && [ "$rs" = "12 12 508416 508416" ] && [ "$ag" = "12 12 508416 508416" ]; then
-    ok "ZeRO-1 traffic: 12 reduce-scatters and 12 all-gathers of 508416 bytes, by hand"
-else
-    not_ok "ZeRO-1 traffic: reduce-scatter '$rs', all-gather '$ag'"
-fi
+expect_dp_traffic "ZeRO-1" "12 12 508416 508416" "12 12 508416 508416"
 tt 2 $cfg --dp 2 --zero 2 --micro-batches 4
-rs=$(awk '$1 == "DP" && $2 == "reduce-scatter" { print $3, $4, $5, $6 }' "$work/out")
-if [ "$status" -eq 0 ] && [ "$rs" = "48 48 2033664 2033664" ]; then
-    ok "ZeRO-2 traffic: 48 reduce-scatters of 2033664 bytes (4 micro-batches), by hand"
-else
-    not_ok "ZeRO-2 traffic: reduce-scatter '$rs'"
-fi
+expect_dp_traffic "ZeRO-2 (4 micro-batches)" "48 48 2033664 2033664" "12 12 508416 508416"
 
 # Checkpoints: the same bytes as without ZeRO. With dp 2 every sum over the
 # DP group is one addition (a + b = b + a), so reduce-scatter and all-reduce
@@ -69,35 +72,45 @@ same_ckpt 2 1 --dp 2 --micro-batches 4
 same_ckpt 2 2 --dp 2 --micro-batches 1
 same_ckpt 4 1 --pp 2 --dp 2 --tp 1 --micro-batches 4
 
-# Resume across: a ZeRO-1 checkpoint at step 2 (of 4) continued without ZeRO
-# on tp 2 x pp 2 gives the same file as the zero-0 checkpoint continued the
-# same way; and continued with ZeRO-1 on its own layout, the same file as the
-# uninterrupted ZeRO-1 run. The reverse: a zero-0 checkpoint continued under
-# ZeRO-2 on dp 4 passes the oracle.
+# resume_both_ways Z RUN: RUN (4 steps) stopped at step 2 on dp 2 under
+# --zero Z and under --zero 0. The ZeRO-Z checkpoint is the zero-0 one's
+# bytes (dp 2: every sum is one addition, as above) and, continued without
+# ZeRO on tp 2 x pp 2, gives the same file as the zero-0 checkpoint continued
+# the same way; continued with ZeRO-Z on its own layout, the same file as the
+# uninterrupted ZeRO-Z run. The zero-0 checkpoint stays in $work/z0_2.st for
+# the reverse direction.
+resume_both_ways() {
+    z=$1 run=$2
+    tt 2 $run --dp 2 --zero "$z" --stop-at 2 --save "$work/z_2.st"
+    sz=$status
+    tt 2 $run --dp 2 --zero 0 --stop-at 2 --save "$work/z0_2.st"
+    s0=$status
+    tt 4 $run --tp 2 --pp 2 --dp 1 --resume "$work/z_2.st" --save "$work/z_4.st"
+    sz4=$status
+    tt 4 $run --tp 2 --pp 2 --dp 1 --resume "$work/z0_2.st" --save "$work/z0_4.st"
+    if [ "$sz$s0$sz4$status" = 0000 ] && cmp -s "$work/z_2.st" "$work/z0_2.st" &&
+        cmp -s "$work/z_4.st" "$work/z0_4.st"; then
+        ok "a ZeRO-$z checkpoint (the zero-0 bytes) resumed without ZeRO on tp 2 x pp 2 equals the zero-0 one resumed"
+    else
+        not_ok "ZeRO-$z checkpoint resumed on tp2 pp2: exits $sz $s0 $sz4 $status, or the files differ"
+    fi
+    tt 2 $run --dp 2 --zero "$z" --resume "$work/z_2.st" --save "$work/zr_4.st"
+    sr=$status
+    tt 2 $run --dp 2 --zero "$z" --save "$work/zw_4.st"
+    if [ "$sr$status" = 00 ] && cmp -s "$work/zr_4.st" "$work/zw_4.st"; then
+        ok "ZeRO-$z: 2 steps + resume to 4 is byte-identical to 4 steps in one run"
+    else
+        not_ok "ZeRO-$z resume on its own layout: exits $sr $status, or the files differ"
+    fi
+}
+
+# Resume across with ZeRO-1 (2 micro-batches); the reverse: the zero-0
+# checkpoint continued under ZeRO-2 on dp 4 passes the oracle.
 run4="--layers 2 --dim 32 --heads 4 --seq 16 --batch 16 --steps 4 --warmup 2 --sample-len 0 --quiet --eval-every 0 --eval-windows 4 --micro-batches 2"
-tt 2 $run4 --dp 2 --zero 1 --stop-at 2 --save "$work/a2.st"
-sa=$status
-tt 2 $run4 --dp 2 --zero 0 --stop-at 2 --save "$work/b2.st"
-sb=$status
-tt 4 $run4 --tp 2 --pp 2 --dp 1 --resume "$work/a2.st" --save "$work/a4.st"
-sa4=$status
-tt 4 $run4 --tp 2 --pp 2 --dp 1 --resume "$work/b2.st" --save "$work/b4.st"
-if [ "$sa$sb$sa4$status" = 0000 ] && cmp -s "$work/a4.st" "$work/b4.st"; then
-    ok "a ZeRO-1 checkpoint resumed without ZeRO on tp 2 x pp 2 equals the zero-0 one resumed"
-else
-    not_ok "ZeRO checkpoint resumed on tp2 pp2: exits $sa $sb $sa4 $status, or the files differ"
-fi
-tt 2 $run4 --dp 2 --zero 1 --resume "$work/a2.st" --save "$work/c4.st"
-sc=$status
-tt 2 $run4 --dp 2 --zero 1 --save "$work/d4.st"
-if [ "$sc$status" = 00 ] && cmp -s "$work/c4.st" "$work/d4.st"; then
-    ok "ZeRO-1: 2 steps + resume to 4 is byte-identical to 4 steps in one run"
-else
-    not_ok "ZeRO-1 resume on its own layout: exits $sc $status, or the files differ"
-fi
+resume_both_ways 1 "$run4"
 cfg="$run4"
-must_say="resumed from '$work/b2.st' at step 2"
-validate_case 4 --dp 4 --zero 2 --resume "$work/b2.st"
+must_say="resumed from '$work/z0_2.st' at step 2"
+validate_case 4 --dp 4 --zero 2 --resume "$work/z0_2.st"
 
 # ZeRO-3: the weights sharded too, each unit gathered before its forward and
 # its backward. The oracle on the layouts of the brief, the last one with
@@ -120,13 +133,7 @@ validate_case 4 --dp 4 --zero 3 --micro-batches 4
 # once per micro-batch: 96 all-gathers of 3 x 2 x 4 x 4 x 42368 = 4067328
 # bytes and 48 reduce-scatters of 2033664 (the units divide by 4 too, and
 # comm books whole buffers, so dp does not change these).
-rs=$(awk '$1 == "DP" && $2 == "reduce-scatter" { print $3, $4, $5, $6 }' "$work/out")
-ag=$(awk '$1 == "DP" && $2 == "all-gather" { print $3, $4, $5, $6 }' "$work/out")
-if [ "$status" -eq 0 ] && [ "$rs" = "48 48 2033664 2033664" ] && [ "$ag" = "96 96 4067328 4067328" ]; then
-    ok "ZeRO-3 traffic: 96 all-gathers of 4067328 bytes and 48 reduce-scatters, by hand"
-else
-    not_ok "ZeRO-3 traffic: reduce-scatter '$rs', all-gather '$ag'"
-fi
+expect_dp_traffic "ZeRO-3 (4 micro-batches)" "48 48 2033664 2033664" "96 96 4067328 4067328"
 validate_case 4 --tp 2 --dp 2 --zero 3 --micro-batches 4
 validate_case 4 --pp 2 --dp 2 --tp 1 --schedule interleaved --zero 3 --micro-batches 4 --layers 4
 validate_case 8 --tp 2 --pp 2 --dp 2 --zero 3 --recompute full --schedule interleaved --micro-batches 4 --layers 4
@@ -153,36 +160,14 @@ fi
 # Checkpoints: the same bytes as without ZeRO with one micro-batch on dp 2.
 same_ckpt 2 3 --dp 2 --micro-batches 1
 same_ckpt 4 3 --pp 2 --dp 2 --tp 1 --micro-batches 1
-# Resume both ways: a ZeRO-3 checkpoint at step 2 continued without ZeRO on
-# tp 2 x pp 2 equals the zero-0 one continued so (b4 above: the zero-0
-# checkpoint is the same file); continued with ZeRO-3 on its own layout,
-# the uninterrupted ZeRO-3 run; and a zero-0 checkpoint passes the oracle
-# continued under ZeRO-3 on dp 4.
+# Resume both ways with ZeRO-3 (one micro-batch, so the step-2 files are
+# the same bytes: same_ckpt above); and a zero-0 checkpoint passes the
+# oracle continued under ZeRO-3 on dp 4.
 run3="--layers 2 --dim 32 --heads 4 --seq 16 --batch 16 --steps 4 --warmup 2 --sample-len 0 --quiet --eval-every 0 --eval-windows 4 --micro-batches 1"
-tt 2 $run3 --dp 2 --zero 3 --stop-at 2 --save "$work/e2.st"
-se=$status
-tt 2 $run3 --dp 2 --zero 0 --stop-at 2 --save "$work/f2.st"
-sf=$status
-tt 4 $run3 --tp 2 --pp 2 --dp 1 --resume "$work/e2.st" --save "$work/e4.st"
-se4=$status
-tt 4 $run3 --tp 2 --pp 2 --dp 1 --resume "$work/f2.st" --save "$work/f4.st"
-if [ "$se$sf$se4$status" = 0000 ] && cmp -s "$work/e2.st" "$work/f2.st" &&
-    cmp -s "$work/e4.st" "$work/f4.st"; then
-    ok "a ZeRO-3 checkpoint (the zero-0 bytes) resumed without ZeRO on tp 2 x pp 2 equals the zero-0 one resumed"
-else
-    not_ok "ZeRO-3 checkpoint resumed on tp2 pp2: exits $se $sf $se4 $status, or the files differ"
-fi
-tt 2 $run3 --dp 2 --zero 3 --resume "$work/e2.st" --save "$work/g4.st"
-sg=$status
-tt 2 $run3 --dp 2 --zero 3 --save "$work/h4.st"
-if [ "$sg$status" = 00 ] && cmp -s "$work/g4.st" "$work/h4.st"; then
-    ok "ZeRO-3: 2 steps + resume to 4 is byte-identical to 4 steps in one run"
-else
-    not_ok "ZeRO-3 resume on its own layout: exits $sg $status, or the files differ"
-fi
+resume_both_ways 3 "$run3"
 cfg="$run3"
-must_say="resumed from '$work/f2.st' at step 2"
-validate_case 4 --dp 4 --zero 3 --micro-batches 2 --resume "$work/f2.st"
+must_say="resumed from '$work/z0_2.st' at step 2"
+validate_case 4 --dp 4 --zero 3 --micro-batches 2 --resume "$work/z0_2.st"
 
 # The oracle still sees a wrong gradient under ZeRO: a planted scaled slice
 # (on the GPU that owns it) and a skipped reduction each fail validation.
