@@ -82,6 +82,28 @@ expect_layout "a pipeline stage without a block" 2 "tiny_transformer: bad layout
 Layouts that work on 2 ranks:
   tp pp dp    tp pp dp
    1  1  2     2  1  1" $small --pp 2
+# zb-v runs two chunks per stage: the numbers that make pp 2 too many for 2
+# blocks (2 x 2 = 4 chunks), and the --layers that would do; the table has
+# pp 1 only (pp 2 needs 4 blocks).
+expect_layout "virtual stages: the chunk count in numbers" 2 "tiny_transformer: bad layout: pp 2 x 2 chunks per stage (virtual stages) = 4 exceeds --layers 2 (every chunk needs a block; --layers 4 would allow pp 2).
+Layouts that work on 2 ranks:
+  tp pp dp    tp pp dp
+   1  1  2     2  1  1" $small --layers 2 --pp 2 --schedule zb-v
+# tp 2 on 5 ranks: 4 (tp 2 dp 2) and 6 (tp 2 dp 3) both split --batch 6 and
+# are the nearest; no layout of 5 ranks works (dp 5 does not divide 6, one
+# block allows pp 1 only, tp 5 does not divide 2 heads), so no table.
+expect_layout "tp 2 on 5 ranks: the nearest counts that work" 5 "tiny_transformer: bad layout: --tp 2 needs a multiple of 2 ranks, but 5 ranks were started.
+Start 4 or 6 ranks, one per virtual GPU:
+  mpirun --oversubscribe -np 4 ./tiny_transformer $small --batch 6 --tp 2
+  mpirun --oversubscribe -np 6 ./tiny_transformer $small --batch 6 --tp 2" $small --batch 6 --tp 2
+# --stop-at past the end would be ignored; at the end it is the whole run.
+expect_error "--stop-at past --steps" 2 "^tiny_transformer: --stop-at 5 is past --steps 3 " 1 $small --steps 3 --stop-at 5
+tt 1 $small --steps 2 --stop-at 2 --log "$work/stop.csv"
+if [ "$status" -eq 0 ] && [ "$(grep -c '^[0-9]' "$work/stop.csv")" -eq 2 ]; then
+    ok "--stop-at equal to --steps runs every step"
+else
+    not_ok "--stop-at equal to --steps (status $status)"
+fi
 expect_error "--stage-layers leaving a stage empty" 2 "chunk 1 would have 0 blocks" 2 $small --layers 2 --pp 2 --stage-layers 2,0
 expect_error "--stage-layers not adding up" 2 "adds up to 3 blocks, --layers is 2" 2 $small --layers 2 --pp 2 --stage-layers 1,2
 expect_error "--stage-layers of another length" 2 "lists more than the 2 chunks of this layout" 2 $small --layers 3 --pp 2 --stage-layers 1,1,1
