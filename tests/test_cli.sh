@@ -139,6 +139,8 @@ expect_error "data shorter than a window" 1 "has 10 bytes; with --seq 16 it need
 tt 1 $small --steps 0 --save "$work/good.safetensors"
 if [ "$status" -eq 0 ] && [ -s "$work/good.safetensors" ]; then ok "--steps 0 --save"; else not_ok "--steps 0 --save"; fi
 cp "$work/good.safetensors" "$work/keep.safetensors"
+# Resumed, --steps is the checkpoint's (0 here), and the message says so.
+expect_error "--stop-at past a checkpoint's --steps" 2 "^tiny_transformer: --stop-at 5 is past --steps 0 of the checkpoint " 1 --resume "$work/good.safetensors" --stop-at 5
 expect_error "missing checkpoint" 1 "$work/none.safetensors" 1 $small --resume "$work/none.safetensors"
 size=$(wc -c < "$work/good.safetensors")
 head -c $((size / 2)) "$work/good.safetensors" > "$work/trunc.safetensors"
