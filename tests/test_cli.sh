@@ -10,12 +10,34 @@ if [ "$status" -eq 0 ] && grep -q -- "--resume FILE" "$work/out"; then ok "--hel
 tt 1 --version
 if [ "$status" -eq 0 ] && grep -q "^tiny_transformer [0-9]" "$work/out"; then ok "--version"; else not_ok "--version"; fi
 
+# Without mpirun, --help and --version answer before MPI starts (a singleton's
+# start can take a minute on a loaded machine). An unknown point-to-point
+# layer makes Open MPI's start fail: the answers must not notice, while a run
+# that does start MPI (--show-grid) must fail with it, or the check proves
+# nothing (another MPI that ignores the variable: not checked).
+OMPI_MCA_pml=no_such_layer timeout 60 "$TT_BIN" --show-grid >"$work/out" 2>&1
+if [ $? -ne 0 ]; then
+    for answer in --help --version; do
+        OMPI_MCA_pml=no_such_layer timeout 60 "$TT_BIN" $answer >"$work/out" 2>"$work/err"
+        status=$?
+        tt 1 $answer
+        if [ "$status" -eq 0 ] && OMPI_MCA_pml=no_such_layer timeout 60 "$TT_BIN" $answer | cmp -s - "$work/out"; then
+            ok "$answer without mpirun answers before MPI starts, as under mpirun"
+        else
+            not_ok "$answer without mpirun needs MPI (status $status) or differs from mpirun's"
+        fi
+    done
+else
+    echo "# this MPI ignores OMPI_MCA_pml: answering without MPI not checked"
+fi
+
 # What a user sees from mpirun: the ranks' status (first the plain launcher).
 tt 2 --frobnicate
 [ "$status" -eq 2 ] && ok "mpirun exits 2 on a usage error" || not_ok "mpirun exit status $status on a usage error"
 tt 1 --data "$work/nope.txt"
 [ "$status" -eq 1 ] && ok "mpirun exits 1 on a runtime error" || not_ok "mpirun exit status $status on a runtime error"
 
+expect_error "a flag's value is not --help" 2 "--steps expects an integer, got '--help'" 1 --steps --help
 expect_error "unknown flag" 2 "unknown option '--frobnicate'" 1 --frobnicate 3
 expect_error "bad number" 2 "--lr expects a number, got 'fast'" 1 --lr fast
 expect_error "bad integer" 2 "--layers expects an integer, got '2x'" 1 --layers 2x
@@ -82,6 +104,28 @@ expect_layout "a pipeline stage without a block" 2 "tiny_transformer: bad layout
 Layouts that work on 2 ranks:
   tp pp dp    tp pp dp
    1  1  2     2  1  1" $small --pp 2
+# zb-v runs two chunks per stage: the numbers that make pp 2 too many for 2
+# blocks (2 x 2 = 4 chunks), and the --layers that would do; the table has
+# pp 1 only (pp 2 needs 4 blocks).
+expect_layout "virtual stages: the chunk count in numbers" 2 "tiny_transformer: bad layout: pp 2 x 2 chunks per stage (virtual stages) = 4 exceeds --layers 2 (every chunk needs a block; --layers 4 would allow pp 2).
+Layouts that work on 2 ranks:
+  tp pp dp    tp pp dp
+   1  1  2     2  1  1" $small --layers 2 --pp 2 --schedule zb-v
+# tp 2 on 5 ranks: 4 (tp 2 dp 2) and 6 (tp 2 dp 3) both split --batch 6 and
+# are the nearest; no layout of 5 ranks works (dp 5 does not divide 6, one
+# block allows pp 1 only, tp 5 does not divide 2 heads), so no table.
+expect_layout "tp 2 on 5 ranks: the nearest counts that work" 5 "tiny_transformer: bad layout: --tp 2 needs a multiple of 2 ranks, but 5 ranks were started.
+Start 4 or 6 ranks, one per virtual GPU:
+  mpirun --oversubscribe -np 4 ./tiny_transformer $small --batch 6 --tp 2
+  mpirun --oversubscribe -np 6 ./tiny_transformer $small --batch 6 --tp 2" $small --batch 6 --tp 2
+# --stop-at past the end would be ignored; at the end it is the whole run.
+expect_error "--stop-at past --steps" 2 "^tiny_transformer: --stop-at 5 is past --steps 3 " 1 $small --steps 3 --stop-at 5
+tt 1 $small --steps 2 --stop-at 2 --log "$work/stop.csv"
+if [ "$status" -eq 0 ] && [ "$(grep -c '^[0-9]' "$work/stop.csv")" -eq 2 ]; then
+    ok "--stop-at equal to --steps runs every step"
+else
+    not_ok "--stop-at equal to --steps (status $status)"
+fi
 expect_error "--stage-layers leaving a stage empty" 2 "chunk 1 would have 0 blocks" 2 $small --layers 2 --pp 2 --stage-layers 2,0
 expect_error "--stage-layers not adding up" 2 "adds up to 3 blocks, --layers is 2" 2 $small --layers 2 --pp 2 --stage-layers 1,2
 expect_error "--stage-layers of another length" 2 "lists more than the 2 chunks of this layout" 2 $small --layers 3 --pp 2 --stage-layers 1,1,1
@@ -95,6 +139,8 @@ expect_error "data shorter than a window" 1 "has 10 bytes; with --seq 16 it need
 tt 1 $small --steps 0 --save "$work/good.safetensors"
 if [ "$status" -eq 0 ] && [ -s "$work/good.safetensors" ]; then ok "--steps 0 --save"; else not_ok "--steps 0 --save"; fi
 cp "$work/good.safetensors" "$work/keep.safetensors"
+# Resumed, --steps is the checkpoint's (0 here), and the message says so.
+expect_error "--stop-at past a checkpoint's --steps" 2 "^tiny_transformer: --stop-at 5 is past --steps 0 of the checkpoint " 1 --resume "$work/good.safetensors" --stop-at 5
 expect_error "missing checkpoint" 1 "$work/none.safetensors" 1 $small --resume "$work/none.safetensors"
 size=$(wc -c < "$work/good.safetensors")
 head -c $((size / 2)) "$work/good.safetensors" > "$work/trunc.safetensors"

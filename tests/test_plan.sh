@@ -157,6 +157,20 @@ printf '{"based_on": "dgx-a100", "fixed_forward": 1, "fixed_backward": 2, "nvlin
 plan seed --cluster "$work/a100-watts.json" --gpus 50000 --tp 1 --pp 1 --dp 50000 --zero 0 --recompute none --micro-batches 1 --batch 50000 --train-tokens 5.5296e12
 planted "dgx-a100's own 400 W, PUE 1.2 and \$0.15" seed_check
 
+# 5b. The "Best:" line names the layout the JSON ranks first (not the second).
+best_check() {
+    py "the Best line names JSON candidate $1" "
+import json, sys
+c = json.load(open(sys.argv[1] + '/best.json'))['candidates'][$1]
+want = 'Best: #1, tp %d pp %d dp %d, ZeRO %d, recompute %s' % (c['tp'], c['pp'], c['dp'], c['zero'], c['recompute'])
+line = [l for l in open(sys.argv[1] + '/out') if l.startswith('Best:')]
+print(line[0].strip() if line else 'no Best line')
+sys.exit(len(line) != 1 or not line[0].startswith(want + ','))"
+}
+plan best --gpus 8
+best_check 0
+planted "the second candidate" best_check 1
+
 # 6. Bad input.
 expect_error "--vocab without --plan" 2 "vocab is for --plan only" 1 --vocab 51200
 expect_error "--plan without --gpus" 2 "needs --gpus" 1 --plan

@@ -187,6 +187,9 @@ done
 # Wrong uses: one line, usage status on every rank.
 expect_error "--zero 1 with dp 1" 2 "^tiny_transformer: --zero 1 needs a data-parallel group.*dp 1" \
     2 --tp 2 --dp 1 --pp 1 --zero 1 --steps 1
+expect_error "--zero 3 with dp 1 names the weights" 2 \
+    "^tiny_transformer: --zero 3 needs a data-parallel group: ZeRO shards the optimizer state, the gradients and the weights over the dp GPUs" \
+    2 --tp 2 --dp 1 --pp 1 --zero 3 --steps 1
 expect_error "--zero 4" 2 "zero" 2 --dp 2 --zero 4 --steps 1
 
 finish

@@ -370,6 +370,14 @@ int tt_config_check(const tt_run_config *c, tt_err *e)
         return tt_fail(e, "--lr-min %g is above --lr %g", c->optim.lr_min, c->optim.lr);
     if (c->save_every && !c->save)
         return tt_fail(e, "--save-every needs --save FILE");
+    /* A stop past the end would be ignored: the run ends at --steps
+     * anyway. A resumed run gets here with --steps from its checkpoint. */
+    if (c->stop_at > c->steps)
+        return tt_fail(e, "--stop-at %ld is past --steps %ld%s (the run ends once its %ld steps "
+                          "are done; --stop-at K stops before step K, so K can be at most %ld)",
+                       c->stop_at, c->steps,
+                       c->resume && !(c->given & TT_GIVEN_STEPS) ? " of the checkpoint" : "",
+                       c->steps, c->steps);
     return 0;
 }
 

@@ -154,7 +154,8 @@ const tt_flag tt_flags[] = {
     {INT("--zero", zero, 0, 3), .given = TT_GIVEN_ZERO, .metavar = "N", IN(LAYOUT),
      .help = "ZeRO over each DP group (needs dp > 1; default %D):\n"
              "1 shards the Adam moments and the update, 2 also the\n"
-             "gradients (reduce-scattered per micro-batch); 0 = off"},
+             "gradients (reduce-scattered per micro-batch), 3 also\n"
+             "the weights (all-gathered before use); 0 = off"},
     {.name = "--recompute", .kind = TT_FLAG_CHOICE, .words = recompute_words,
      .given = TT_GIVEN_RECOMPUTE, .metavar = "none|selective|full", IN(LAYOUT),
      .help = "activation recomputation: none (default); selective:\n"

@@ -78,8 +78,28 @@ static const char *command_line(int argc, char **argv, char *buf, size_t n)
     return k < n ? buf : NULL;
 }
 
+/* --help and --version, answered before MPI starts: a singleton's MPI_Init
+ * can take a minute on a loaded machine. Only without a launcher (under
+ * mpirun rank 0 alone answers, and only MPI knows the rank; PMIX_RANK is
+ * set before MPI_Init only by a launcher). The parse is the one below, so
+ * "--steps --help" stays an error and "--help" after a bad flag too. 1 when
+ * it answered. */
+static int answer_without_mpi(int argc, char **argv)
+{
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_RANK") || getenv("PMIX_RANK"))
+        return 0;
+    tt_run_config rc;
+    tt_err err;
+    if (tt_config_parse(&rc, argc, argv, NULL, &err) != 1)
+        return 0;
+    tt_config_parse(&rc, argc, argv, stdout, &err);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
+    if (answer_without_mpi(argc, argv))
+        return 0;
     /* The watchdog's helper thread never calls MPI: FUNNELED is enough. */
     int threads;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &threads);

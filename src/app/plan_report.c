@@ -32,6 +32,24 @@ static void layout_text(char *buf, size_t n, const tt_plan_candidate *c)
              c->micro_batches);
 }
 
+/* The same layout in words, for the "Best:" line a reader quotes. */
+static void layout_words(char *buf, size_t n, const tt_plan_candidate *c)
+{
+    int k = snprintf(buf, n, "tp %d pp %d dp %d, ZeRO %d, recompute %s%s", c->tp, c->pp, c->dp,
+                     c->zero, recompute_names[c->recompute],
+                     c->sequence_parallel ? ", sequence parallel" : "");
+    if (k < 0 || (size_t)k >= n)
+        return;
+    if (c->pp > 1 && c->virtual_stages > 1)
+        snprintf(buf + k, n - (size_t)k, ", %s with %d chunks per stage, %d micro-batches",
+                 tt_schedule_name(c->schedule), c->virtual_stages, c->micro_batches);
+    else if (c->pp > 1)
+        snprintf(buf + k, n - (size_t)k, ", %s, %d micro-batches", tt_schedule_name(c->schedule),
+                 c->micro_batches);
+    else
+        snprintf(buf + k, n - (size_t)k, ", %d micro-batches", c->micro_batches);
+}
+
 static void human_seconds(char *buf, size_t n, double s)
 {
     if (s < 1)
@@ -95,7 +113,9 @@ void tt_plan_print(FILE *out, const tt_plan *pl, int rows)
         fprintf(out, "  %s\n", c->why);
     }
     const tt_plan_candidate *b = &pl->c[0];
-    fprintf(out, "\nBest: %s\n", b->fits ? "" : "(none fits: the smallest shown)");
+    char words[160];
+    layout_words(words, sizeof words, b);
+    fprintf(out, "\nBest: #1, %s%s\n", words, b->fits ? "" : " (none fits: the smallest shown)");
     fprintf(out, "  memory of its worst GPU (stage %d): weights %.3f, gradients %.3f, optimizer "
                  "%.3f, activations %.3f, comm buffers %.3f = %.3f %s\n",
             b->worst_stage, b->memory[TT_PMEM_WEIGHTS] / U, b->memory[TT_PMEM_GRADIENTS] / U,

@@ -47,9 +47,11 @@ static int run_check(tt_run *r)
         return fail_with(r, &e, TT_EXIT_USAGE);
     }
     if (rc->zero > 0 && r->g->dp == 1) {
-        tt_fail(&e, "--zero %d needs a data-parallel group: ZeRO shards the optimizer state "
-                    "over the dp GPUs, and this layout has dp 1 (use --dp 2 or more, or --zero 0)",
-                rc->zero);
+        tt_fail(&e, "--zero %d needs a data-parallel group: ZeRO shards %s over the dp GPUs, "
+                    "and this layout has dp 1 (use --dp 2 or more, or --zero 0)",
+                rc->zero, rc->zero == 1   ? "the optimizer state"
+                          : rc->zero == 2 ? "the optimizer state and the gradients"
+                                          : "the optimizer state, the gradients and the weights");
         return fail_with(r, &e, TT_EXIT_USAGE);
     }
     if (rc->sequence_parallel) {

@@ -23,10 +23,16 @@ static void size_rules(int tp, int pp, int dp, const tt_layout_rules *r, char *b
     if (tp >= 1 && r->heads % tp != 0)
         tt_appendf(buf, n, "%stp %d must divide --heads %d (each TP rank owns whole heads)",
             *buf ? "; " : "", tp, r->heads);
-    if (pp >= 1 && pp * v > r->layers)
-        tt_appendf(buf, n, "%spp %d%s exceeds --layers %d (every pipeline stage%s needs a block)",
-            *buf ? "; " : "", pp, v > 1 ? " x virtual stages" : "", r->layers,
-            v > 1 ? " chunk" : "");
+    if (pp >= 1 && pp * v > r->layers && v == 1)
+        tt_appendf(buf, n, "%spp %d exceeds --layers %d (every pipeline stage needs a block)",
+            *buf ? "; " : "", pp, r->layers);
+    else if (pp >= 1 && pp * v > r->layers)
+        /* The chunk count comes from --virtual-stages or from the schedule
+         * (interleaved and zb-v run two by default); the numbers show why a
+         * pp that looks small is refused. */
+        tt_appendf(buf, n, "%spp %d x %d chunks per stage (virtual stages) = %d exceeds --layers %d "
+                           "(every chunk needs a block; --layers %d would allow pp %d)",
+            *buf ? "; " : "", pp, v, pp * v, r->layers, pp * v, pp);
     if (dp >= 1 && r->batch % dp != 0)
         tt_appendf(buf, n, "%sdp %d must divide --batch %d (each DP rank takes batch/dp sequences)",
             *buf ? "; " : "", dp, r->batch);
@@ -114,23 +120,42 @@ static void given_flags(int tp, int pp, int dp, char *buf, size_t n)
 }
 
 /* The mpirun line that starts w ranks with the user's own options. */
-static void add_mpirun(char *buf, size_t n, int w, int tp, int pp, int dp, const tt_layout_rules *r)
+static void add_mpirun_line(char *buf, size_t n, int w, int tp, int pp, int dp,
+                            const tt_layout_rules *r)
 {
     char flags[48];
     given_flags(tp, pp, dp, flags, sizeof flags);
-    tt_appendf(buf, n, "\nStart %d ranks, one per virtual GPU:\n  mpirun --oversubscribe -np %d %s", w, w,
+    tt_appendf(buf, n, "\n  mpirun --oversubscribe -np %d %s", w,
         r->command ? r->command : "./tiny_transformer");
     if (!r->command)
         tt_appendf(buf, n, " %s", flags);
 }
 
+/* The counts that work nearest the one started: lo below (0: none), hi
+ * above; one line each. */
+static void add_mpirun(char *buf, size_t n, int lo, int hi, int tp, int pp, int dp,
+                       const tt_layout_rules *r)
+{
+    if (lo)
+        tt_appendf(buf, n, "\nStart %d or %d ranks, one per virtual GPU:", lo, hi);
+    else
+        tt_appendf(buf, n, "\nStart %d ranks, one per virtual GPU:", hi);
+    if (lo)
+        add_mpirun_line(buf, n, lo, tp, pp, dp, r);
+    add_mpirun_line(buf, n, hi, tp, pp, dp, r);
+}
+
 /* The layouts that work on world ranks as a table, four to a line, sorted by
- * tp then pp; as many as fit in buf, then how many more there are. */
-static void add_table(char *buf, size_t n, int world, const tt_layout_rules *r)
+ * tp then pp; as many as fit in buf, then how many more there are. When none
+ * does and other counts were already suggested, nothing: the message has
+ * said what is wrong. */
+static void add_table(char *buf, size_t n, int world, const tt_layout_rules *r, int suggested)
 {
     int list[128][3];
     int total = candidates(world, -1, -1, -1, r, list, 128);
     int count = total < 128 ? total : 128;
+    if (total == 0 && suggested)
+        return;
     if (total == 0) {
         tt_appendf(buf, n, "\nNo layout works on %d rank(s) for this model and batch.", world);
         return;
@@ -186,7 +211,7 @@ int tt_grid_choose(int world, int *tp, int *pp, int *dp, const tt_layout_rules *
     given_flags(*tp, *pp, *dp, flags, sizeof flags);
     if (*tp == 0 || *pp == 0 || *dp == 0) {
         tt_appendf(msg, sizeof msg, "%s: every size must be at least 1.", flags);
-        add_table(msg, sizeof msg, world, r);
+        add_table(msg, sizeof msg, world, r, 0);
         return tt_fail(e, "%s", msg);
     }
     int g = (*tp >= 1 ? *tp : 1) * (*pp >= 1 ? *pp : 1) * (*dp >= 1 ? *dp : 1);
@@ -218,21 +243,31 @@ int tt_grid_choose(int world, int *tp, int *pp, int *dp, const tt_layout_rules *
         }
     }
     tt_appendf(msg, sizeof msg, "%s.", why);
-    /* When the rank count is the only trouble, the smallest count that works. */
+    /* When the rank count is the only trouble, the counts that work nearest
+     * the one started: all sizes given allow one count; otherwise the
+     * nearest below (if any) and above. */
     char alone[sizeof e->msg] = "";
+    int suggested = 0;
     size_rules(*tp, *pp, *dp, r, alone, sizeof alone);
     if (!*alone && (all_given ? g != world : world % g != 0)) {
-        for (int w = g; w <= 4096; w += g) {
-            int ok = all_given ? tt_layout_check(w, *tp, *pp, *dp, r, NULL) == 0
-                               : candidates(w, *tp, *pp, *dp, r, list, 64) > 0;
-            if (ok) {
-                add_mpirun(msg, sizeof msg, w, *tp, *pp, *dp, r);
-                break;
-            }
+        int lo = 0, hi = 0;
+        if (all_given) {
+            hi = tt_layout_check(g, *tp, *pp, *dp, r, NULL) == 0 ? g : 0;
+        } else {
+            for (int w = world - world % g; w >= g && !lo; w -= g)
+                if (candidates(w, *tp, *pp, *dp, r, list, 64) > 0)
+                    lo = w;
+            for (int w = (world / g + 1) * g; w <= 4096 && !hi; w += g)
+                if (candidates(w, *tp, *pp, *dp, r, list, 64) > 0)
+                    hi = w;
+        }
+        if (hi || lo) {
+            add_mpirun(msg, sizeof msg, hi ? lo : 0, hi ? hi : lo, *tp, *pp, *dp, r);
+            suggested = 1;
         }
     }
     if (*flags || all_given)
-        add_table(msg, sizeof msg, world, r);
+        add_table(msg, sizeof msg, world, r, suggested);
     return tt_fail(e, "%s", msg);
 }
 

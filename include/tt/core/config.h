@@ -46,7 +46,7 @@ typedef struct {
     int batch;                /* global batch in sequences per step */
     int micro_batches;        /* per DP rank */
     long steps;               /* total length of the run (sets the lr schedule) */
-    long stop_at;             /* end this process after this step; 0 = at --steps */
+    long stop_at;             /* end this process before this step; 0 = at --steps */
     uint64_t seed;
     long eval_every;          /* 0 = only at the end */
     int eval_windows;         /* cap on eval sequences */
