@@ -163,6 +163,24 @@ run_case() {
 run_case "4 GPUs (tp2 pp2, 4 micro-batches)" 2 2 1 4 4 --layers 4 --batch 8
 run_case "12 GPUs (tp2 pp3 dp2, 16 micro-batches)" 2 3 2 16 12 --layers 6 --batch 32
 
+# Every view at once (the explanation, the memory and traffic reports, trace
+# and timeline after the naive schedule's 8 micro-batches), three times: a
+# run like this once seemed to stop after the memory table, so it must end,
+# and end with the traffic report that follows that table.
+for i in 1 2 3; do
+    rm -f "$work/t.json" "$work/t.svg"
+    tt 4 --pp 4 --layers 8 --dim 24 --heads 6 --seq 16 --batch 16 --micro-batches 8 --steps 2 \
+        --sample-len 0 --eval-every 0 --eval-windows 4 --schedule naive --explain \
+        --report memory,comm --timeline "$work/t.svg" --trace "$work/t.json" --watchdog 60
+    if [ "$status" -eq 0 ] && grep -q '^memory per virtual GPU' "$work/out" &&
+       [ "$(grep -c '^  gpu[0-3](dp0,pp[0-3],tp0) ' "$work/out")" -ge 4 ] &&
+       grep -q "^every GPU's TP/PP/DP traffic equals its formula: yes" "$work/out" && [ -s "$work/t.json" ] && [ -s "$work/t.svg" ]; then
+        ok "every view at once on pp 4 (naive, 8 micro-batches), run $i: ends with the memory and traffic reports, trace and timeline"
+    else
+        not_ok "every view at once on pp 4 (naive), run $i: exit $status"
+    fi
+done
+
 # A trace that cannot be written: one message, every rank exits 1.
 expect_error "unwritable trace path" 1 "cannot write trace '/nonexistent-dir/t.json'" 4 \
     $cfg --layers 4 --batch 8 --micro-batches 4 --pp 2 --tp 2 --trace /nonexistent-dir/t.json
