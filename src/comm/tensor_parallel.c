@@ -193,40 +193,15 @@ void vocab_crossentropy_forward(const tt_grid *g, float *losses, float *probs,
     const int Vr = real_cols(Vl, v0, V);
     float *mx = tt_malloc((size_t)3 * N * sizeof(float));
     float *se = mx + N, *tl = mx + 2 * N;
-    for (int n = 0; n < N; n++) {
-        const float *x = logits + (size_t)n * Vl;
-        float m = -FLT_MAX;
-        for (int v = 0; v < Vr; v++)
-            m = x[v] > m ? x[v] : m;
-        mx[n] = m;
-        int t = targets[n] - v0;
-        tl[n] = t >= 0 && t < Vr ? x[t] : 0.0f; /* only the owner contributes */
-    }
+    crossentropy_slice_max(mx, tl, logits, targets, N, Vl, Vr, v0);
     if (tp_size(g) > 1) {
         tt_allreduce(g, TT_GROUP_TP, mx, N, MPI_FLOAT, MPI_MAX);
         tt_allreduce(g, TT_GROUP_TP, tl, N, MPI_FLOAT, MPI_SUM);
     }
-    for (int n = 0; n < N; n++) {
-        const float *x = logits + (size_t)n * Vl;
-        float *p = probs + (size_t)n * Vl;
-        double s = 0.0;
-        for (int v = 0; v < Vr; v++) {
-            p[v] = expf(x[v] - mx[n]);
-            s += p[v];
-        }
-        for (int v = Vr; v < Vl; v++)
-            p[v] = 0.0f;
-        se[n] = (float)s;
-    }
+    crossentropy_slice_exp(probs, se, logits, mx, N, Vl, Vr);
     if (tp_size(g) > 1)
         tt_allreduce(g, TT_GROUP_TP, se, N, MPI_FLOAT, MPI_SUM);
-    for (int n = 0; n < N; n++) {
-        float inv = 1.0f / se[n];
-        float *p = probs + (size_t)n * Vl;
-        for (int v = 0; v < Vr; v++)
-            p[v] *= inv;
-        losses[n] = (float)(log((double)se[n]) + (double)mx[n] - (double)tl[n]);
-    }
+    crossentropy_slice_finish(losses, probs, se, mx, tl, N, Vl, Vr);
     free(mx);
 }
 

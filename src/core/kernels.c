@@ -23,6 +23,7 @@
 #include "tt/core/kernels.h"
 
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -340,6 +341,46 @@ void crossentropy_forward(float *losses /* N */, float *probs /* N,Vp */,
         losses[n] = (float)(log(sum) + (double)mx - (double)x[targets[n]]);
     }
     CHARGE(tt_kcost_crossentropy_fwd(N, V, Vp));
+}
+
+/* The vocabulary-parallel cross-entropy's passes over this rank's slice of
+ * the vocabulary (comm/tensor_parallel.c sums their per-row results over the
+ * TP group in between). Vr of the Vl columns are real (the rest pad the
+ * vocabulary to a multiple of tp); v0 is the slice's first token id. They
+ * charge no virtual time, as the cost model (model/cost.c) assumes. */
+TT_SIMD
+void crossentropy_slice_max(float *mx /* N */, float *tl /* N */, const float *logits /* N,Vl */,
+                            const int *targets /* N */, int N, int Vl, int Vr, int v0)
+{
+    for (int n = 0; n < N; n++) {
+        const float *x = logits + (size_t)n * Vl;
+        mx[n] = Vr > 0 ? row_max(x, Vr) : -FLT_MAX;
+        const int t = targets[n] - v0;
+        tl[n] = t >= 0 && t < Vr ? x[t] : 0.0f; /* only the owner contributes */
+    }
+}
+
+TT_SIMD
+void crossentropy_slice_exp(float *probs /* N,Vl */, float *se /* N */,
+                            const float *logits /* N,Vl */, const float *mx /* N */, int N,
+                            int Vl, int Vr)
+{
+    for (int n = 0; n < N; n++) {
+        float *p = probs + (size_t)n * Vl;
+        se[n] = (float)exp_shift_sum(p, logits + (size_t)n * Vl, mx[n], Vr);
+        memset(p + Vr, 0, (size_t)(Vl - Vr) * sizeof *p);
+    }
+}
+
+TT_SIMD
+void crossentropy_slice_finish(float *losses /* N */, float *probs /* N,Vl */,
+                               const float *se /* N */, const float *mx /* N */,
+                               const float *tl /* N */, int N, int Vl, int Vr)
+{
+    for (int n = 0; n < N; n++) {
+        scale_row(probs + (size_t)n * Vl, 1.0f / se[n], Vr);
+        losses[n] = (float)(log((double)se[n]) + (double)mx[n] - (double)tl[n]);
+    }
 }
 
 TT_SIMD

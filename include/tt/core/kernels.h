@@ -72,6 +72,21 @@ void residual_backward(float *da /* N */, float *db /* N */, const float *dout /
 void crossentropy_forward(float *losses /* N */, float *probs /* N,Vp */,
                           const float *logits /* N,Vp */, const int *targets /* N */,
                           int N, int Vp, int V);
+/* The same over one rank's slice of the vocabulary (the vocabulary-parallel
+ * cross-entropy of comm/tensor_parallel.c, which sums mx's maximum, tl and se
+ * over the TP group between the passes): Vr of the Vl columns are real, v0 is
+ * the slice's first token id. max: each row's maximum over the slice
+ * (-FLT_MAX when it has no real column) and its target logit (0 when another
+ * rank owns the target); exp: probs = e^(logits - mx), se the row sums;
+ * finish: probs /= se, losses = log se + mx - tl. */
+void crossentropy_slice_max(float *mx /* N */, float *tl /* N */, const float *logits /* N,Vl */,
+                            const int *targets /* N */, int N, int Vl, int Vr, int v0);
+void crossentropy_slice_exp(float *probs /* N,Vl */, float *se /* N */,
+                            const float *logits /* N,Vl */, const float *mx /* N */, int N,
+                            int Vl, int Vr);
+void crossentropy_slice_finish(float *losses /* N */, float *probs /* N,Vl */,
+                               const float *se /* N */, const float *mx /* N */,
+                               const float *tl /* N */, int N, int Vl, int Vr);
 /* dlogits += dloss * (probs - onehot(target)); dloss is d(total loss)/d(each
  * row's loss), e.g. 1/(global tokens) for a mean. */
 void crossentropy_backward(float *dlogits /* N,Vp */, const float *probs /* N,Vp */,
