@@ -208,16 +208,7 @@ void vocab_crossentropy_forward(const tt_grid *g, float *losses, float *probs,
 void vocab_crossentropy_backward(float *dlogits, const float *probs, const int *targets,
                                  float dloss, int N, int Vl, int v0, int V)
 {
-    const int Vr = real_cols(Vl, v0, V);
-    for (int n = 0; n < N; n++) {
-        float *d = dlogits + (size_t)n * Vl;
-        const float *p = probs + (size_t)n * Vl;
-        for (int v = 0; v < Vr; v++)
-            d[v] += dloss * p[v];
-        int t = targets[n] - v0;
-        if (t >= 0 && t < Vr)
-            d[t] -= dloss;
-    }
+    crossentropy_slice_backward(dlogits, probs, targets, dloss, N, Vl, real_cols(Vl, v0, V), v0);
 }
 
 /* ---- the traffic all of the above implies (doc/communication.md) -------- */

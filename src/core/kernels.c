@@ -383,16 +383,18 @@ void crossentropy_slice_finish(float *losses /* N */, float *probs /* N,Vl */,
     }
 }
 
-TT_SIMD
-void crossentropy_backward(float *dlogits /* N,Vp */, const float *probs /* N,Vp */,
-                           const int *targets /* N */, float dloss, int N, int Vp, int V)
+/* dlogits += dloss (probs - onehot(target)) over the first V columns of
+ * rows Vp wide whose first column is token v0; a target outside them (owned
+ * by another TP rank) adds no one-hot term. Padding columns get nothing:
+ * they are not part of the softmax. */
+TT_INLINE void ce_backward_rows(float *dlogits, const float *probs, const int *targets,
+                                float dloss, int N, int Vp, int V, int v0)
 {
-    /* Padding columns [V, Vp) get nothing: they are not part of the softmax. */
     for (int n = 0; n < N; n++) {
         const float *p = probs + (size_t)n * Vp;
         float *d = dlogits + (size_t)n * Vp;
-        const int t = targets[n];
-        const float dt = d[t];
+        const int t = targets[n] - v0, owned = t >= 0 && t < V;
+        const float dt = owned ? d[t] : 0.0f;
         int j = 0;
         for (; j + VL <= V; j += VL) {
             float pb[VL], dbk[VL];
@@ -406,8 +408,24 @@ void crossentropy_backward(float *dlogits /* N,Vp */, const float *probs /* N,Vp
             d[j] += dloss * p[j];
         /* Redo the target column from its saved value so it is exactly
          * d + dloss (p - 1), not (d + dloss p) - dloss. */
-        d[t] = dt + dloss * (p[t] - 1.0f);
+        if (owned)
+            d[t] = dt + dloss * (p[t] - 1.0f);
     }
+}
+
+TT_SIMD
+void crossentropy_backward(float *dlogits /* N,Vp */, const float *probs /* N,Vp */,
+                           const int *targets /* N */, float dloss, int N, int Vp, int V)
+{
+    ce_backward_rows(dlogits, probs, targets, dloss, N, Vp, V, 0);
     CHARGE(tt_kcost_crossentropy_bwd(N, V, Vp));
+}
+
+TT_SIMD
+void crossentropy_slice_backward(float *dlogits /* N,Vl */, const float *probs /* N,Vl */,
+                                 const int *targets /* N */, float dloss, int N, int Vl, int Vr,
+                                 int v0)
+{
+    ce_backward_rows(dlogits, probs, targets, dloss, N, Vl, Vr, v0);
 }
 

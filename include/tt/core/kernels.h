@@ -87,6 +87,11 @@ void crossentropy_slice_exp(float *probs /* N,Vl */, float *se /* N */,
 void crossentropy_slice_finish(float *losses /* N */, float *probs /* N,Vl */,
                                const float *se /* N */, const float *mx /* N */,
                                const float *tl /* N */, int N, int Vl, int Vr);
+/* The backward over the slice: as crossentropy_backward, where a target
+ * outside the slice adds no one-hot term. */
+void crossentropy_slice_backward(float *dlogits /* N,Vl */, const float *probs /* N,Vl */,
+                                 const int *targets /* N */, float dloss, int N, int Vl, int Vr,
+                                 int v0);
 /* dlogits += dloss * (probs - onehot(target)); dloss is d(total loss)/d(each
  * row's loss), e.g. 1/(global tokens) for a mean. */
 void crossentropy_backward(float *dlogits /* N,Vp */, const float *probs /* N,Vp */,
