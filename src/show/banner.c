@@ -103,6 +103,9 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
         SAY("steps %ld..%ld of %ld; lr %g -> %g, warm-up %d%s\n", step0, end - 1, rc->steps,
             rc->optim.lr, rc->optim.lr_min, rc->optim.warmup,
             rc->validate ? "; --validate: rank 0 also trains the unsharded reference" : "");
+    else if (rc->stop_at && rc->stop_at <= step0)
+        SAY("no training steps in this run (at step %ld of %ld; --stop-at %ld is not past "
+            "it)\n", step0, rc->steps, rc->stop_at);
     else
         SAY("no training steps in this run (at step %ld of %ld)\n", step0, rc->steps);
     if (rc->resume)
