@@ -141,6 +141,15 @@ if [ "$status" -eq 0 ] && [ -s "$work/good.safetensors" ]; then ok "--steps 0 --
 cp "$work/good.safetensors" "$work/keep.safetensors"
 # Resumed, --steps is the checkpoint's (0 here), and the message says so.
 expect_error "--stop-at past a checkpoint's --steps" 2 "^tiny_transformer: --stop-at 5 is past --steps 0 of the checkpoint " 1 --resume "$work/good.safetensors" --stop-at 5
+# --stop-at not past a checkpoint's step: nothing to train, and the line
+# that says so names the flag (a stop at or before the checkpoint).
+tt 1 $small --steps 4 --stop-at 2 --save "$work/at2.safetensors"
+tt 1 --resume "$work/at2.safetensors" --stop-at 1 --sample-len 0
+if [ "$status" -eq 0 ] && grep -q "^no training steps in this run (at step 2 of 4; --stop-at 1 is not past it)$" "$work/out"; then
+    ok "--stop-at before the checkpoint's step: no steps, and the line names --stop-at"
+else
+    not_ok "--stop-at before the checkpoint's step (status $status)"
+fi
 expect_error "missing checkpoint" 1 "$work/none.safetensors" 1 $small --resume "$work/none.safetensors"
 size=$(wc -c < "$work/good.safetensors")
 head -c $((size / 2)) "$work/good.safetensors" > "$work/trunc.safetensors"
