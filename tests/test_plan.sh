@@ -18,6 +18,24 @@
 #     The seed book's power example: 25,200 MWh and $2.52M within 0.1%
 #     (doc/seed-book-cluster.json); dgx-a100's own watts, PUE and price miss.
 #  5. Against the emulator's runs: tests/test_plan_runs.sh.
+#  7. Narayanan et al. 2021, Table 1: the planner's count less the untied
+#     lm_head and ln_f (V h + 2 h) is their 12lh^2 (1 + 13/12h + (V+s)/12lhl)
+#     exactly, and rounds to the table's 1.7B ... 1008.0B.
+#  8. Their PTD-P run of GPT-3 175B on 1024 A100s (tp 8, pp 8, dp 16,
+#     micro-batch 1, 96 micro-batches; and pp 16, dp 8): stage 0's model
+#     states are ZeRO's 16, 4 + 12/Nd, 2 + 14/Nd, 16/Nd bytes per parameter of
+#     its shard (counted by hand from Megatron's partition), its activations
+#     Korthikanti et al.'s L layers of Table 2 under 1F1B and
+#     L (1 + (p-1)/(p v)) layers interleaved; the sum of each chunk's own
+#     peak (p v + p chunk micro-batches) fails (planted fault).
+#  9. The bubble of those layouts with equal chunk costs and free links:
+#     (p-1)/(m+p-1) for 1F1B and GPipe, (p-1)/(v m+p-1) interleaved (1e-9).
+# 10. FLOPs: Narayanan et al.'s eq. 3, 72 B s l h^2 (1 + s/6h + V/12lh), and
+#     with full recomputation 96 B s l h^2 (1 + s/6h + V/16lh) (lm_head is
+#     not run again), selective + 4 B s^2 h l; 4/3 of eq. 3 fails (planted).
+# 11. The DP all-reduce in --dp-bucket buckets of SIZE bytes: with 2-byte
+#     gradients (mixed) ceil(2 Psi_s / SIZE) of them, with fp32 ceil(4 Psi_s
+#     / SIZE), each 2(dp-1) latencies.
 #  6. Bad input is refused with one line (--vocab without --plan, --plan
 #     without --gpus, a pinned size that does not divide them, an unwritable
 #     --plan-json); under mpirun rank 0 plans once and all ranks exit 0.
@@ -170,6 +188,135 @@ sys.exit(len(line) != 1 or not line[0].startswith(want + ','))"
 plan best --gpus 8
 best_check 0
 planted "the second candidate" best_check 1
+
+# 7. Narayanan et al. 2021, Table 1 (V = 51200, s = 2048): heads, h, l and
+#    the published billions. Their count ties lm_head to the embedding and has
+#    no ln_f, so P - V h - 2 h = 12 l h^2 + 13 l h + (V + s) h.
+for row in "24 2304 24 1.7" "32 3072 30 3.6" "32 4096 36 7.5" "48 6144 40 18.4" "64 8192 48 39.1" \
+           "80 10240 60 76.1" "96 12288 80 145.6" "128 16384 96 310.1" "128 20480 105 529.6" \
+           "160 25600 128 1008.0"; do
+    set -- $row
+    plan params --layers $3 --dim $2 --heads $1 --seq 2048 --vocab 51200 --batch 8 --gpus 1 --tp 1 --pp 1 --dp 1 --zero 0 --recompute none --micro-batches 1 --precision mixed
+    py "Narayanan et al. Table 1, ${4}B (l $3, h $2)" "
+import json, sys
+a, h, l, pub, V, s = $1, $2, $3, $4, 51200, 2048
+P = json.load(open(sys.argv[1] + '/params.json'))['model']['parameters']
+theirs = 12*l*h*h + 13*l*h + (V + s)*h
+print('%d - Vh - 2h = %d, theirs %d (%.1fB, table %.1fB)' % (P, P - V*h - 2*h, theirs, theirs/1e9, pub))
+sys.exit(P - V*h - 2*h != theirs or round(theirs/1e9, 1) != pub)"
+done
+
+# 8. GPT-3 175B as Narayanan et al. ran it (mixed precision, micro-batch 1):
+#    every recomputation, SP and ZeRO stage of each layout in one plan.
+ptdp() { # NAME PP DP M SCHEDULE-FLAGS...
+    name=$1 p=$2 d=$3 m=$4
+    shift 4
+    plan $name $gpt3 --gpus 1024 --cluster dgx-a100 --tp 8 --pp $p --dp $d --micro-batches $m --precision mixed "$@"
+}
+# ptdp_check NAME P DP V LAYERS-FORM: stage 0 of every candidate of NAME.json.
+# Stage 0's shard, Megatron's partition at t = 8: the vocabulary-parallel
+# embedding V h / t, the replicated positions s h, and l/p blocks of
+# 12 h^2 / t weights, 7 h / t biases of the column-parallel q, k, v and fc1,
+# and 6 h replicated (the row-parallel proj and fc2 biases, two LayerNorms).
+ptdp_check() {
+    py "PTD-P GPT-3 175B, tp 8 pp $2 dp $3 v $4: stage 0's ZeRO states and Table 2 activations ($5)" "
+import json, sys
+L, h, a, s, V, t, p, dp, v = 96, 12288, 96, 2048, 51200, 8, $2, $3, $4
+Psi = V*h/t + s*h + L//p * (12*h*h/t + 7*h/t + 6*h)
+zero = {0: (2, 2, 12), 1: (2, 2, 12/dp), 2: (2, 2/dp, 12/dp), 3: (2/dp, 2/dp, 12/dp)}
+sbh = s*h
+def table2(rec, sp):
+    if rec == 'full': return 2*sbh/t if sp else 2*sbh
+    if rec == 'selective': return sbh*34/t if sp else sbh*(10 + 24/t)
+    return sbh*(34/t + 5*a*s/(h*t)) if sp else sbh*(10 + 24/t + 5*a*s/(h*t))
+layers = $5
+cs = json.load(open(sys.argv[1] + '/$1.json'))['candidates']
+bad = 0
+for c in cs:
+    m, rec, sp = c['memory_bytes'], c['recompute'], c['sequence_parallel']
+    want = [k*Psi for k in zero[c['zero']]]
+    got = [m['weights'], m['gradients'], m['optimizer']]
+    act = layers*table2(rec, sp) + (table2('none', sp) if rec == 'full' else 0)
+    bad |= any(abs(g/w - 1) > 1e-9 for g, w in zip(got, want)) or abs(m['activations']/act - 1) > 1e-9
+print('%d candidates; Psi_s %.4g; ZeRO 1: %.2f GiB of states; none: %.2f GiB of activations' % (len(cs), Psi,
+      sum(k*Psi for k in zero[1])/2**30, layers*table2('none', 0)/2**30))
+sys.exit(bad or len(cs) != 24)"
+}
+ptdp ptdp8 8 16 96 --schedule 1f1b
+ptdp_check ptdp8 8 16 1 "L"
+ptdp ptdp8 8 16 96 --schedule interleaved --virtual-stages 2
+# Stage 0 holds p v + p - 1 chunk micro-batches of l/(p v) layers at once
+# (Megatron's warm-up 2 (p-1) + (v-1) p, then one forward before the first
+# backward): L (1 + (p-1)/(p v)) layers (Korthikanti et al. section 4.2.3).
+ptdp_check ptdp8 8 16 2 "L*(1 + (p-1)/(p*v))"
+planted "interleaved, each chunk's own peak summed (p v + p)" ptdp_check ptdp8 8 16 2 "L*(1 + 1/v)"
+ptdp ptdp16 16 8 192 --schedule interleaved --virtual-stages 2
+ptdp_check ptdp16 16 8 2 "L*(1 + (p-1)/(p*v))"
+
+# 9. The same layouts' bubbles with every chunk 1 s forward and 2 s backward
+#    and free links (the papers' assumption of equal stages); with the real
+#    kernels the last stage's lm_head makes the others wait too, which the
+#    plan's bubble (1 - mean busy / span) counts (doc/planner.md).
+printf '{"based_on": "dgx-a100", "fixed_forward": 1, "fixed_backward": 2, "nvlink_bandwidth": 0, "nvlink_latency": 0,
+ "network_bandwidth": 0, "network_latency": 0}\n' > "$work/equal.json"
+bubble_check() { # NAME P M V SCHEDULE
+    py "bubble, $5 p $2 m $3: (p-1)/(v m + p-1), v $4" "
+import json, sys
+p, m, v = $2, $3, $4
+c = json.load(open(sys.argv[1] + '/$1.json'))['candidates'][0]
+want = (p - 1)/(v*m + p - 1)
+print('%.6f, formula %.6f' % (c['bubble'], want)); sys.exit(abs(c['bubble']/want - 1) > 1e-9)"
+}
+for row in "1f1b 8 16 96 1" "gpipe 8 16 96 1" "interleaved 8 16 96 2" "1f1b 16 8 192 1" "interleaved 16 8 192 2"; do
+    set -- $row
+    plan bub $gpt3 --gpus 1024 --cluster "$work/equal.json" --tp 8 --pp $2 --dp $3 --micro-batches $4 --schedule $1 --virtual-stages 2 --zero 0 --recompute none --precision mixed
+    bubble_check bub $2 $4 $5 $1
+done
+planted "the interleaved plan against 1F1B's formula" bubble_check bub 16 192 1 interleaved
+
+# 10. FLOPs per step of GPT-3 175B, B = 1536: eq. 3 of Narayanan et al.
+#     (model), their 96 B s l h^2 (1 + s/6h + V/16lh) with full recomputation
+#     (the blocks' forward again, lm_head not), and + 4 B s^2 h l selective
+#     (Q K^T and P V again, 2 s^2 h each per sequence and layer).
+flops_check() { # FULL-FORM
+    py "FLOPs: eq. 3, and hardware FLOPs with recomputation ($1)" "
+import json, sys
+L, h, s, V, B = 96, 12288, 2048, 51200, 1536
+F = 72*B*s*L*h*h*(1 + s/(6*h) + V/(12*L*h))
+hw = {'none': F, 'selective': F + 4*B*s*s*h*L, 'full': $1}
+bad = 0
+seen = {}
+for c in json.load(open(sys.argv[1] + '/flops.json'))['candidates']:
+    bad |= abs(c['flops_per_step']/F - 1) > 1e-12 or abs(c['hardware_flops_per_step']/hw[c['recompute']] - 1) > 1e-12
+    seen[c['recompute']] = c['hardware_flops_per_step']
+print('model %.6g; ' % F + '; '.join('%s %.6g (want %.6g)' % (r, seen[r], hw[r]) for r in sorted(seen)))
+sys.exit(bad or len(seen) != 3)"
+}
+plan flops $gpt3 --gpus 1024 --cluster dgx-a100 --tp 8 --pp 8 --dp 16 --micro-batches 96 --zero 1 --precision mixed
+flops_check "96*B*s*L*h*h*(1 + s/(6*h) + V/(16*L*h))"
+planted "full recomputation as 4/3 of eq. 3 (lm_head again)" flops_check "4*F/3"
+
+# 11. The gradient all-reduce's buckets, on links of 1 ms and no bandwidth
+#     limit: two --dp-bucket sizes differ by (nb1 - nb2) x 2 (dp-1) ms, nb =
+#     ceil(bytes x Psi_s / SIZE) on the stage with the most (stage 0, Psi_s
+#     as in 8: its embeddings outweigh lm_head's ln_f) and the rest equal.
+printf '{"based_on": "dgx-a100", "nvlink_bandwidth": 0, "nvlink_latency": 0, "network_bandwidth": 0,
+ "network_latency": 1e-3, "gpu_memory_bytes": 1e15}\n' > "$work/slow.json"
+for prec in "mixed 2" "fp32 4"; do
+    set -- $prec
+    for size in 16M 64M; do
+        plan bucket$size $gpt3 --gpus 1024 --cluster "$work/slow.json" --tp 8 --pp 8 --dp 16 --micro-batches 96 --zero 0 --recompute full --precision $1 --dp-bucket $size
+    done
+    py "DP buckets, $1: ceil($2 Psi_s / SIZE) all-reduces of 2 (dp-1) latencies" "
+import json, sys, math
+L, h, s, V, t, p, dp, el = 96, 12288, 2048, 51200, 8, 8, 16, $2
+Psi = V*h/t + s*h + L//p * (12*h*h/t + 7*h/t + 6*h)
+step = lambda n: json.load(open(sys.argv[1] + '/bucket%s.json' % n))['candidates'][0]['step_seconds']
+nb = lambda size: math.ceil(el*Psi/size)
+want = (nb(16*2**20) - nb(64*2**20)) * 2*(dp - 1) * 1e-3
+got = step('16M') - step('64M')
+print('%d and %d buckets: %.6f s apart (want %.6f)' % (nb(16*2**20), nb(64*2**20), got, want)); sys.exit(abs(got/want - 1) > 1e-9)"
+done
 
 # 6. Bad input.
 expect_error "--vocab without --plan" 2 "vocab is for --plan only" 1 --vocab 51200

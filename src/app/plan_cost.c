@@ -101,6 +101,8 @@ static void add_candidate(tt_plan *p, const tt_plan_candidate *c)
 typedef struct {
     tt_shard_memory sm;
     int slots[TT_MAX_CHUNKS], nbuf;
+    const tt_action_list *list; /* the stage's schedule */
+    tt_placement place;         /* which chunks are the stage's */
     /* ZeRO z (1..3) on this DP size: weights, gradients, optimizer bytes as
      * the emulator allocates them (padding, stage 2's one-unit gradient
      * scratch and stage 3's one-unit gather buffer included). */
@@ -122,6 +124,8 @@ static void stage_shape_of(const tt_plan_ctx *x, const tt_grid *g, const int *ch
     tt_shard_spec sh = tt_stage_spec(g, &r, chunk_layers, tt_grid_rank_of(g, 0, s, 0));
     tt_shard_memory_of(&r.model, &sh, mbs, &out->sm);
     tt_schedule_buffers(list, g->pp, r.virtual_stages, out->slots, &out->nbuf);
+    out->list = list;
+    out->place = tt_schedule_placement(c->schedule);
     for (int z = 1; z <= 3 && g->dp > 1; z++) {
         tt_params table;
         size_t w, gr, o;
@@ -170,18 +174,23 @@ static void stage_memory(const tt_plan_ctx *x, const tt_grid *g, const int *chun
         mem[TT_PMEM_WEIGHTS] = 2 * P / ws;
         mem[TT_PMEM_GRADIENTS] = 2 * P / gs;
         mem[TT_PMEM_OPTIMIZER] = 12 * P / os;
-        double act = 0;
+        /* A micro-batch of local chunk j: its layers, and on the last chunk
+         * the loss's fp32 logits of the local vocabulary (Korthikanti et al.
+         * section 4.3: 4 s b v / t). A real pipeline allocates as it goes,
+         * so the stage holds the most of these at once over its schedule
+         * (not each chunk's own most, which the executor reserves). */
+        double chunk_bytes[TT_MAX_CHUNKS] = {0};
         const int K = g->pp * v;
-        for (int j = 0; j < v; j++) {
-            int k = j * g->pp + s;
-            double held = slots[j] > 0 ? slots[j] : 1;
-            act += held * chunk_layers[k] *
-                   tt_plan_layer_activation_bytes(&rc->model, mbs, g->tp, sp, recompute);
-            /* The loss: fp32 logits of the local vocabulary (Korthikanti
-             * et al. section 4.3: 4 s b v / t). */
+        for (int k = 0; k < K; k++) {
+            const int j = k / g->pp;
+            if (tt_chunk_stage(sh->place, g->pp, k) != s || j >= TT_MAX_CHUNKS)
+                continue;
+            chunk_bytes[j] = chunk_layers[k] * tt_plan_layer_activation_bytes(&rc->model, mbs,
+                                                                              g->tp, sp, recompute);
             if (k == K - 1)
-                act += held * 4.0 * rc->model.T * mbs * rc->model.V / g->tp;
+                chunk_bytes[j] += 4.0 * rc->model.T * mbs * rc->model.V / g->tp;
         }
+        double act = tt_schedule_peak_held(sh->list, g->pp, v, chunk_bytes);
         /* Full recomputation rebuilds one block's activations at a time. */
         if (recompute == TT_RECOMPUTE_FULL)
             act += tt_plan_layer_activation_bytes(&rc->model, mbs, g->tp, sp, 0);
@@ -207,8 +216,11 @@ static double dp_sync_seconds(const tt_plan_ctx *x, const tt_link *l, int dp, do
         return 0.0;
     const double elem = x->plan->mixed ? 2.0 : 4.0;
     if (zero == 0) {
-        const double bucket = (double)(x->rc->dp_bucket / sizeof(float));
-        const double nb = (double)tt_dp_buckets((size_t)P, x->rc->dp_bucket);
+        /* --dp-bucket is bytes: with 2-byte gradients a bucket holds twice
+         * the elements tt_dp_buckets counts for 4-byte floats. */
+        const size_t as_floats = x->rc->dp_bucket * (size_t)(sizeof(float) / elem);
+        const double bucket = (double)(as_floats / sizeof(float));
+        const double nb = (double)tt_dp_buckets((size_t)P, as_floats);
         const double last = P - (nb - 1) * bucket;
         return (nb - 1) * tt_cost_collective(l, TT_COLL_ALLREDUCE, dp, elem * bucket) +
                tt_cost_collective(l, TT_COLL_ALLREDUCE, dp, elem * last);
@@ -343,12 +355,9 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
         c.fits = c.memory[TT_PMEM_TOTAL] <= cl->gpu_memory_bytes;
         c.flops = tt_model_flops(cfg, rc->batch);
         /* Hardware FLOPs: what recomputation runs again (Narayanan et al.:
-         * full recomputation is one more forward, 4/3 of the model's). */
-        c.hardware_flops = c.flops;
-        if (c.recompute == TT_RECOMPUTE_FULL)
-            c.hardware_flops += c.flops / 3.0;
-        else if (c.recompute == TT_RECOMPUTE_SELECTIVE)
-            c.hardware_flops += 4.0 * cfg->T * cfg->C * cfg->L * (double)rc->batch * cfg->T;
+         * full recomputation is one more forward of the blocks, as
+         * tt_chunk_cost prices it; lm_head is not run again). */
+        c.hardware_flops = c.flops + tt_model_recompute_flops(cfg, rc->batch, c.recompute);
         c.mfu = c.flops / (c.step_seconds * pl->gpus * peak);
         if (pl->train_tokens > 0) {
             const double steps = pl->train_tokens / ((double)rc->batch * cfg->T);

@@ -167,3 +167,12 @@ double tt_model_flops(const tt_config *cfg, int B)
     double fwd = L * (24.0 * C * C + 4.0 * T * C) + 2.0 * C * V;
     return 3.0 * fwd * (double)B * T;
 }
+
+double tt_model_recompute_flops(const tt_config *cfg, int B, int recompute)
+{
+    double C = cfg->C, T = cfg->T, L = cfg->L, attn = 4.0 * T * C;
+    double per_token = recompute == TT_RECOMPUTE_FULL        ? L * (24.0 * C * C + attn)
+                       : recompute == TT_RECOMPUTE_SELECTIVE ? L * attn
+                                                             : 0.0;
+    return per_token * (double)B * T;
+}

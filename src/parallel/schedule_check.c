@@ -260,27 +260,52 @@ int tt_action_needs_buffer(const tt_action *a)
            a->kind == TT_ACT_RECV_GRAD;
 }
 
+/* +1 if the action takes a slot of its local chunk (the input of (mb, chunk)
+ * arrives, or chunk 0's forward reads the tokens), -1 if it gives one back
+ * (the backward; with W actions, W: it keeps B's output gradients until
+ * then), else 0. */
+static int slot_change(const tt_action *a, int split)
+{
+    if (a->kind == TT_ACT_RECV_ACT || (a->kind == TT_ACT_FWD && a->chunk == 0))
+        return 1;
+    return a->kind == (split ? TT_ACT_W : TT_ACT_BWD) ? -1 : 0;
+}
+
+static int list_splits_w(const tt_action_list *l)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->a[i].kind == TT_ACT_W)
+            return 1;
+    return 0;
+}
+
 void tt_schedule_buffers(const tt_action_list *l, int p, int v, int *slots, int *buffers)
 {
-    /* A slot is taken when the input of (mb, chunk) arrives (or chunk 0's
-     * forward reads the tokens) and given back by its backward. */
-    int held[TT_MAX_CHUNKS] = {0}, split = 0;
+    int held[TT_MAX_CHUNKS] = {0};
+    const int split = list_splits_w(l);
     for (int j = 0; j < v; j++)
         slots[j] = 0;
     *buffers = 0;
-    /* With W actions the slot is given back by W instead (it keeps B's
-     * output gradients until then). */
-    for (int i = 0; i < l->n; i++)
-        split |= l->a[i].kind == TT_ACT_W;
     for (int i = 0; i < l->n; i++) {
         const tt_action *a = &l->a[i];
         const int j = a->chunk / p;
         if (j >= TT_MAX_CHUNKS)
             continue;
-        if (a->kind == TT_ACT_RECV_ACT || (a->kind == TT_ACT_FWD && a->chunk == 0))
-            slots[j] = ++held[j] > slots[j] ? held[j] : slots[j];
-        else if (a->kind == (split ? TT_ACT_W : TT_ACT_BWD))
-            held[j]--;
+        held[j] += slot_change(a, split);
+        slots[j] = held[j] > slots[j] ? held[j] : slots[j];
         *buffers += tt_action_needs_buffer(a);
     }
+}
+
+double tt_schedule_peak_held(const tt_action_list *l, int p, int v, const double *bytes)
+{
+    const int split = list_splits_w(l);
+    double now = 0, peak = 0;
+    for (int i = 0; i < l->n; i++) {
+        const int j = l->a[i].chunk / p;
+        if (j < v)
+            now += slot_change(&l->a[i], split) * bytes[j];
+        peak = now > peak ? now : peak;
+    }
+    return peak;
 }

@@ -217,4 +217,10 @@ uint64_t tt_model_bytes_bound(const tt_config *cfg, const tt_shard_spec *sh, int
  * attention, as 2 per multiply-add; the backward counted as twice the forward). */
 double tt_model_flops(const tt_config *cfg, int B);
 
+/* What recomputation (TT_RECOMPUTE_*) runs again in the backward of B*T
+ * tokens, in the same units: full, the blocks' forward (not lm_head's, which
+ * keeps its input; Narayanan et al.'s 96 B s l h^2 (1 + s/6h + V/16lh) in
+ * all); selective, the attention's two products. */
+double tt_model_recompute_flops(const tt_config *cfg, int B, int recompute);
+
 #endif

@@ -167,6 +167,13 @@ void tt_sim_result_free(tt_sim_result *res);
  * received gradients), each one micro-batch wide. */
 void tt_schedule_buffers(const tt_action_list *l, int p, int v, int *slots /* [v] */,
                          int *buffers);
+/* The most a stage holds at once when a micro-batch of local chunk j weighs
+ * bytes[j] (the same taking and giving back as tt_schedule_buffers). Not the
+ * sum of its per-chunk maxima, which the executor allocates: under the
+ * interleaved schedule the chunks peak at different times, and stage 0 holds
+ * p v + p - 1 chunk micro-batches at once, not p v + p (Korthikanti et al.
+ * 2022: L (1 + (p-1)/(p v)) layers' activations). */
+double tt_schedule_peak_held(const tt_action_list *l, int p, int v, const double *bytes);
 /* 1 for the transfers that get a buffer of their own (not received into a slot). */
 int tt_action_needs_buffer(const tt_action *a);
 
