@@ -105,7 +105,7 @@ while IFS='	' read -r lab kind text; do
     cat "$work/out" "$work/err" > "$work/both"
     if [ -n "${TT_LABS_OUTDIR:-}" ]; then
         mkdir -p "$TT_LABS_OUTDIR"
-        { echo "\$ $shown"; cat "$work/both"; echo "[exit $status]"; } > "$TT_LABS_OUTDIR/$lab-$k.txt"
+        { printf '$ %s\n' "$shown"; cat "$work/both"; echo "[exit $status]"; } > "$TT_LABS_OUTDIR/$lab-$k.txt"
     fi
     last=$shown
     if [ "$status" -eq "$want" ]; then

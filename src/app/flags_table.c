@@ -317,7 +317,7 @@ const tt_flag tt_flags[] = {
              "--micro-batches pin a value). Rank 0 plans, other\n"
              "ranks exit at once"},
     {STRING("--plan-json", plan_json), .metavar = "FILE", IN(PLAN),
-     .help = "also write the plan as JSON (DESIGN section 11)"},
+     .help = "also write the plan as JSON (doc/design.md\nsection 11)"},
     {INT("--gpus", gpus, 1, 1 << 24), .metavar = "N", IN(PLAN),
      .help = "GPUs to plan for (default: tp x pp x dp when all\nthree are given)"},
     {.name = "--precision", .kind = TT_FLAG_CHOICE, .words = precision_words,

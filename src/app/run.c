@@ -137,10 +137,12 @@ static int run_one_step(tt_run *r, long s)
         r->cpu_steps++;
     }
     r->clock_seconds += st.seconds;
-    /* A spot check compares weights and moments right after its step. */
+    tt_comm_accumulate(&r->traffic, &before, tt_comm_stats_get());
+    /* A spot check compares weights and moments right after its step; its
+     * broadcasts are the oracle's, not training's (outside the traffic
+     * counted above, as --validate's comparison at the end of the run). */
     if (r->spot && r->have_val && s == r->spot_last)
         tt_validate_final(&r->val, &r->model);
-    tt_comm_accumulate(&r->traffic, &before, tt_comm_stats_get());
     tt_bubble_add(&r->bubbles, &r->pipe);
     if (!isfinite(st.loss)) {
         run_progress_end(r);
