@@ -12,6 +12,11 @@
 #  4. The oracle, eval and sampling never advance the clocks: --validate with
 #     eval every step gives the same step times as a run without them.
 #  5. --clock wall labels its figures as wall clock.
+#  6. On classroom, whole steps equal a hand computation from kcost.c's
+#     counts over the kernels forward.c calls (one GPU; dp 2 with two
+#     buckets overlapped; tp 2; pp 2 1F1B with unequal stages), the trace's
+#     first forward of stage 1 starts when stage 0's message arrives, and a
+#     GPU that never waits shows 0.0% idle on the timeline.
 . "$TT_SRCDIR/testlib.sh"
 
 if ! command -v python3 >/dev/null 2>&1; then
@@ -139,6 +144,110 @@ if [ "$status" -eq 0 ] && grep -q "wall clock" "$work/wall.svg" && grep -q " wal
     ok "--clock wall: the table and the timeline say wall clock"
 else
     not_ok "--clock wall is not labelled (exit $status)"
+fi
+
+# 6. step times by hand. The expected values are computed below in Python,
+#    kernel by kernel at the roofline max(FLOPs / (10 GFLOP/s x 0.5), bytes /
+#    1 GB/s) with kcost.c's counts, collectives as rings on NVLink (200 MB/s,
+#    10 us); nothing is taken from the program's output.
+hand="--dim 48 --heads 4 --seq 16 --layers 2 --steps 1 --quiet --sample-len 0 --eval-every 0 --no-spot-check"
+python3 - > "$work/hand.txt" <<'EOF'
+PEAK, EFF, MBW, NVBW, NVLAT = 10e9, 0.5, 1e9, 200e6, 10e-6
+def rl(fl, floats): return max(fl / (PEAK * EFF), 4 * floats / MBW)
+def lin_f(N, C, O): return rl(2 * N * C * O, N * C + O * C + N * O)
+def lin_b(N, C, O): return rl(4 * N * C * O, 2 * (N * C + O * C + N * O))
+def ln_f(N, C): return rl(8 * N * C, 2 * N * C)
+def ln_b(N, C): return rl(12 * N * C, 4 * N * C)
+def ar(nbytes, n=2): return 2 * (n - 1) * (NVLAT + nbytes / n / NVBW)  # ring all-reduce
+L, C, NH, T, V, B = 2, 48, 4, 16, 256, 4   # B: sequences per micro-batch
+N = B * T
+def block_f(tp):
+    Cl, Hl, nh = C // tp, 4 * C // tp, NH // tp
+    return (2 * ln_f(N, C) + 3 * lin_f(N, C, Cl) + lin_f(N, Cl, C) + lin_f(N, C, Hl)
+            + lin_f(N, Hl, C) + rl(4 * B * T * T * Cl, 4 * B * T * Cl + B * nh * T * T)
+            + rl(20 * N * Hl, 2 * N * Hl) + 2 * rl(N * C, 3 * N * C)  # GELU, residuals
+            + (2 * ar(4 * N * C) if tp > 1 else 0))
+def block_b(tp):
+    Cl, Hl, nh = C // tp, 4 * C // tp, NH // tp
+    return (2 * ln_b(N, C) + 3 * lin_b(N, C, Cl) + lin_b(N, Cl, C) + lin_b(N, C, Hl)
+            + lin_b(N, Hl, C) + rl(8 * B * T * T * Cl, 10 * B * T * Cl + 3 * B * nh * T * T)
+            + rl(25 * N * Hl, 3 * N * Hl) + (2 * ar(4 * N * C) if tp > 1 else 0))
+def emb_f(tp): return rl(0, 2 * N * C) + rl(N * C, 3 * N * C) + (ar(4 * N * C) if tp > 1 else 0)
+def emb_b(): return rl(N * C, 2 * N * C + T * C) + rl(N * C, 3 * N * C)
+def head_f(tp):  # tp 2: the vocab-parallel loss charges only its three all-reduces
+    return ln_f(N, C) + lin_f(N, C, V // tp) + (rl(5 * N * V, 2 * N * V) if tp == 1 else 3 * ar(4 * N))
+def head_b(tp):
+    return ln_b(N, C) + lin_b(N, C, V // tp) + (rl(2 * N * V, 3 * N * V) if tp == 1 else ar(4 * N * C))
+def params(tp):  # this GPU's floats: both ends, one block (ln, row-parallel biases replicated)
+    Cl = C // tp
+    blk = 4 * C + 3 * (C * Cl + Cl) + Cl * C + C + 4 * C * Cl + 4 * Cl + 4 * Cl * C + C
+    return 2 * (V // tp) * C + T * C + 2 * C, blk
+def sumsq(P): return rl(2 * P, P)
+def adamw(P): return rl(12 * P, 7 * P)
+ends, blk = params(1)
+P = ends + L * blk
+f1 = emb_f(1) + L * block_f(1) + head_f(1)
+b1 = head_b(1) + L * block_b(1) + emb_b()
+print("gpu1", (f1 + b1 + sumsq(P) + adamw(P)) * 1e3)
+# dp 2, buckets of 65536 floats: [65536, P) is final after block 1's backward,
+# [0, 65536) after the embeddings'; the rings run one after the other while
+# the loss's all-reduce (8 bytes) runs beside them.
+t1 = f1 + head_b(1) + block_b(1)
+end1 = t1 + ar(4 * (P - 65536))
+end0 = max(f1 + b1, end1) + ar(4 * 65536)
+print("dp2", (max(f1 + b1 + ar(8), end0) + sumsq(P) + ar(8) + adamw(P)) * 1e3)
+ends, blk = params(2)
+P = ends + L * blk
+print("tp2", (emb_f(2) + L * block_f(2) + head_f(2) + head_b(2) + L * block_b(2) + emb_b()
+              + sumsq(P) + adamw(P) + 2 * ar(8)) * 1e3)
+# pp 2, 1F1B, 2 micro-batches: stage 0 = embeddings + block 0, stage 1 =
+# block 1 + head; a message of N x C floats costs alpha + bytes / bandwidth.
+f0, b0 = emb_f(1) + block_f(1), block_b(1) + emb_b()
+g1, h1 = block_f(1) + head_f(1), head_b(1) + block_b(1)
+a = NVLAT + 4 * N * C / NVBW
+s1B0 = f0 + a + g1 + h1
+s1B1 = max(s1B0, 2 * f0 + a) + g1 + h1
+s0B1 = max(max(2 * f0, s1B0 + a) + b0, s1B1 + a) + b0
+ends, blk = params(1)
+P0, P1 = V * C + T * C + blk, blk + 2 * C + V * C
+loss = max(s0B1, s1B1) + ar(8)
+norm = loss + max(sumsq(P0), sumsq(P1)) + ar(8)
+print("pp2", (norm + max(adamw(P0), adamw(P1))) * 1e3)
+print("pp2first", (f0 + a) * 1e3)
+EOF
+for case in "gpu1 1 --batch 4 --micro-batches 1" "dp2 2 --dp 2 --batch 8 --micro-batches 1 --dp-bucket 256K" \
+            "tp2 2 --tp 2 --batch 4 --micro-batches 1" "pp2 2 --pp 2 --batch 8 --micro-batches 2"; do
+    set -- $case
+    name=$1 np=$2
+    shift 2
+    tt "$np" $hand "$@" --log "$work/$name.csv" --trace "$work/$name.json" --timeline "$work/$name.svg"
+    got=$(sed -n 2p "$work/$name.csv" | cut -d, -f5)
+    want=$(sed -n "s/^$name //p" "$work/hand.txt")
+    if [ "$status" -eq 0 ] && python3 -c "import sys; sys.exit(0 if abs($got - $want) < 2e-6 else 1)"; then
+        ok "$name on classroom: $got ms per step, by hand $want ms"
+    else
+        not_ok "$name on classroom: ${got:-no} ms per step, by hand $want ms (exit $status)"
+    fi
+done
+# stage 1's first forward starts when stage 0's first activation arrives
+first=$(python3 - "$work/pp2.json" <<'EOF'
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+t0 = min(e["ts"] for e in ev)
+print(min(e["ts"] - t0 for e in ev if e["pid"] == 1 and e["name"].startswith("forward")) / 1e3)
+EOF
+)
+want=$(sed -n 's/^pp2first //p' "$work/hand.txt")
+if python3 -c "import sys; sys.exit(0 if abs(${first:-0} - $want) < 2e-3 else 1)"; then
+    ok "pp2 trace: stage 1's first forward starts at $first ms, when the message arrives ($want ms)"
+else
+    not_ok "pp2 trace: stage 1's first forward starts at $first ms, expected $want ms"
+fi
+# a GPU that never waits: its idle column reads 0.0%, not -0.0% (a rounding)
+if grep -q 'class="idle"[^>]*>0.0%' "$work/dp2.svg" && ! grep -q '>-0.0%' "$work/dp2.svg"; then
+    ok "dp2 timeline: idle 0.0% on GPUs that never wait"
+else
+    not_ok "dp2 timeline idle: $(grep -o 'class="idle"[^<]*' "$work/dp2.svg" | head -n 2)"
 fi
 
 echo "$checks checks, $failures failed"

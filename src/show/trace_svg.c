@@ -35,6 +35,15 @@ static void xml_text(FILE *f, const char *s)
 
 static void fill(FILE *f, rgb c) { fprintf(f, "fill=\"#%02x%02x%02x\"", c.r, c.g, c.b); }
 
+/* Row r's idle fraction over its window. The busy time is a sum of span
+ * lengths, which can exceed the window by a rounding when the row never
+ * waits (one stage): that is no idle time, not "-0.0%". */
+static double idle_of(const tt_svg_layout *L, int r)
+{
+    const double idle = 1.0 - L->busy[r] / (L->win_hi[r] - L->win_lo[r]);
+    return idle > 0.0 ? idle : 0.0;
+}
+
 /* ---------- writing, top to bottom ---------- */
 
 /* The SVG element, the white page, the title (step, layout, span), the
@@ -102,7 +111,7 @@ static void write_axis(FILE *f, const tt_svg_layout *L)
     int n = 0;
     for (int r = 0; r < L->g->world_size; r++)
         if (L->win_hi[r] > L->win_lo[r])
-            sum += 1.0 - L->busy[r] / (L->win_hi[r] - L->win_lo[r]), n++;
+            sum += idle_of(L, r), n++;
     if (n > 0)
         fprintf(f, "<text class=\"idle-mean\" x=\"%d\" y=\"%d\" font-size=\"12.5\" "
                    "text-anchor=\"end\" fill=\"#222\">mean %.1f%%</text>\n",
@@ -185,7 +194,7 @@ static void write_idle(FILE *f, const tt_svg_layout *L, int r, int y)
     fprintf(f, "<text class=\"idle\" x=\"%d\" y=\"%d\" font-size=\"12.5\" text-anchor=\"end\" fill=\"#222\">",
             PLOT_X + L->plot_w + IDLE_W - 8, y + BOX_Y + 15);
     if (L->win_hi[r] > L->win_lo[r])
-        fprintf(f, "%.1f%%", 100.0 * (1.0 - L->busy[r] / (L->win_hi[r] - L->win_lo[r])));
+        fprintf(f, "%.1f%%", 100.0 * idle_of(L, r));
     else
         fprintf(f, "-");
     fprintf(f, "</text>\n");
