@@ -61,9 +61,13 @@ static void write_heading(FILE *f, const tt_svg_layout *L)
                "Step %d: tp%d x pp%d x dp%d = %d virtual GPUs, span %.2f ms (%s)</text>\n",
             L->step, g->tp, g->pp, g->dp, g->world_size, L->empty ? 0.0 : L->span_ms,
             tt_clock_label());
-    fprintf(f, "<text x=\"12\" y=\"44\" font-size=\"11.5\" fill=\"#555\">"
+    /* Two lines, so the guide stays clear of the idle column's heading
+     * however narrow the plot. */
+    fprintf(f, "<text x=\"12\" y=\"42\" font-size=\"11.5\" fill=\"#555\">"
                "Boxes: compute, numbered by micro-batch. Strip under each row: communication. "
-               "Empty: idle. Right: idle = 1 - (forward+backward) / window from the pipeline's first "
+               "Empty: idle.</text>\n"
+               "<text x=\"12\" y=\"57\" font-size=\"11.5\" fill=\"#555\">"
+               "Right: idle = 1 - (forward+backward) / window from the pipeline's first "
                "forward to its last backward (or W).</text>\n");
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#555\" text-anchor=\"middle\">idle</text>\n",
             PLOT_X + L->plot_w + IDLE_W / 2 + 4, TOP - 4);

@@ -24,7 +24,7 @@ enum {
     BESIDE_Y = 0,     /* non-blocking collectives beside compute (the
                          overlapped DP all-reduce): a strip over the boxes */
     BESIDE_H = 3,
-    TOP = 58,         /* title and subtitle above the plot */
+    TOP = 74,         /* title and the two lines of the guide above the plot */
 };
 
 /* ---------- colours: the legend and the boxes must agree ---------- */
