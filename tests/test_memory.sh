@@ -20,6 +20,31 @@ row=$(awk '$1 ~ /^gpu0\(/ && NF >= 8 { print $2, $3, $4, $5, $6, $7, $8 }' "$wor
 want=$(awk 'BEGIN { m = 1048576; printf "%.3f %.3f %.3f %.3f %.3f %.3f %.3f", 46528/m, 52800/m, 26880/m, 46528/m, 0, 93056/m, 265792/m }')
 [ "$status" -eq 0 ] && [ "$row" = "$want" ] && ok "account by hand: $row MB" || not_ok "account '$row', by hand '$want'"
 
+# Interleaved 1F1B, pp 2, v 2, m 4, L 4 (one block per chunk; stage 0 holds
+# blocks 0 and 2 and the embeddings), C 48, NH 4, T 16, B 8: N = 2 x 16 = 32.
+# By Megatron's warm-up, stage 0 holds 2 (p-1) + (v-1) p + 1 = 5 chunk
+# micro-batches at once (chunk 0's four peak while chunk 1 holds one); each
+# chunk keeping its own most would be 4 + 2 = 6. Both chunks are one block
+# without the head, so one slot serves either:
+#   slot = 4 [N (4C + 4 + 4C + 2 * 4C) + B NH T^2 + NC + 2N]
+#        = 4 [32 * 484 + 2 * 4 * 256 + 1536 + 64] = 113408 bytes; x 5 = 567040.
+# Peak: P = 256*48 + 16*48 + 2 (12*48^2 + 13*48) = 69600 floats, 16P = 1113600;
+# errors 4 [N (2C + max(C, 4C) + 4C + 4C) + T^2] = 87040 (V = 256 > 4C is the
+# widest scratch only on the stage with the loss); transfers: 8 activations
+# sent, 8 gradients received, 4 sent, each 4 N C = 6144 bytes: 122880.
+# Total 1113600 + 567040 + 87040 + 122880 = 1890560 bytes.
+il="--layers 4 --dim 48 --heads 4 --seq 16 --batch 8 --micro-batches 4 --pp 2 --schedule interleaved --steps 1 --quiet --sample-len 0 --eval-every 0 --no-spot-check"
+tt 2 $il --report memory
+act=$(awk '$1 ~ /^gpu0\(/ && NF >= 8 && $2 !~ /%$/ { print $3 }' "$work/out")
+want=$(awk 'BEGIN { printf "%.3f", 567040 / 1048576 }')
+[ "$status" -eq 0 ] && [ "$act" = "$want" ] && ok "interleaved stage 0 holds 5 chunk micro-batches at once: $act MiB" ||
+    not_ok "interleaved stage 0 activations '$act' MiB, by hand $want (5 slots of 113408 bytes)"
+tt 2 $il --gpu-mem 1890560
+fits=$status
+tt 2 $il --gpu-mem 1890559
+[ "$fits" -eq 0 ] && [ "$status" -eq 1 ] && ok "interleaved: peak 1890560 bytes by hand fits, one byte less does not" ||
+    not_ok "interleaved with --gpu-mem 1890560: exit $fits (want 0); 1890559: exit $status (want 1)"
+
 # Over budget: exit 1 on every rank, one line naming the GPU.
 expect_error "out of memory on 1 GPU" 1 "gpu0(dp0,pp0,tp0) is out of memory: allocating" 1 --gpu-mem 16M --steps 1 --quiet --sample-len 0
 expect_error "out of memory on 6 GPUs" 1 "is out of memory" 6 --tp 2 --pp 3 --gpu-mem 16M --steps 1 --quiet --sample-len 0

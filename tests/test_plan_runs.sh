@@ -53,7 +53,8 @@ PYEOF
 printf '{"based_on": "classroom", "nvlink_bandwidth": 20e6, "network_bandwidth": 10e6}\n' > "$work/slow.json"
 for lay in "2 2 1 0 none" "1 4 1 0 none" "1 2 2 0 none" "2 1 2 0 none" "2 2 2 0 none" \
            "1 2 2 1 none" "1 2 2 2 none" "2 1 2 3 none" "2 2 1 0 selective" "2 2 1 0 full" \
-           "2 2 1 0 none --sequence-parallel" "1 2 2 0 none --schedule zb-v"; do
+           "2 2 1 0 none --sequence-parallel" "1 2 2 0 none --schedule zb-v" \
+           "1 2 2 0 none --schedule interleaved"; do
     set -- $lay
     np=$(($1 * $2 * $3))
     shift 5

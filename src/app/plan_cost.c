@@ -123,7 +123,9 @@ static void stage_shape_of(const tt_plan_ctx *x, const tt_grid *g, const int *ch
     r.virtual_stages = c->virtual_stages;
     tt_shard_spec sh = tt_stage_spec(g, &r, chunk_layers, tt_grid_rank_of(g, 0, s, 0));
     tt_shard_memory_of(&r.model, &sh, mbs, &out->sm);
-    tt_schedule_buffers(list, g->pp, r.virtual_stages, out->slots, &out->nbuf);
+    int cls[TT_MAX_CHUNKS];
+    tt_chunk_classes(&sh, cls);
+    tt_schedule_buffers(list, g->pp, r.virtual_stages, cls, out->slots, &out->nbuf);
     out->list = list;
     out->place = tt_schedule_placement(c->schedule);
     for (int z = 1; z <= 3 && g->dp > 1; z++) {
@@ -164,8 +166,8 @@ static void stage_memory(const tt_plan_ctx *x, const tt_grid *g, const int *chun
             mem[TT_PMEM_OPTIMIZER] = sh->zero_bytes[zero][2];
         }
         double act = (double)sm->scratch_bytes + (double)sm->work_bytes;
-        for (int j = 0; j < v; j++)
-            act += (double)sm->slot_bytes[j] * (slots[j] > 0 ? slots[j] : 1);
+        for (int j = 0; j < v; j++) /* per class of interchangeable chunks */
+            act += (double)sm->slot_bytes[j] * slots[j];
         mem[TT_PMEM_ACTIVATIONS] = act;
         mem[TT_PMEM_COMM] = 4 * msg * sh->nbuf;
     } else {

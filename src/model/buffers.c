@@ -28,7 +28,7 @@ typedef enum {
     NHL,  /* local heads */
     VL,   /* local vocabulary rows */
     TP,
-    WIDE, /* max(C, Hl, Vl): the scratch every layer borrows */
+    WIDE, /* max(C, Hl, Vl): the scratch every layer borrows (Vl: lm_head's, on its stage) */
     NDIMS
 } dim;
 
@@ -142,7 +142,8 @@ static void dims_of(uint64_t d[NDIMS], const tt_config *cfg, const tt_shard_spec
     d[VL] = ((uint64_t)cfg->V + tp - 1) / tp;
     d[TP] = tp;
     uint64_t wide = d[C] > d[HL] ? d[C] : d[HL];
-    d[WIDE] = wide > d[VL] ? wide : d[VL];
+    /* Only the loss's backward borrows it Vl wide (the logits' gradient). */
+    d[WIDE] = sh->last_stage && d[VL] > wide ? d[VL] : wide;
 }
 
 /* Elements of row r (saturating at UINT64_MAX). */

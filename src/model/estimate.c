@@ -53,6 +53,23 @@ void tt_shard_memory_of(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
     out->work_bytes = tt_bufs_bytes(cfg, sh, B, TT_BUFS_WORK, 0);
 }
 
+void tt_chunk_classes(const tt_shard_spec *sh, int *cls)
+{
+    const int nchunks = sh->nchunks > 1 ? sh->nchunks : 1;
+    int nb[TT_MAX_CHUNKS];
+    for (int j = 0; j < nchunks && j < TT_MAX_CHUNKS; j++) {
+        const int b = sh->nchunks > 1 ? sh->chunk_begin[j] : sh->layer_begin;
+        const int e = sh->nchunks > 1 ? sh->chunk_end[j] : sh->layer_end;
+        nb[j] = e - b;
+        /* the first chunk of the same blocks count and the same head-or-not */
+        cls[j] = j;
+        for (int k = 0; k < j && cls[j] == j; k++)
+            if (nb[k] == nb[j] && (sh->last_stage && k == nchunks - 1) ==
+                                      (sh->last_stage && j == nchunks - 1))
+                cls[j] = k;
+    }
+}
+
 uint64_t tt_model_bytes_bound(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
                               int slots)
 {

@@ -47,6 +47,14 @@ tt_slot *tt_slot_acquire(tt_model *m, int j, int B)
     for (int i = 0; i < m->nslots && !s; i++)
         if (!m->slots[i]->in_use && m->slots[i]->chunk == j)
             s = m->slots[i];
+    /* A free slot of another chunk with the same buffers serves as well: a
+     * stage holds what its chunks hold at once, not each chunk's own most
+     * (under the interleaved schedule they peak at different times). */
+    int cls[TT_MAX_CHUNKS];
+    tt_chunk_classes(&m->sh, cls);
+    for (int i = 0; i < m->nslots && !s; i++)
+        if (!m->slots[i]->in_use && cls[m->slots[i]->chunk] == cls[j])
+            s = m->slots[i];
     if (!s) {
         if (m->nslots == m->slots_cap) {
             m->slots_cap = m->slots_cap ? 2 * m->slots_cap : 8;
@@ -59,6 +67,7 @@ tt_slot *tt_slot_acquire(tt_model *m, int j, int B)
         s = m->slots[m->nslots++] = slot_new(m, j);
     }
     s->in_use = 1;
+    s->chunk = j;
     s->B = B;
     if (++m->slots_in_use > m->slots_peak)
         m->slots_peak = m->slots_in_use;

@@ -26,15 +26,16 @@
 #include <string.h>
 
 /* Everything the schedule needs, allocated before the first step: the
- * activation slots for the most micro-batches it holds per chunk (at least
- * one, for eval), and a buffer per transfer that is not received into a slot
+ * activation slots for the most micro-batches it holds at once, per class of
+ * interchangeable chunks (at least one per chunk, for eval), and a buffer per transfer that is not received into a slot
  * (sends, and the gradients that arrive for a backward). */
 static void allocate_for_list(tt_pipe *pipe)
 {
     const tt_run_config *rc = pipe->rc;
     const size_t n = (size_t)tt_model_rows(pipe->m, pipe->mbs) * rc->model.C;
-    int peak[TT_MAX_CHUNKS] = {0}, nbuf;
-    tt_schedule_buffers(&pipe->list, pipe->p, pipe->v, peak, &nbuf);
+    int peak[TT_MAX_CHUNKS] = {0}, cls[TT_MAX_CHUNKS], nbuf;
+    tt_chunk_classes(&pipe->m->sh, cls);
+    tt_schedule_buffers(&pipe->list, pipe->p, pipe->v, cls, peak, &nbuf);
     (void)nbuf; /* counted again below, buffer by buffer */
     for (int i = 0; i < pipe->list.n; i++) {
         const tt_action *a = &pipe->list.a[i];
@@ -51,8 +52,10 @@ static void allocate_for_list(tt_pipe *pipe)
                 pipe->grad_out[key] = pipe->buf[i];
         }
     }
+    /* Each class's slots, shared by its chunks (tt_slot_acquire). */
     for (int j = 0; j < pipe->v && pipe->m->Bmax > 0; j++)
-        tt_slot_reserve(pipe->m, j, peak[j] > 0 ? peak[j] : 1);
+        if (peak[j] > 0)
+            tt_slot_reserve(pipe->m, j, peak[j]);
 }
 
 tt_schedule_kind tt_pipe_kind(const tt_run_config *rc, int p)

@@ -279,22 +279,29 @@ static int list_splits_w(const tt_action_list *l)
     return 0;
 }
 
-void tt_schedule_buffers(const tt_action_list *l, int p, int v, int *slots, int *buffers)
+void tt_schedule_buffers(const tt_action_list *l, int p, int v, const int *cls, int *slots,
+                         int *buffers)
 {
-    int held[TT_MAX_CHUNKS] = {0};
+    int held[TT_MAX_CHUNKS] = {0}, members[TT_MAX_CHUNKS] = {0};
     const int split = list_splits_w(l);
-    for (int j = 0; j < v; j++)
+    for (int j = 0; j < v && j < TT_MAX_CHUNKS; j++) {
         slots[j] = 0;
+        members[cls ? cls[j] : j]++;
+    }
     *buffers = 0;
     for (int i = 0; i < l->n; i++) {
         const tt_action *a = &l->a[i];
         const int j = a->chunk / p;
         if (j >= TT_MAX_CHUNKS)
             continue;
-        held[j] += slot_change(a, split);
-        slots[j] = held[j] > slots[j] ? held[j] : slots[j];
+        const int c = cls ? cls[j] : j; /* the slots of j's class */
+        held[c] += slot_change(a, split);
+        slots[c] = held[c] > slots[c] ? held[c] : slots[c];
         *buffers += tt_action_needs_buffer(a);
     }
+    /* Eval runs a batch through every chunk at once: a slot each. */
+    for (int c = 0; c < v && c < TT_MAX_CHUNKS; c++)
+        slots[c] = members[c] > slots[c] ? members[c] : slots[c];
 }
 
 double tt_schedule_peak_held(const tt_action_list *l, int p, int v, const double *bytes)

@@ -205,6 +205,11 @@ void tt_chunk_backward_weights(tt_model *m, tt_slot *s);
 double tt_model_forward(tt_model *m, const int *idx, const int *targets, int B);
 void tt_model_backward(tt_model *m, float dloss);
 
+/* Which local chunks' activation slots are interchangeable: cls[j] is the
+ * first local chunk with as many blocks as j and the head if j has it (the
+ * same buffers, so one slot serves either; tt_slot_acquire reuses them). */
+void tt_chunk_classes(const tt_shard_spec *sh, int *cls /* [nchunks] */);
+
 /* An upper bound, in bytes, of what tt_model_init and the schedule's slots
  * allocate for shard sh: the four parameter buffers, the gradient scratch
  * for Bmax sequences and `slots` activation slots of every local chunk

@@ -162,17 +162,19 @@ int tt_schedule_simulate(const tt_action_list *lists, int p, int m, int v,
 void tt_sim_result_free(tt_sim_result *res);
 
 /* What a stage's action list makes the executor allocate (pipeline_run.c,
- * allocate_for_list): per local chunk, the most micro-batches whose
- * activations it holds at once, and the transfer buffers (sends and
- * received gradients), each one micro-batch wide. */
-void tt_schedule_buffers(const tt_action_list *l, int p, int v, int *slots /* [v] */,
-                         int *buffers);
+ * allocate_for_list): per class of interchangeable local chunks (cls[j], from
+ * tt_chunk_classes; NULL: every chunk its own), in slots[class], the most
+ * micro-batches of that class's chunks whose activations it holds at once
+ * (at least one per chunk; 0 for a chunk that is not its class's first), and
+ * the transfer buffers (sends and received gradients), each one micro-batch
+ * wide. Under the interleaved schedule the chunks peak at different times:
+ * stage 0 holds p v + p - 1 chunk micro-batches at once, not the p v + p of
+ * the per-chunk maxima (Korthikanti et al. 2022: L (1 + (p-1)/(p v)) layers'
+ * activations). */
+void tt_schedule_buffers(const tt_action_list *l, int p, int v, const int *cls,
+                         int *slots /* [v] */, int *buffers);
 /* The most a stage holds at once when a micro-batch of local chunk j weighs
- * bytes[j] (the same taking and giving back as tt_schedule_buffers). Not the
- * sum of its per-chunk maxima, which the executor allocates: under the
- * interleaved schedule the chunks peak at different times, and stage 0 holds
- * p v + p - 1 chunk micro-batches at once, not p v + p (Korthikanti et al.
- * 2022: L (1 + (p-1)/(p v)) layers' activations). */
+ * bytes[j] (the same taking and giving back as tt_schedule_buffers). */
 double tt_schedule_peak_held(const tt_action_list *l, int p, int v, const double *bytes);
 /* 1 for the transfers that get a buffer of their own (not received into a slot). */
 int tt_action_needs_buffer(const tt_action *a);
