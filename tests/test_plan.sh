@@ -322,7 +322,11 @@ done
 expect_error "--vocab without --plan" 2 "vocab is for --plan only" 1 --vocab 51200
 expect_error "--plan without --gpus" 2 "needs --gpus" 1 --plan
 expect_error "--plan, a pinned tp that does not divide the GPUs, 2 ranks" 2 "--tp 3 does not divide --gpus 4" 2 --plan --gpus 4 --tp 3
-expect_error "--plan-json into a missing directory" 2 "does not exist" 1 --plan --gpus 4 --plan-json "$work/missing/x.json"
+# An output that cannot be written is a runtime error, 1, as --save into a
+# missing directory is (test_outputs.sh); it used to be 2 here alone.
+expect_error "--plan-json into a missing directory" 1 "does not exist" 1 --plan --gpus 4 --plan-json "$work/missing/x.json"
+mkdir "$work/plandir"
+expect_error "--plan-json onto a directory, 2 ranks" 1 "--plan-json: cannot write the plan '$work/plandir'" 2 --plan --gpus 4 --plan-json "$work/plandir"
 # Under mpirun, rank 0 plans once and every rank leaves with its status.
 tt_each 2 --plan --gpus 4
 n=$(grep -c "^Plan:" "$work/out")
