@@ -114,5 +114,10 @@ expect_error "losses spread past the double range" 1 "--plot: cannot draw steps 
 # read in pieces, and the error named line 3 of a two-line file).
 python3 -c "print('step,loss'); print('1,' + '9' * 5000)" > "$work/long.csv"
 expect_error "a row longer than a line" 1 "'$work/long.csv' line 2 is longer than" 1 --plot "$work/x.svg" "$work/long.csv"
+# The overlay trains nothing: a training run's file given with it was ignored
+# (status 0, no checkpoint); it is refused, and nothing is written.
+expect_error "--plot of logs with --save, 2 ranks" 2 "--plot with --log CSVs trains nothing, so --save would be ignored" 2 \
+    --plot "$work/x.svg" "$work/a.csv" --save "$work/never.st"
+[ ! -e "$work/never.st" ] && [ ! -e "$work/x.svg" ] && ok "nothing written by the refused overlay" || not_ok "the refused overlay wrote a file"
 expect_error "an operand without --plot" 2 "unexpected argument 'a.csv'" 1 $tiny a.csv
 finish
