@@ -184,4 +184,7 @@ if [ "$status" -eq 0 ] && grep -q "TP groups (2 groups of 2 GPUs): {0,1} {2,3}" 
 else
     not_ok "--show-grid: exit $status, or it trained"
 fi
+# ... so a checkpoint asked for with it would never be written: refused.
+expect_error "--show-grid with --save" 2 "--show-grid trains nothing, so --save would be ignored" 4 --tp 2 --dp 2 --show-grid --save "$work/grid.st"
+[ ! -e "$work/grid.st" ] && ok "no checkpoint from --show-grid" || not_ok "--show-grid wrote a checkpoint"
 finish

@@ -322,7 +322,17 @@ done
 expect_error "--vocab without --plan" 2 "vocab is for --plan only" 1 --vocab 51200
 expect_error "--plan without --gpus" 2 "needs --gpus" 1 --plan
 expect_error "--plan, a pinned tp that does not divide the GPUs, 2 ranks" 2 "--tp 3 does not divide --gpus 4" 2 --plan --gpus 4 --tp 3
-expect_error "--plan-json into a missing directory" 2 "does not exist" 1 --plan --gpus 4 --plan-json "$work/missing/x.json"
+# An output that cannot be written is a runtime error, 1, as --save into a
+# missing directory is (test_outputs.sh); it used to be 2 here alone.
+expect_error "--plan-json into a missing directory" 1 "does not exist" 1 --plan --gpus 4 --plan-json "$work/missing/x.json"
+mkdir "$work/plandir"
+expect_error "--plan-json onto a directory, 2 ranks" 1 "--plan-json: cannot write the plan '$work/plandir'" 2 --plan --gpus 4 --plan-json "$work/plandir"
+# The planner trains nothing: a training run's file given with it was
+# ignored (status 0, no log); it is refused on every rank.
+expect_error "--plan with --log, 2 ranks" 2 "--plan trains nothing, so --log would be ignored" 2 --plan --gpus 4 --log "$work/never.csv"
+[ ! -e "$work/never.csv" ] && ok "no log from the refused plan" || not_ok "the refused plan wrote a log"
+printf 'step,loss\n1,2\n' > "$work/one.csv"
+expect_error "--plan and --plot of logs together" 2 "--plan and --plot with --log CSVs are two runs" 1 --plan --gpus 4 --plot "$work/o.svg" "$work/one.csv"
 # Under mpirun, rank 0 plans once and every rank leaves with its status.
 tt_each 2 --plan --gpus 4
 n=$(grep -c "^Plan:" "$work/out")

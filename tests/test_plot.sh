@@ -86,5 +86,38 @@ cp "$work/a.csv" "$work/keep.csv"
 expect_error "plotting onto a log" 1 "cannot write plot '$work/a.csv': it is the same file as the --log CSV" 1 --plot "$work/a.csv" "$work/a.csv"
 [ ! -e "$work/x.svg" ] && ok "no plot left by a failed --plot" || not_ok "a failed --plot left a file"
 cmp -s "$work/a.csv" "$work/keep.csv" && ok "the log is untouched" || not_ok "the log was damaged"
+# Numbers a log could hold but no scale can draw. Steps near 1e18, or losses
+# near 1e17 that differ by one unit of their rounding: a tick step below that
+# unit once never advanced, and the plot grew without end (9 GB in two
+# minutes). Each run is timed out and its file size capped, so a regression
+# fails here instead of filling the disk.
+printf 'step,loss,eval_loss\n1000000000000000000,1,\n1000000000000000100,2,\n' > "$work/far.csv"
+printf 'step,loss,eval_loss\n1,100000000000000000,\n2,100000000000000016,\n' > "$work/flat.csv"
+for csv in far flat; do
+    rm -f "$work/$csv.svg"
+    (ulimit -f 262144; timeout 60 $TT_MPIRUN -np 1 "$TT_BIN" --plot "$work/$csv.svg" "$work/$csv.csv" >"$work/out" 2>"$work/err")
+    status=$?
+    if [ "$status" -eq 0 ] && python3 -c "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])" "$work/$csv.svg" 2>/dev/null &&
+        ! grep -qi 'inf\|nan' "$work/$csv.svg"; then
+        ok "$csv.csv: drawn, and the SVG parses with finite numbers"
+    else
+        not_ok "$csv.csv: status $status (124: it did not end), or the SVG is not whole"
+    fi
+done
+ls "$work" | grep -q '\.svg\.tmp\.' && not_ok "a plot's temporary was left" && rm -f "$work"/*.svg.tmp.*
+# Losses whose spread overflows a double: refused, nothing written.
+printf 'step,loss,eval_loss\n1,1e308,\n2,-1e308,\n' > "$work/wide.csv"
+expect_error "losses spread past the double range" 1 "--plot: cannot draw steps .* losses -1e+308 to 1e+308" 1 \
+    --plot "$work/wide.svg" "$work/wide.csv"
+[ ! -e "$work/wide.svg" ] && ok "no plot of the losses it cannot draw" || not_ok "a plot of undrawable losses was written"
+# A row longer than the reader's line: named by its own line number (it was
+# read in pieces, and the error named line 3 of a two-line file).
+python3 -c "print('step,loss'); print('1,' + '9' * 5000)" > "$work/long.csv"
+expect_error "a row longer than a line" 1 "'$work/long.csv' line 2 is longer than" 1 --plot "$work/x.svg" "$work/long.csv"
+# The overlay trains nothing: a training run's file given with it was ignored
+# (status 0, no checkpoint); it is refused, and nothing is written.
+expect_error "--plot of logs with --save, 2 ranks" 2 "--plot with --log CSVs trains nothing, so --save would be ignored" 2 \
+    --plot "$work/x.svg" "$work/a.csv" --save "$work/never.st"
+[ ! -e "$work/never.st" ] && [ ! -e "$work/x.svg" ] && ok "nothing written by the refused overlay" || not_ok "the refused overlay wrote a file"
 expect_error "an operand without --plot" 2 "unexpected argument 'a.csv'" 1 $tiny a.csv
 finish

@@ -192,6 +192,31 @@ static const char *closest_flag(const char *name)
     return best;
 }
 
+/* --plan, --show-grid and --plot with --log CSVs train nothing: a file only
+ * a training run writes, given with them, would be ignored, and the run would
+ * end with status 0 and without the checkpoint, log or trace asked for.
+ * (--resume stays allowed: it supplies the model that is planned or shown.) */
+static int runs_no_training(const tt_run_config *c, tt_err *e)
+{
+    if (c->plan && c->plot_nlogs)
+        return tt_fail(e, "--plan and --plot with --log CSVs are two runs that train nothing; "
+                          "give one of them");
+    const char *mode = c->plan          ? "--plan"
+                       : c->plot_nlogs  ? "--plot with --log CSVs"
+                       : c->show_grid   ? "--show-grid"
+                                        : NULL;
+    const char *flag = c->save       ? "--save"
+                       : c->log      ? "--log"
+                       : c->trace    ? "--trace"
+                       : c->timeline ? "--timeline"
+                       : (c->plan || c->show_grid) && c->plot ? "--plot"
+                                                              : NULL;
+    if (mode && flag)
+        return tt_fail(e, "%s trains nothing, so %s would be ignored (it belongs to a training "
+                          "run)", mode, flag);
+    return 0;
+}
+
 int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *e)
 {
     tt_config_defaults(c);
@@ -252,6 +277,8 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
         if (val[0] == '\0')
             return tt_fail(e, "option %s needs a non-empty value", flag);
     }
+    if (runs_no_training(c, e))
+        return -1;
     tt_config_finish(c);
     return 0;
 }

@@ -219,11 +219,13 @@ int tt_plan_main(const tt_run_config *rc)
 {
     tt_plan pl;
     tt_err e;
-    /* The JSON's path is checked before the planning, not after it. */
+    /* The JSON's path is checked before the planning, not after it. A path
+     * that cannot be written is a runtime error (status 1), as for --save,
+     * --log and --plot, not a usage error. */
     const tt_path_use out = {"--plan-json", "the plan", rc->plan_json, 0, 0};
     if (rc->plan_json && tt_outpaths_check(&out, 1, &e)) {
         fprintf(stderr, "tiny_transformer: %s\n", e.msg);
-        return TT_EXIT_USAGE;
+        return TT_EXIT_RUNTIME;
     }
     if (tt_plan_make(&pl, rc, &e)) {
         fprintf(stderr, "tiny_transformer: %s\n", e.msg);

@@ -92,6 +92,13 @@ int tt_plot_read_csv(const char *path, tt_plot_series *s, tt_err *e)
     long lineno = 0;
     while (fgets(line, sizeof line, f)) {
         lineno++;
+        /* A line longer than the buffer would be read in pieces, each taken
+         * for a line of its own (and the next one's number off by one). */
+        if (!strchr(line, '\n') && !feof(f)) {
+            rc = tt_fail(e, "--plot: '%s' line %ld is longer than %d bytes: not a --log row",
+                         path, lineno, (int)sizeof line - 2);
+            break;
+        }
         if (lineno == 1) {
             cs = column(line, "step"), cl = column(line, "loss"), ce = column(line, "eval_loss");
             if (cs < 0 || cl < 0) {
@@ -139,6 +146,16 @@ static double tick_step(double span, int want)
     return mag * (r < 1.5 ? 1 : r < 3 ? 2 : r < 7 ? 5 : 10);
 }
 
+/* How many multiples of step lie in [lo, hi]; at most 64 (a tick every
+ * span/8 or so gives about ten). */
+static long ticks(double lo, double hi, double step)
+{
+    long n = 0;
+    for (double first = ceil(lo / step) * step; n < 64 && first + n * step <= hi; n++)
+        ;
+    return n;
+}
+
 static void xml_text(FILE *f, const char *s)
 {
     for (; *s; s++) {
@@ -176,11 +193,19 @@ int tt_plot_write_svg(const char *path, const tt_plot_series *s, int ns, tt_err 
         }
     if (!(x0 <= x1) || !(y0 <= y1))
         return tt_fail(e, "--plot: nothing to plot (no finite loss)");
+    const double data_y0 = y0, data_y1 = y1;
     if (x1 == x0)
         x0 -= 0.5, x1 += 0.5;
     double pad = y1 > y0 ? 0.05 * (y1 - y0) : 0.5;
     y0 -= pad;
     y1 += pad;
+    /* Steps or losses so large that their spread is lost in rounding (or
+     * overflows) leave no scale to draw with; the tick loops below would
+     * never advance. */
+    if (!(x1 - x0 > 0) || !isfinite(x1 - x0) || !(y1 - y0 > 0) || !isfinite(y1 - y0))
+        return tt_fail(e, "--plot: cannot draw steps %.6g to %.6g and losses %.6g to %.6g "
+                          "(a range too large, or too narrow for its magnitude)",
+                       x0, x1, data_y0, data_y1);
     const double pw = W - LEFT - RIGHT, ph = H - TOP - BOTTOM;
     const double sx = pw / (x1 - x0), sy = ph / (y1 - y0);
 
@@ -203,14 +228,18 @@ int tt_plot_write_svg(const char *path, const tt_plot_series *s, int ns, tt_err 
     double dx = tick_step(x1 - x0, 8), dy = tick_step(y1 - y0, 6);
     if (dx < 1)
         dx = 1;
-    for (double t = ceil(x0 / dx) * dx; t <= x1 + 1e-9; t += dx) {
+    /* Tick i at first + i * step, not a running sum: where the step is
+     * below the values' rounding, a sum would never reach the end. */
+    for (long i = 0, n = ticks(x0, x1 + 1e-9, dx); i < n; i++) {
+        double t = ceil(x0 / dx) * dx + i * dx;
         double px = LEFT + (t - x0) * sx;
         fprintf(f, "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%g\" stroke=\"#e4e4e4\"/>"
                    "<text x=\"%.2f\" y=\"%g\" font-size=\"11\" fill=\"#444\" "
                    "text-anchor=\"middle\">%g</text>\n",
                 px, TOP, px, TOP + ph, px, TOP + ph + 16, t);
     }
-    for (double t = ceil(y0 / dy) * dy; t <= y1 + 1e-12; t += dy) {
+    for (long i = 0, n = ticks(y0, y1 + 1e-12, dy); i < n; i++) {
+        double t = ceil(y0 / dy) * dy + i * dy;
         double py = TOP + (y1 - t) * sy;
         fprintf(f, "<line x1=\"%d\" y1=\"%.2f\" x2=\"%g\" y2=\"%.2f\" stroke=\"#e4e4e4\"/>"
                    "<text x=\"%d\" y=\"%.2f\" font-size=\"11\" fill=\"#444\" "
