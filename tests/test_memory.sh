@@ -39,6 +39,17 @@ act=$(awk '$1 ~ /^gpu0\(/ && NF >= 8 && $2 !~ /%$/ { print $3 }' "$work/out")
 want=$(awk 'BEGIN { printf "%.3f", 567040 / 1048576 }')
 [ "$status" -eq 0 ] && [ "$act" = "$want" ] && ok "interleaved stage 0 holds 5 chunk micro-batches at once: $act MiB" ||
     not_ok "interleaved stage 0 activations '$act' MiB, by hand $want (5 slots of 113408 bytes)"
+# Stage 1 holds chunks 1 and 3 (the head's): 2 (p-1-1) + (v-1) p + 1 = 3
+# chunk micro-batches at once, one of them chunk 3's (its backward follows
+# its forward), so three slots and one set of the head's buffers, lent to
+# whichever slot holds chunk 3: ln_f 4 N (C + 2), the logits and their
+# softmax 8 N V, the losses 4 N = 6400 + 65536 + 128 = 72064 bytes;
+# 3 x 113408 + 72064 = 412288 (a whole head slot beside three others would be
+# 525696, a slot more than the schedule ever holds).
+act=$(awk '$1 ~ /^gpu1\(/ && NF >= 8 && $2 !~ /%$/ { print $3 }' "$work/out")
+want=$(awk 'BEGIN { printf "%.3f", 412288 / 1048576 }')
+[ "$status" -eq 0 ] && [ "$act" = "$want" ] && ok "interleaved last stage holds 3 chunk micro-batches, one head: $act MiB" ||
+    not_ok "interleaved stage 1 activations '$act' MiB, by hand $want (3 slots of 113408 bytes and a head of 72064)"
 tt 2 $il --gpu-mem 1890560
 fits=$status
 tt 2 $il --gpu-mem 1890559

@@ -100,7 +100,7 @@ static void add_candidate(tt_plan *p, const tt_plan_candidate *c)
  * stage: computed once per layout and reused for the four stages of ZeRO. */
 typedef struct {
     tt_shard_memory sm;
-    int slots[TT_MAX_CHUNKS], nbuf;
+    int slots[TT_MAX_CHUNKS], heads, nbuf; /* tt_schedule_buffers */
     const tt_action_list *list; /* the stage's schedule */
     tt_placement place;         /* which chunks are the stage's */
     /* ZeRO z (1..3) on this DP size: weights, gradients, optimizer bytes as
@@ -125,7 +125,7 @@ static void stage_shape_of(const tt_plan_ctx *x, const tt_grid *g, const int *ch
     tt_shard_memory_of(&r.model, &sh, mbs, &out->sm);
     int cls[TT_MAX_CHUNKS];
     tt_chunk_classes(&sh, cls);
-    tt_schedule_buffers(list, g->pp, r.virtual_stages, cls, out->slots, &out->nbuf);
+    tt_schedule_buffers(list, g->pp, r.virtual_stages, cls, out->slots, &out->heads, &out->nbuf);
     out->list = list;
     out->place = tt_schedule_placement(c->schedule);
     for (int z = 1; z <= 3 && g->dp > 1; z++) {
@@ -168,6 +168,7 @@ static void stage_memory(const tt_plan_ctx *x, const tt_grid *g, const int *chun
         double act = (double)sm->scratch_bytes + (double)sm->work_bytes;
         for (int j = 0; j < v; j++) /* per class of interchangeable chunks */
             act += (double)sm->slot_bytes[j] * slots[j];
+        act += (double)sm->head_bytes * sh->heads; /* lent to the head chunk's slots */
         mem[TT_PMEM_ACTIVATIONS] = act;
         mem[TT_PMEM_COMM] = 4 * msg * sh->nbuf;
     } else {

@@ -1,7 +1,9 @@
 /* buffers.c - one table of every buffer the model allocates beside its
  * parameters: a block's activations (per slot, or in the one work set that
- * recomputation shares), a slot's own (the chunk's output, the head's), and
- * the backward's scratch (the errors of one backward at a time). Allocation
+ * recomputation shares), a slot's own (the chunk's output and tokens), the
+ * head's (ln_f, logits, losses: lent to the head chunk's slots from a pool of
+ * their own, slots.c) and the backward's scratch (the errors of one backward
+ * at a time). Allocation
  * (slots.c, model.c), freeing and the estimate the planner and the preflight
  * use (estimate.c) all walk this table, so a buffer added here is allocated,
  * freed and counted alike; before, each kept its own list, and a buffer
@@ -181,7 +183,9 @@ static int in_part(const row *r, tt_bufs_part part, const tt_shard_spec *sh, int
     case TT_BUFS_WORK:
         return r->in == ACT_BLOCK && is_rebuilt(r, sh);
     case TT_BUFS_SLOT:
-        return r->in == ACT_SLOT;
+        return r->in == ACT_SLOT && !(r->only & HEAD);
+    case TT_BUFS_HEAD:
+        return r->in == ACT_SLOT && (r->only & HEAD);
     case TT_BUFS_SCRATCH:
         return r->in == ERR_MODEL;
     }
@@ -228,6 +232,17 @@ size_t tt_bufs_alloc(const tt_model *m, void *holder, tt_bufs_part part, int hea
         bytes += n * (r->ints ? sizeof(int) : sizeof(float));
     }
     return bytes;
+}
+
+void tt_bufs_lend(const tt_model *m, void *dst, const void *src, tt_bufs_part part)
+{
+    for (size_t i = 0; i < NROWS; i++) {
+        const row *r = &rows[i];
+        if (!in_part(r, part, &m->sh, 1))
+            continue;
+        /* int * and float * alike: the row's pointer, copied or cleared */
+        *(void **)field(dst, r) = src ? *(void *const *)((const char *)src + r->off) : NULL;
+    }
 }
 
 void tt_bufs_free(const tt_model *m, void *holder, tt_bufs_part part)

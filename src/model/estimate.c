@@ -39,16 +39,17 @@ void tt_shard_memory_of(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
     if (B == 0)
         return;
     /* A slot: each block's buffers (what recomputation does not rebuild)
-     * and the slot's own. */
+     * and the slot's own; the head's buffers apart, lent to the head
+     * chunk's slots from their own pool (slots.c). */
     const uint64_t block = tt_bufs_bytes(cfg, sh, B, TT_BUFS_BLOCK, 0);
     for (int j = 0; j < nchunks && j < TT_MAX_CHUNKS; j++) {
         int b = sh->nchunks > 1 ? sh->chunk_begin[j] : sh->layer_begin;
         int e = sh->nchunks > 1 ? sh->chunk_end[j] : sh->layer_end;
         uint64_t nb = e > b ? (uint64_t)(e - b) : 0;
-        const int head = sh->last_stage && j == nchunks - 1;
         out->slot_bytes[j] =
-            tt_add_sat(tt_mul_sat(nb, block), tt_bufs_bytes(cfg, sh, B, TT_BUFS_SLOT, head));
+            tt_add_sat(tt_mul_sat(nb, block), tt_bufs_bytes(cfg, sh, B, TT_BUFS_SLOT, 0));
     }
+    out->head_bytes = sh->last_stage ? tt_bufs_bytes(cfg, sh, B, TT_BUFS_HEAD, 1) : 0;
     out->scratch_bytes = tt_bufs_bytes(cfg, sh, B, TT_BUFS_SCRATCH, 0);
     out->work_bytes = tt_bufs_bytes(cfg, sh, B, TT_BUFS_WORK, 0);
 }
@@ -61,11 +62,11 @@ void tt_chunk_classes(const tt_shard_spec *sh, int *cls)
         const int b = sh->nchunks > 1 ? sh->chunk_begin[j] : sh->layer_begin;
         const int e = sh->nchunks > 1 ? sh->chunk_end[j] : sh->layer_end;
         nb[j] = e - b;
-        /* the first chunk of the same blocks count and the same head-or-not */
+        /* the first chunk of as many blocks (the head's buffers are lent
+         * apart, so the head chunk's slot is the same as another's) */
         cls[j] = j;
         for (int k = 0; k < j && cls[j] == j; k++)
-            if (nb[k] == nb[j] && (sh->last_stage && k == nchunks - 1) ==
-                                      (sh->last_stage && j == nchunks - 1))
+            if (nb[k] == nb[j])
                 cls[j] = k;
     }
 }
@@ -79,5 +80,6 @@ uint64_t tt_model_bytes_bound(const tt_config *cfg, const tt_shard_spec *sh, int
     uint64_t bytes = tt_mul_sat(4 * sizeof(float), sm.param_floats); /* W, G, Adam m and v */
     for (int j = 0; j < nchunks && j < TT_MAX_CHUNKS; j++)
         bytes = tt_add_sat(bytes, tt_mul_sat(sm.slot_bytes[j], slots > 0 ? (uint64_t)slots : 1));
+    bytes = tt_add_sat(bytes, tt_mul_sat(sm.head_bytes, slots > 0 ? (uint64_t)slots : 1));
     return tt_add_sat(tt_add_sat(bytes, sm.scratch_bytes), sm.work_bytes);
 }

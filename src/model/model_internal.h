@@ -36,8 +36,16 @@ static inline uint64_t tt_add_sat(uint64_t a, uint64_t b)
 
 /* The buffers of buffers.c's table, by what holds them: one block's in a
  * slot (what recomputation does not rebuild), the work set recomputation
- * rebuilds them into, the slot's own, the backward's scratch. */
-typedef enum { TT_BUFS_BLOCK, TT_BUFS_WORK, TT_BUFS_SLOT, TT_BUFS_SCRATCH } tt_bufs_part;
+ * rebuilds them into, the slot's own (every chunk's), the head's (ln_f,
+ * logits, losses: a tt_slot of the head pool holds them and lends them to
+ * the head chunk's slot), the backward's scratch. */
+typedef enum {
+    TT_BUFS_BLOCK,
+    TT_BUFS_WORK,
+    TT_BUFS_SLOT,
+    TT_BUFS_HEAD,
+    TT_BUFS_SCRATCH
+} tt_bufs_part;
 /* Bytes of `part` for shard sh and micro-batches of B sequences (head: the
  * chunk holds the head), saturating; no model needed. */
 uint64_t tt_bufs_bytes(const tt_config *cfg, const tt_shard_spec *sh, uint64_t B,
@@ -48,6 +56,9 @@ uint64_t tt_bufs_bytes(const tt_config *cfg, const tt_shard_spec *sh, uint64_t B
  * set). Returns the bytes allocated; the caller books them. */
 size_t tt_bufs_alloc(const tt_model *m, void *holder, tt_bufs_part part, int head,
                      const tt_block_acts *shared);
+/* Points dst's pointers of `part` at src's (both tt_slot, say), or clears
+ * them when src is NULL: lending the head's buffers to a slot. */
+void tt_bufs_lend(const tt_model *m, void *dst, const void *src, tt_bufs_part part);
 /* Frees what tt_bufs_alloc allocated (not the shared rows). */
 void tt_bufs_free(const tt_model *m, void *holder, tt_bufs_part part);
 

@@ -27,15 +27,16 @@
 
 /* Everything the schedule needs, allocated before the first step: the
  * activation slots for the most micro-batches it holds at once, per class of
- * interchangeable chunks (at least one per chunk, for eval), and a buffer per transfer that is not received into a slot
- * (sends, and the gradients that arrive for a backward). */
+ * interchangeable chunks (at least one per chunk, for eval), the head's
+ * buffers for the most head micro-batches it holds at once, and a buffer per
+ * transfer that is not received into a slot (sends, and the gradients that
+ * arrive for a backward). */
 static void allocate_for_list(tt_pipe *pipe)
 {
     const tt_run_config *rc = pipe->rc;
     const size_t n = (size_t)tt_model_rows(pipe->m, pipe->mbs) * rc->model.C;
-    int peak[TT_MAX_CHUNKS] = {0}, cls[TT_MAX_CHUNKS], nbuf;
-    tt_chunk_classes(&pipe->m->sh, cls);
-    tt_schedule_buffers(&pipe->list, pipe->p, pipe->v, cls, peak, &nbuf);
+    int peak[TT_MAX_CHUNKS] = {0}, heads, nbuf;
+    tt_schedule_buffers(&pipe->list, pipe->p, pipe->v, pipe->m->cls, peak, &heads, &nbuf);
     (void)nbuf; /* counted again below, buffer by buffer */
     for (int i = 0; i < pipe->list.n; i++) {
         const tt_action *a = &pipe->list.a[i];
@@ -52,7 +53,11 @@ static void allocate_for_list(tt_pipe *pipe)
                 pipe->grad_out[key] = pipe->buf[i];
         }
     }
-    /* Each class's slots, shared by its chunks (tt_slot_acquire). */
+    /* The head's buffers, then each class's slots, shared by its chunks
+     * (tt_slot_acquire): a GPU that cannot hold its first micro-batch says
+     * so at the slot, the larger part, with what the whole would bring it to. */
+    if (pipe->m->Bmax > 0)
+        tt_slot_reserve_heads(pipe->m, heads);
     for (int j = 0; j < pipe->v && pipe->m->Bmax > 0; j++)
         if (peak[j] > 0)
             tt_slot_reserve(pipe->m, j, peak[j]);

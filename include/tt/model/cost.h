@@ -43,7 +43,9 @@ tt_chunk_seconds tt_chunk_cost(const tt_config *cfg, const tt_cost_ctx *x, doubl
  * one block's activations it rebuilds. Saturating 64-bit sums. */
 typedef struct {
     uint64_t param_floats;
-    uint64_t slot_bytes[TT_MAX_CHUNKS];
+    uint64_t slot_bytes[TT_MAX_CHUNKS]; /* without the head's buffers */
+    uint64_t head_bytes; /* the head's (ln_f, logits, softmax, losses), lent to the
+                            head chunk's slot; 0 on a shard without the head */
     uint64_t scratch_bytes;
     uint64_t work_bytes; /* --recompute: the one block's activations rebuilt (model.c) */
 } tt_shard_memory;

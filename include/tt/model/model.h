@@ -83,8 +83,12 @@ typedef struct {
 
 /* Everything one (micro-batch, chunk) keeps between its forward and its
  * backward: a pipeline stage holds as many of these as it has micro-batches
- * in flight, so they come from a pool that grows to the schedule's peak. */
-typedef struct {
+ * in flight, so they come from a pool that grows to the schedule's peak.
+ * The head's buffers (lnf .. losses) come from a pool of their own, lent to
+ * the head chunk's slot while it is held: any slot of as many blocks serves
+ * the head chunk or another, so a stage keeps as many heads as its schedule
+ * holds head micro-batches, not a whole slot more. */
+typedef struct tt_slot {
     int in_use;
     int chunk;             /* local chunk index */
     int B;                 /* sequences in this micro-batch */
@@ -96,6 +100,7 @@ typedef struct {
     float *probs;          /* B,T,Vl  softmax of the logits, for the backward */
     float *losses;         /* B,T */
     size_t bytes;          /* host memory of this slot */
+    struct tt_slot *head;  /* the head pool's entry lent to it (NULL: none) */
 } tt_slot;
 
 typedef struct {
@@ -116,6 +121,9 @@ typedef struct {
     int Bmax;
     int nslots, slots_cap, slots_in_use, slots_peak;
     tt_slot **slots;
+    int cls[TT_MAX_CHUNKS]; /* tt_chunk_classes: the chunks a slot may serve */
+    int nheads, heads_cap;
+    tt_slot **heads;       /* holders of the head's buffers only (see tt_slot) */
     tt_slot *cur;          /* the slot of the last tt_model_forward */
     float *logits;         /* cur's logits (B,T,Vl), for generation */
 
@@ -173,8 +181,12 @@ int tt_model_rows(const tt_model *m, int B);
  * (allocated the first time the pool runs dry). */
 tt_slot *tt_slot_acquire(tt_model *m, int j, int B);
 /* Grows the pool of local chunk j to n slots, so that a schedule holding n
- * micro-batches of the chunk allocates nothing while it runs. */
+ * micro-batches of the chunk allocates nothing while it runs (the head's
+ * buffers are reserved apart: tt_slot_reserve_heads). */
 void tt_slot_reserve(tt_model *m, int j, int n);
+/* Grows the pool of the head's buffers to n (the head chunk's micro-batches
+ * the schedule holds at once). */
+void tt_slot_reserve_heads(tt_model *m, int n);
 void tt_slot_release(tt_model *m, tt_slot *s);
 
 /* Forward of the slot's chunk. The input is idx when the chunk starts with the
@@ -206,13 +218,15 @@ double tt_model_forward(tt_model *m, const int *idx, const int *targets, int B);
 void tt_model_backward(tt_model *m, float dloss);
 
 /* Which local chunks' activation slots are interchangeable: cls[j] is the
- * first local chunk with as many blocks as j and the head if j has it (the
- * same buffers, so one slot serves either; tt_slot_acquire reuses them). */
+ * first local chunk with as many blocks as j (the same buffers, so one slot
+ * serves either; tt_slot_acquire reuses them; the head's own buffers come
+ * from their own pool). */
 void tt_chunk_classes(const tt_shard_spec *sh, int *cls /* [nchunks] */);
 
 /* An upper bound, in bytes, of what tt_model_init and the schedule's slots
  * allocate for shard sh: the four parameter buffers, the gradient scratch
- * for Bmax sequences and `slots` activation slots of every local chunk
+ * for Bmax sequences and `slots` activation slots of every local chunk (and
+ * as many of the head's buffers)
  * (src/model/estimate.c). Computed in 64 bits with every product checked;
  * UINT64_MAX when it does not fit, so nothing is allocated to find out. */
 uint64_t tt_model_bytes_bound(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
