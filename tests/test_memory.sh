@@ -27,7 +27,7 @@ want=$(awk 'BEGIN { m = 1048576; printf "%.3f %.3f %.3f %.3f %.3f %.3f %.3f", 46
 # chunk keeping its own most would be 4 + 2 = 6. Both chunks are one block
 # without the head, so one slot serves either:
 #   slot = 4 [N (4C + 4 + 4C + 2 * 4C) + B NH T^2 + NC + 2N]
-#        = 4 [32 * 484 + 2 * 4 * 256 + 1536 + 64] = 113408 bytes; x 5 = 567040.
+#        = 4 [32 * 772 + 2 * 4 * 256 + 1536 + 64] = 113408 bytes; x 5 = 567040.
 # Peak: P = 256*48 + 16*48 + 2 (12*48^2 + 13*48) = 69600 floats, 16P = 1113600;
 # errors 4 [N (2C + max(C, 4C) + 4C + 4C) + T^2] = 87040 (V = 256 > 4C is the
 # widest scratch only on the stage with the loss); transfers: 8 activations
@@ -55,6 +55,21 @@ fits=$status
 tt 2 $il --gpu-mem 1890559
 [ "$fits" -eq 0 ] && [ "$status" -eq 1 ] && ok "interleaved: peak 1890560 bytes by hand fits, one byte less does not" ||
     not_ok "interleaved with --gpu-mem 1890560: exit $fits (want 0); 1890559: exit $status (want 1)"
+
+# Chunks of different blocks: pp 3, v 2, M 6, blocks per chunk 1,1,1,2,2,1,
+# so stage 1 holds chunk 1 (one block) and chunk 4 (two), same dims and
+# N = (12 / 6) x 16 = 32. Its warm-up forwards 2 (p-1-1) + (v-1) p = 5
+# micro-batches, p = 3 of chunk 1 then 2 of chunk 4, and the first steady
+# forward a third of chunk 4: 6 micro-batches held, 3 + 3 x 2 = 9 blocks
+# (then each backward frees what the next forward takes). A block is
+# 4 [N (4C + 4 + 4C + 2 * 4C) + B NH T^2] = 4 [32 * 772 + 2 * 4 * 256] = 107008
+# bytes, a slot's own 4 (N C + 2 N) = 6400: 6 x 6400 + 9 x 107008 = 1001472
+# (6 one-block and 3 two-block slots, each chunk's own most, would be 1341696).
+tt 3 --layers 8 --dim 48 --heads 4 --seq 16 --batch 12 --micro-batches 6 --pp 3 --schedule interleaved --stage-layers 1,1,1,2,2,1 --steps 1 --quiet --sample-len 0 --eval-every 0 --no-spot-check --report memory
+act=$(awk '$1 ~ /^gpu1\(/ && NF >= 8 && $2 !~ /%$/ { print $3 }' "$work/out")
+want=$(awk 'BEGIN { printf "%.3f", 1001472 / 1048576 }')
+[ "$status" -eq 0 ] && [ "$act" = "$want" ] && ok "uneven chunks: stage 1 holds 6 micro-batches, 9 blocks: $act MiB" ||
+    not_ok "uneven chunks: stage 1 activations '$act' MiB, by hand $want (6 slots of 6400 bytes, 9 blocks of 107008)"
 
 # Over budget: exit 1 on every rank, one line naming the GPU.
 expect_error "out of memory on 1 GPU" 1 "gpu0(dp0,pp0,tp0) is out of memory: allocating" 1 --gpu-mem 16M --steps 1 --quiet --sample-len 0

@@ -1,13 +1,15 @@
 /* test_slots.c - the activation slots a pipeline stage reserves against what
  * its schedule holds. For every schedule of the registry on p 2 m 4 and
- * p 4 m 8: the slots and head buffers tt_schedule_buffers reserves equal the
- * peaks of an independent count over the stage's action list (each
- * (micro-batch, chunk) pair held over an interval, from the action that
- * lands its input to the one that gives it back), and the numbers worked by
- * hand below; the bytes reserved equal the most bytes held at once. Then a
- * real model's pool, reserved so, serves a whole stage's list without
- * allocating (the head's buffers lent to whichever slot holds the head
- * chunk). Single process, no MPI.
+ * p 4 m 8: the slots, blocks and head buffers tt_schedule_buffers reserves
+ * equal the peaks of an independent count over the stage's action list
+ * (each (micro-batch, chunk) pair held over an interval, from the action
+ * that lands its input to the one that gives it back) and the numbers worked
+ * by hand below, and the bytes reserved equal the most bytes held at once,
+ * with chunks of one block and with chunks of 1 and 2 blocks (the default
+ * split of 8 blocks over 3 x 2 chunks is uneven). Then a real model's pools,
+ * reserved so, serve a whole stage's list without allocating (blocks and
+ * the head's buffers lent to whichever slot holds them, never two at once).
+ * Single process, no MPI.
  *
  * K is the number of chunks (p v); the model's last chunk K-1 has the head. */
 #include <check.h>
@@ -18,17 +20,19 @@
 
 #include "check_run.h"
 
-/* The most a list holds at once: (mb, chunk) pairs, pairs of chunk K-1, and
- * bytes when a pair weighs 1 and the head head_w more. The executor
- * (pipeline_run.c) takes a slot when the pair's input lands (its receive,
- * or chunk 0's forward reading the tokens) and gives it back after the
- * backward, or after W when the list splits it off. */
+/* The most a list holds at once: (mb, chunk) pairs, blocks (nb[j] per pair
+ * of local chunk j), pairs of chunk K-1, and bytes when a pair weighs 1, a
+ * block block_w and the head head_w more. The executor (pipeline_run.c)
+ * takes a slot when the pair's input lands (its receive, or chunk 0's
+ * forward reading the tokens) and gives it back after the backward, or after
+ * W when the list splits it off. */
 typedef struct {
-    int pairs, heads;
+    int pairs, blocks, heads;
     double bytes;
 } held;
 
-static held count_held(const tt_action_list *l, int K, int m, double head_w)
+static held count_held(const tt_action_list *l, int p, int K, int m, const int *nb,
+                       double block_w, double head_w)
 {
     int split = 0;
     for (int i = 0; i < l->n; i++)
@@ -48,15 +52,17 @@ static held count_held(const tt_action_list *l, int K, int m, double head_w)
             ck_assert_msg(take[x] >= 0 && take[x] <= i && (give[x] < 0 || give[x] >= i),
                           "mb %d chunk %d computed outside its slot", a->mb, a->chunk);
     }
-    held peak = {0, 0, 0};
+    held peak = {0, 0, 0, 0};
     for (int i = 0; i < l->n; i++) { /* after action i */
-        held now = {0, 0, 0};
+        held now = {0, 0, 0, 0};
         for (int x = 0; x < m * K; x++)
             if (take[x] >= 0 && take[x] <= i && give[x] > i) {
-                const int head = x % K == K - 1;
-                now.pairs++, now.heads += head, now.bytes += 1 + head * head_w;
+                const int head = x % K == K - 1, blocks = nb[x % K / p];
+                now.pairs++, now.blocks += blocks, now.heads += head;
+                now.bytes += 1 + blocks * block_w + head * head_w;
             }
         peak.pairs = now.pairs > peak.pairs ? now.pairs : peak.pairs;
+        peak.blocks = now.blocks > peak.blocks ? now.blocks : peak.blocks;
         peak.heads = now.heads > peak.heads ? now.heads : peak.heads;
         peak.bytes = now.bytes > peak.bytes ? now.bytes : peak.bytes;
     }
@@ -106,22 +112,31 @@ START_TEST(reserve_equals_peak)
         for (int s = 0; s < p; s++) {
             tt_action_list l;
             tt_schedule_build(&l, kind, p, m, v, s);
-            /* every chunk as many blocks: one class */
-            int cls[TT_MAX_CHUNKS] = {0}, slots[TT_MAX_CHUNKS], heads, nbuf;
-            tt_schedule_buffers(&l, p, v, cls, slots, &heads, &nbuf);
-            const double head_w = 3; /* any weight: the head's buffers beside a slot */
-            held h = count_held(&l, K, m, head_w);
             const char *what = by_hand[c].name;
+            /* weights of a block and of the head beside a slot's own: any */
+            const double block_w = 5, head_w = 3;
+            static const int one[2] = {1, 1}, uneven[2] = {1, 2};
+            held h = count_held(&l, p, K, m, one, block_w, head_w);
             ck_assert_msg(h.pairs == by_hand[c].pairs[s] && h.heads == by_hand[c].heads[s],
                           "%s p %d m %d stage %d: holds %d pairs, %d heads; by hand %d, %d",
                           what, p, m, s, h.pairs, h.heads, by_hand[c].pairs[s],
                           by_hand[c].heads[s]);
-            ck_assert_msg(slots[0] == h.pairs && heads == h.heads,
-                          "%s p %d m %d stage %d: reserves %d slots, %d heads; holds %d, %d",
-                          what, p, m, s, slots[0], heads, h.pairs, h.heads);
-            ck_assert_msg(slots[0] + heads * head_w == h.bytes,
-                          "%s p %d m %d stage %d: reserves %g bytes, holds at most %g", what, p,
-                          m, s, slots[0] + heads * head_w, h.bytes);
+            for (int u = 0; u < 2; u++) {
+                const int *nb = u ? uneven : one;
+                tt_stage_buffers r;
+                tt_schedule_buffers(&l, p, v, nb, &r);
+                h = count_held(&l, p, K, m, nb, block_w, head_w);
+                ck_assert_msg(r.slots == h.pairs && r.blocks == h.blocks && r.heads == h.heads,
+                              "%s p %d m %d stage %d, blocks %d,%d: reserves %d slots, %d "
+                              "blocks, %d heads; holds %d, %d, %d",
+                              what, p, m, s, nb[0], nb[1], r.slots, r.blocks, r.heads, h.pairs,
+                              h.blocks, h.heads);
+                const double bytes = r.slots + r.blocks * block_w + r.heads * head_w;
+                ck_assert_msg(bytes == h.bytes,
+                              "%s p %d m %d stage %d, blocks %d,%d: reserves %g bytes, holds "
+                              "at most %g",
+                              what, p, m, s, nb[0], nb[1], bytes, h.bytes);
+            }
             tt_action_list_free(&l);
         }
     }
@@ -130,63 +145,76 @@ START_TEST(reserve_equals_peak)
 }
 END_TEST
 
-/* A stage of a real model: its pool reserved as the executor does
- * (allocate_for_list), then the list's takings and givings replayed; the pool
- * must not grow, and each held head pair must have head buffers of its own. */
-static void replay(const char *name, int p, int m, int s, int chunk0, int chunk1, int first,
-                   int split_w)
+/* A stage of a real model: its pools reserved as the executor does
+ * (allocate_for_list), then the list's takings and givings replayed; no pool
+ * may grow, each held pair of chunk j must have nb[j] blocks and the head's
+ * buffers (chunk K-1 only) of its own. Local chunk j is blocks
+ * [begin[j], begin[j] + len[j]) of a 4-block model. */
+static void replay(const char *name, int p, int m, int s, const int *begin, const int *len,
+                   int first, int split_w)
 {
     static const tt_config cfg = {.V = 256, .C = 16, .L = 4, .NH = 2, .T = 4};
     const int kind = tt_schedule_parse(name), v = 2, K = p * v;
     tt_shard_spec sh = tt_shard_whole(&cfg);
     sh.nchunks = 2, sh.first_stage = first, sh.last_stage = 1, sh.split_w = split_w;
-    sh.chunk_begin[0] = chunk0, sh.chunk_end[0] = chunk0 + 1;
-    sh.chunk_begin[1] = chunk1, sh.chunk_end[1] = chunk1 + 1;
+    for (int j = 0; j < 2; j++)
+        sh.chunk_begin[j] = begin[j], sh.chunk_end[j] = begin[j] + len[j];
     tt_model mo;
     tt_model_init(&mo, &cfg, &sh, 1, 5);
     tt_action_list l;
     tt_schedule_build(&l, kind, p, m, v, s);
-    int slots[TT_MAX_CHUNKS], heads, nbuf;
-    tt_schedule_buffers(&l, p, v, mo.cls, slots, &heads, &nbuf);
-    ck_assert_int_eq(mo.cls[1], 0); /* the head chunk's slot is any other's */
-    tt_slot_reserve(&mo, 0, slots[0]);
-    tt_slot_reserve_heads(&mo, heads);
-    const int nslots = mo.nslots, nheads = mo.nheads;
-    ck_assert_int_eq(nslots, slots[0]);
-    ck_assert_int_eq(nheads, heads);
+    tt_stage_buffers need;
+    tt_schedule_buffers(&l, p, v, len, &need);
+    tt_slot_reserve(&mo, need.slots, need.blocks, need.heads);
+    ck_assert_int_eq(mo.nslots, need.slots);
+    ck_assert_int_eq(mo.nblocks, need.blocks);
+    ck_assert_int_eq(mo.nheads, need.heads);
     tt_slot **hold = calloc((size_t)(m * K), sizeof *hold);
     for (int i = 0; i < l.n; i++) {
         const tt_action *a = &l.a[i];
         const int x = a->mb * K + a->chunk, j = a->chunk / p;
         if (a->kind == TT_ACT_RECV_ACT || (a->kind == TT_ACT_FWD && a->chunk == 0)) {
-            hold[x] = tt_slot_acquire(&mo, j, 1);
-            ck_assert_msg((hold[x]->logits != NULL) == (a->chunk == K - 1),
+            tt_slot *t = hold[x] = tt_slot_acquire(&mo, j, 1);
+            ck_assert_msg((t->logits != NULL) == (a->chunk == K - 1),
                           "%s: chunk %d's slot %s the head's buffers", name, a->chunk,
-                          hold[x]->logits ? "has" : "lacks");
-            for (int y = 0; y < m * K; y++)
-                ck_assert_msg(y == x || !hold[y] || !hold[x]->logits ||
-                                  hold[y]->logits != hold[x]->logits,
-                              "%s: two held head pairs share the head's buffers", name);
+                          t->logits ? "has" : "lacks");
+            for (int y = 0; y < m * K; y++) {
+                const tt_slot *u = hold[y];
+                if (y == x || !u)
+                    continue;
+                ck_assert_msg(u != t && (!t->logits || u->logits != t->logits),
+                              "%s: two held pairs share a slot or a head", name);
+                for (int b = 0; b < len[j]; b++)
+                    for (int c = 0; c < len[u->chunk]; c++)
+                        ck_assert_msg(t->acts[b].x_in && t->acts[b].x_in != u->acts[c].x_in,
+                                      "%s: two held pairs share a block's activations", name);
+            }
         }
         if (a->kind == (split_w ? TT_ACT_W : TT_ACT_BWD)) {
             tt_slot_release(&mo, hold[x]);
             hold[x] = NULL;
         }
     }
-    ck_assert_msg(mo.nslots == nslots && mo.nheads == nheads,
-                  "%s p %d m %d stage %d: the pool grew from %d slots, %d heads to %d, %d", name,
-                  p, m, s, nslots, nheads, mo.nslots, mo.nheads);
+    ck_assert_msg(mo.nslots == need.slots && mo.nblocks == need.blocks && mo.nheads == need.heads,
+                  "%s p %d m %d stage %d: the pools grew from %d slots, %d blocks, %d heads to "
+                  "%d, %d, %d",
+                  name, p, m, s, need.slots, need.blocks, need.heads, mo.nslots, mo.nblocks,
+                  mo.nheads);
     free(hold);
     tt_action_list_free(&l);
     tt_model_free(&mo);
 }
 
-START_TEST(pool_serves_the_schedule)
+START_TEST(pools_serve_the_schedule)
 {
-    /* interleaved p 2: the last stage holds blocks 1 and 3 (the head's) */
-    replay("interleaved", 2, 4, 1, 1, 3, 0, 0);
-    /* zb-v p 2: stage 0 holds blocks 0 (the embeddings) and 3 (the head's) */
-    replay("zb-v", 2, 4, 0, 0, 3, 1, 1);
+    /* interleaved p 2: the last stage holds chunks 1 and 3 (the head's) */
+    replay("interleaved", 2, 4, 1, (const int[]){1, 3}, (const int[]){1, 1}, 0, 0);
+    replay("interleaved", 2, 4, 1, (const int[]){0, 2}, (const int[]){2, 2}, 0, 0);
+    /* uneven: chunk 1 of one block, chunk 3 of two (the loss's stage) */
+    replay("interleaved", 2, 4, 1, (const int[]){1, 2}, (const int[]){1, 2}, 0, 0);
+    /* zb-v p 2: stage 0 holds chunks 0 (the embeddings) and 3 (the head's) */
+    replay("zb-v", 2, 4, 0, (const int[]){0, 3}, (const int[]){1, 1}, 1, 1);
+    replay("zb-v", 2, 4, 0, (const int[]){0, 2}, (const int[]){2, 1}, 1, 1);
 }
 END_TEST
 
@@ -196,7 +224,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, reserve_equals_peak);
-    tcase_add_test(tc, pool_serves_the_schedule);
+    tcase_add_test(tc, pools_serve_the_schedule);
     suite_add_tcase(s, tc);
     return tt_check_run(s);
 }

@@ -100,7 +100,7 @@ static void add_candidate(tt_plan *p, const tt_plan_candidate *c)
  * stage: computed once per layout and reused for the four stages of ZeRO. */
 typedef struct {
     tt_shard_memory sm;
-    int slots[TT_MAX_CHUNKS], heads, nbuf; /* tt_schedule_buffers */
+    tt_stage_buffers need; /* what the executor reserves (its pools, its transfers) */
     const tt_action_list *list; /* the stage's schedule */
     tt_placement place;         /* which chunks are the stage's */
     /* ZeRO z (1..3) on this DP size: weights, gradients, optimizer bytes as
@@ -123,9 +123,9 @@ static void stage_shape_of(const tt_plan_ctx *x, const tt_grid *g, const int *ch
     r.virtual_stages = c->virtual_stages;
     tt_shard_spec sh = tt_stage_spec(g, &r, chunk_layers, tt_grid_rank_of(g, 0, s, 0));
     tt_shard_memory_of(&r.model, &sh, mbs, &out->sm);
-    int cls[TT_MAX_CHUNKS];
-    tt_chunk_classes(&sh, cls);
-    tt_schedule_buffers(list, g->pp, r.virtual_stages, cls, out->slots, &out->heads, &out->nbuf);
+    int nb[TT_MAX_CHUNKS];
+    tt_chunk_blocks(&sh, nb);
+    tt_schedule_buffers(list, g->pp, r.virtual_stages, nb, &out->need);
     out->list = list;
     out->place = tt_schedule_placement(c->schedule);
     for (int z = 1; z <= 3 && g->dp > 1; z++) {
@@ -147,7 +147,6 @@ static void stage_memory(const tt_plan_ctx *x, const tt_grid *g, const int *chun
 {
     const tt_run_config *rc = x->rc;
     const tt_shard_memory *sm = &sh->sm;
-    const int *slots = sh->slots;
     const double P = (double)sm->param_floats, dp = g->dp;
     /* elements of one transfer: with sequence parallelism a TP rank's rows */
     const double msg = (double)mbs * rc->model.T * rc->model.C / (sp ? g->tp : 1);
@@ -165,12 +164,12 @@ static void stage_memory(const tt_plan_ctx *x, const tt_grid *g, const int *chun
             mem[TT_PMEM_GRADIENTS] = sh->zero_bytes[zero][1];
             mem[TT_PMEM_OPTIMIZER] = sh->zero_bytes[zero][2];
         }
-        double act = (double)sm->scratch_bytes + (double)sm->work_bytes;
-        for (int j = 0; j < v; j++) /* per class of interchangeable chunks */
-            act += (double)sm->slot_bytes[j] * slots[j];
-        act += (double)sm->head_bytes * sh->heads; /* lent to the head chunk's slots */
-        mem[TT_PMEM_ACTIVATIONS] = act;
-        mem[TT_PMEM_COMM] = 4 * msg * sh->nbuf;
+        const tt_stage_buffers *n = &sh->need;
+        mem[TT_PMEM_ACTIVATIONS] = (double)sm->scratch_bytes + (double)sm->work_bytes +
+                                   (double)sm->own_bytes * n->slots +
+                                   (double)sm->block_bytes * n->blocks +
+                                   (double)sm->head_bytes * n->heads;
+        mem[TT_PMEM_COMM] = 4 * msg * n->buffers;
     } else {
         /* ZeRO paper: 2 (fp16 weights) + 2 (gradients) + 12 (fp32 master
          * weights, m and v: K = 12) bytes per parameter. */

@@ -1,9 +1,9 @@
 /* buffers.c - one table of every buffer the model allocates beside its
- * parameters: a block's activations (per slot, or in the one work set that
- * recomputation shares), a slot's own (the chunk's output and tokens), the
- * head's (ln_f, logits, losses: lent to the head chunk's slots from a pool of
- * their own, slots.c) and the backward's scratch (the errors of one backward
- * at a time). Allocation
+ * parameters: a block's activations (an entry of the block pool, or the one
+ * work set that recomputation shares), a slot's own (the chunk's output and
+ * tokens), the head's (ln_f, logits, losses) - the blocks' and the head's
+ * lent to a slot from pools of their own (slots.c) - and the backward's
+ * scratch (the errors of one backward at a time). Allocation
  * (slots.c, model.c), freeing and the estimate the planner and the preflight
  * use (estimate.c) all walk this table, so a buffer added here is allocated,
  * freed and counted alike; before, each kept its own list, and a buffer

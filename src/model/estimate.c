@@ -38,37 +38,29 @@ void tt_shard_memory_of(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
     out->param_floats = param_floats(cfg, sh);
     if (B == 0)
         return;
-    /* A slot: each block's buffers (what recomputation does not rebuild)
-     * and the slot's own; the head's buffers apart, lent to the head
-     * chunk's slots from their own pool (slots.c). */
+    /* A micro-batch of chunk j: each block's buffers (what recomputation
+     * does not rebuild) and the slot's own; the head's buffers apart. The
+     * executor pools the three apart (slots.c). */
     const uint64_t block = tt_bufs_bytes(cfg, sh, B, TT_BUFS_BLOCK, 0);
+    out->block_bytes = block;
+    out->own_bytes = tt_bufs_bytes(cfg, sh, B, TT_BUFS_SLOT, 0);
     for (int j = 0; j < nchunks && j < TT_MAX_CHUNKS; j++) {
         int b = sh->nchunks > 1 ? sh->chunk_begin[j] : sh->layer_begin;
         int e = sh->nchunks > 1 ? sh->chunk_end[j] : sh->layer_end;
         uint64_t nb = e > b ? (uint64_t)(e - b) : 0;
-        out->slot_bytes[j] =
-            tt_add_sat(tt_mul_sat(nb, block), tt_bufs_bytes(cfg, sh, B, TT_BUFS_SLOT, 0));
+        out->slot_bytes[j] = tt_add_sat(tt_mul_sat(nb, block), out->own_bytes);
     }
     out->head_bytes = sh->last_stage ? tt_bufs_bytes(cfg, sh, B, TT_BUFS_HEAD, 1) : 0;
     out->scratch_bytes = tt_bufs_bytes(cfg, sh, B, TT_BUFS_SCRATCH, 0);
     out->work_bytes = tt_bufs_bytes(cfg, sh, B, TT_BUFS_WORK, 0);
 }
 
-void tt_chunk_classes(const tt_shard_spec *sh, int *cls)
+void tt_chunk_blocks(const tt_shard_spec *sh, int *nb)
 {
     const int nchunks = sh->nchunks > 1 ? sh->nchunks : 1;
-    int nb[TT_MAX_CHUNKS];
-    for (int j = 0; j < nchunks && j < TT_MAX_CHUNKS; j++) {
-        const int b = sh->nchunks > 1 ? sh->chunk_begin[j] : sh->layer_begin;
-        const int e = sh->nchunks > 1 ? sh->chunk_end[j] : sh->layer_end;
-        nb[j] = e - b;
-        /* the first chunk of as many blocks (the head's buffers are lent
-         * apart, so the head chunk's slot is the same as another's) */
-        cls[j] = j;
-        for (int k = 0; k < j && cls[j] == j; k++)
-            if (nb[k] == nb[j])
-                cls[j] = k;
-    }
+    for (int j = 0; j < nchunks && j < TT_MAX_CHUNKS; j++)
+        nb[j] = sh->nchunks > 1 ? sh->chunk_end[j] - sh->chunk_begin[j]
+                                : sh->layer_end - sh->layer_begin;
 }
 
 uint64_t tt_model_bytes_bound(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,

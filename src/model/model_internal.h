@@ -34,8 +34,8 @@ static inline uint64_t tt_add_sat(uint64_t a, uint64_t b)
     return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
 }
 
-/* The buffers of buffers.c's table, by what holds them: one block's in a
- * slot (what recomputation does not rebuild), the work set recomputation
+/* The buffers of buffers.c's table, by what holds them: one block's in the
+ * block pool (what recomputation does not rebuild), the work set recomputation
  * rebuilds them into, the slot's own (every chunk's), the head's (ln_f,
  * logits, losses: a tt_slot of the head pool holds them and lends them to
  * the head chunk's slot), the backward's scratch. */

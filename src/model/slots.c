@@ -3,11 +3,14 @@
  * stage holds as many as its schedule has micro-batches in flight, so they
  * come from a pool that grows to the schedule's peak before the first step
  * (tt_slot_reserve) and are booked in the virtual GPU's memory account as
- * they are allocated. The head's buffers (ln_f, the logits, their softmax,
- * the losses) are a pool of their own, lent to the head chunk's slot while
- * it is held: a slot is then the same for every chunk of as many blocks, and
- * a stage keeps as many heads as its schedule holds head micro-batches at
- * once (under the interleaved schedule one, beside its other chunks' peak). */
+ * they are allocated. Three pools: slots (a chunk's output and tokens, the
+ * same for every chunk), blocks' activations and the head's buffers (ln_f,
+ * the logits, their softmax, the losses), the last two lent to a slot while
+ * it is held. Chunks of a stage peak at different times and may differ in
+ * blocks (interleaved, zb-v), so a stage keeps the most slots, blocks and
+ * heads its schedule holds at once, not each chunk's own most: under the
+ * interleaved schedule the last stage holds one head beside its other
+ * chunks' micro-batches, not a whole slot more. */
 #include "tt/model/model.h"
 #include "model/model_internal.h"
 #include "tt/core/common.h"
@@ -16,23 +19,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Allocates one slot for local chunk j, sized for Bmax sequences: the
- * buffers of buffers.c's table, each block's (those recomputation rebuilds
- * come from the model's shared work set) and the slot's own. */
-static tt_slot *slot_new(tt_model *m, int j)
+/* Allocates one slot's own buffers (buffers.c's table), sized for Bmax
+ * sequences, with room for the most blocks of a local chunk. */
+static tt_slot *slot_new(tt_model *m)
 {
-    const int nb = m->chunk_len[j];
     tt_slot *s = tt_calloc(1, sizeof *s);
-    s->chunk = j;
-    s->acts = tt_calloc((size_t)(nb > 0 ? nb : 1), sizeof *s->acts);
-    size_t bytes = 0;
-    for (int l = 0; l < nb; l++)
-        bytes += tt_bufs_alloc(m, &s->acts[l], TT_BUFS_BLOCK, 0, &m->work);
-    bytes += tt_bufs_alloc(m, s, TT_BUFS_SLOT, 0, NULL);
-    s->bytes = bytes;
-    if (m->tracked)
-        tt_mem_account(TT_MEM_ACTIVATIONS, s->bytes, "the activations of one more micro-batch");
+    const int nb = m->nb_max > 0 ? m->nb_max : 1;
+    s->acts = tt_calloc((size_t)nb, sizeof *s->acts);
+    s->lent = tt_calloc((size_t)nb, sizeof *s->lent);
+    s->bytes = tt_bufs_alloc(m, s, TT_BUFS_SLOT, 0, NULL);
     return s;
+}
+
+/* One block's activations (those recomputation rebuilds come from the
+ * model's shared work set). */
+static tt_block_slot *block_new(tt_model *m)
+{
+    tt_block_slot *b = tt_calloc(1, sizeof *b);
+    b->bytes = tt_bufs_alloc(m, &b->a, TT_BUFS_BLOCK, 0, &m->work);
+    return b;
 }
 
 /* One entry of the head pool: a tt_slot holding the head's buffers only. */
@@ -46,123 +51,150 @@ static tt_slot *head_new(tt_model *m)
     return h;
 }
 
-static void slot_free(tt_model *m, tt_slot *s)
+static void book(tt_model *m, size_t bytes)
 {
     if (m->tracked)
-        tt_mem_release(TT_MEM_ACTIVATIONS, s->bytes);
-    for (int l = 0; l < m->chunk_len[s->chunk]; l++)
-        tt_bufs_free(m, &s->acts[l], TT_BUFS_BLOCK);
-    tt_bufs_free(m, s, TT_BUFS_SLOT);
-    free(s->acts);
-    free(s);
+        tt_mem_account(TT_MEM_ACTIVATIONS, bytes, "the activations of one more micro-batch");
 }
 
-static void head_free(tt_model *m, tt_slot *h)
+static void unbook(tt_model *m, size_t bytes)
 {
     if (m->tracked)
-        tt_mem_release(TT_MEM_ACTIVATIONS, h->bytes);
-    tt_bufs_free(m, h, TT_BUFS_HEAD);
-    free(h);
+        tt_mem_release(TT_MEM_ACTIVATIONS, bytes);
 }
 
-/* Appends s to a pool of *n entries (capacity *cap), growing it. */
-static tt_slot *pool_add(tt_slot ***pool, int *n, int *cap, tt_slot *s)
+static tt_slot *add_slot(tt_model *m, tt_slot *s)
 {
-    if (*n == *cap) {
-        *cap = *cap ? 2 * *cap : 8;
-        tt_slot **grown = tt_malloc((size_t)*cap * sizeof *grown);
-        if (*n)
-            memcpy(grown, *pool, (size_t)*n * sizeof *grown);
-        free(*pool);
-        *pool = grown;
-    }
-    return (*pool)[(*n)++] = s;
+    m->slots = tt_grow(m->slots, m->nslots, &m->slots_cap, sizeof *m->slots);
+    return m->slots[m->nslots++] = s;
 }
 
-/* A free slot for local chunk j, without the head's buffers. */
-static tt_slot *slot_take(tt_model *m, int j, int B)
+static tt_block_slot *add_block(tt_model *m, tt_block_slot *b)
 {
-    tt_slot *s = NULL;
-    for (int i = 0; i < m->nslots && !s; i++)
-        if (!m->slots[i]->in_use && m->slots[i]->chunk == j)
-            s = m->slots[i];
-    /* A free slot of another chunk with the same buffers serves as well: a
-     * stage holds what its chunks hold at once, not each chunk's own most
-     * (under the interleaved schedule they peak at different times). */
-    for (int i = 0; i < m->nslots && !s; i++)
-        if (!m->slots[i]->in_use && m->cls[m->slots[i]->chunk] == m->cls[j])
-            s = m->slots[i];
-    if (!s)
-        s = pool_add(&m->slots, &m->nslots, &m->slots_cap, slot_new(m, j));
+    m->blocks = tt_grow(m->blocks, m->nblocks, &m->blocks_cap, sizeof *m->blocks);
+    return m->blocks[m->nblocks++] = b;
+}
+
+static tt_slot *add_head(tt_model *m, tt_slot *h)
+{
+    m->heads = tt_grow(m->heads, m->nheads, &m->heads_cap, sizeof *m->heads);
+    return m->heads[m->nheads++] = h;
+}
+
+/* A free entry of each pool, allocating one when it runs dry (its bytes
+ * added to *fresh, booked by the caller with the rest of the micro-batch). */
+static tt_slot *free_slot(tt_model *m, size_t *fresh)
+{
+    for (int i = 0; i < m->nslots; i++)
+        if (!m->slots[i]->in_use)
+            return m->slots[i];
+    tt_slot *s = add_slot(m, slot_new(m));
+    *fresh += s->bytes;
+    return s;
+}
+
+static tt_block_slot *free_block(tt_model *m, size_t *fresh)
+{
+    for (int i = 0; i < m->nblocks; i++)
+        if (!m->blocks[i]->in_use)
+            return m->blocks[i];
+    tt_block_slot *b = add_block(m, block_new(m));
+    *fresh += b->bytes;
+    return b;
+}
+
+static tt_slot *free_head(tt_model *m)
+{
+    for (int i = 0; i < m->nheads; i++)
+        if (!m->heads[i]->in_use)
+            return m->heads[i];
+    return add_head(m, head_new(m));
+}
+
+tt_slot *tt_slot_acquire(tt_model *m, int j, int B)
+{
+    size_t fresh = 0;
+    tt_slot *s = free_slot(m, &fresh);
     s->in_use = 1;
     s->chunk = j;
     s->B = B;
+    for (int l = 0; l < m->chunk_len[j]; l++) {
+        tt_block_slot *b = free_block(m, &fresh);
+        b->in_use = 1;
+        s->lent[l] = b;
+        s->acts[l] = b->a; /* the buffers' pointers */
+    }
+    if (fresh)
+        book(m, fresh);
+    if (tt_has_head(m, j)) {
+        s->head = free_head(m);
+        s->head->in_use = 1;
+        tt_bufs_lend(m, s, s->head, TT_BUFS_HEAD);
+    }
     if (++m->slots_in_use > m->slots_peak)
         m->slots_peak = m->slots_in_use;
     return s;
 }
 
-static tt_slot *head_take(tt_model *m)
-{
-    for (int i = 0; i < m->nheads; i++)
-        if (!m->heads[i]->in_use) {
-            m->heads[i]->in_use = 1;
-            return m->heads[i];
-        }
-    tt_slot *h = pool_add(&m->heads, &m->nheads, &m->heads_cap, head_new(m));
-    h->in_use = 1;
-    return h;
-}
-
-tt_slot *tt_slot_acquire(tt_model *m, int j, int B)
-{
-    tt_slot *s = slot_take(m, j, B);
-    if (tt_has_head(m, j)) {
-        s->head = head_take(m);
-        tt_bufs_lend(m, s, s->head, TT_BUFS_HEAD);
-    }
-    return s;
-}
-
 void tt_slot_release(tt_model *m, tt_slot *s)
 {
-    if (s && s->in_use) {
-        s->in_use = 0;
-        m->slots_in_use--;
-        if (s->head) {
-            s->head->in_use = 0;
-            s->head = NULL;
-            tt_bufs_lend(m, s, NULL, TT_BUFS_HEAD);
-        }
+    if (!s || !s->in_use)
+        return;
+    s->in_use = 0;
+    m->slots_in_use--;
+    for (int l = 0; l < m->chunk_len[s->chunk]; l++) {
+        s->lent[l]->in_use = 0;
+        s->lent[l] = NULL;
+        memset(&s->acts[l], 0, sizeof s->acts[l]);
+    }
+    if (s->head) {
+        s->head->in_use = 0;
+        s->head = NULL;
+        tt_bufs_lend(m, s, NULL, TT_BUFS_HEAD);
     }
 }
 
-void tt_slot_reserve(tt_model *m, int j, int n)
+void tt_slot_reserve(tt_model *m, int slots, int blocks, int heads)
 {
-    /* Hold n slots of the chunk at once (allocating what is missing), then
-     * give them all back. */
-    tt_slot **tmp = tt_malloc((size_t)(n > 0 ? n : 1) * sizeof *tmp);
-    for (int i = 0; i < n; i++)
-        tmp[i] = slot_take(m, j, m->Bmax);
-    for (int i = 0; i < n; i++)
-        tt_slot_release(m, tmp[i]);
-    free(tmp);
-}
-
-void tt_slot_reserve_heads(tt_model *m, int n)
-{
-    while (m->nheads < n)
-        pool_add(&m->heads, &m->nheads, &m->heads_cap, head_new(m));
+    while (m->nheads < heads)
+        add_head(m, head_new(m));
+    /* A slot with the blocks of a micro-batch of the longest chunk, booked
+     * together: an out-of-memory message then names what one more
+     * micro-batch needs, as before the pools were apart. */
+    while (m->nslots < slots || m->nblocks < blocks) {
+        size_t bytes = 0;
+        if (m->nslots < slots)
+            bytes += add_slot(m, slot_new(m))->bytes;
+        for (int l = 0; l < (m->nb_max > 0 ? m->nb_max : 1) && m->nblocks < blocks; l++)
+            bytes += add_block(m, block_new(m))->bytes;
+        book(m, bytes);
+    }
 }
 
 void tt_slots_free(tt_model *m)
 {
-    for (int i = 0; i < m->nslots; i++)
-        slot_free(m, m->slots[i]);
-    for (int i = 0; i < m->nheads; i++)
-        head_free(m, m->heads[i]);
+    for (int i = 0; i < m->nslots; i++) {
+        tt_slot *s = m->slots[i];
+        unbook(m, s->bytes);
+        tt_bufs_free(m, s, TT_BUFS_SLOT);
+        free(s->acts);
+        free(s->lent);
+        free(s);
+    }
+    for (int i = 0; i < m->nblocks; i++) {
+        unbook(m, m->blocks[i]->bytes);
+        tt_bufs_free(m, &m->blocks[i]->a, TT_BUFS_BLOCK);
+        free(m->blocks[i]);
+    }
+    for (int i = 0; i < m->nheads; i++) {
+        unbook(m, m->heads[i]->bytes);
+        tt_bufs_free(m, m->heads[i], TT_BUFS_HEAD);
+        free(m->heads[i]);
+    }
     free(m->slots);
+    free(m->blocks);
     free(m->heads);
     m->slots = m->heads = NULL;
-    m->nslots = m->slots_cap = m->nheads = m->heads_cap = 0;
+    m->blocks = NULL;
+    m->nslots = m->slots_cap = m->nblocks = m->blocks_cap = m->nheads = m->heads_cap = 0;
 }

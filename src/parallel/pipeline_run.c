@@ -26,18 +26,16 @@
 #include <string.h>
 
 /* Everything the schedule needs, allocated before the first step: the
- * activation slots for the most micro-batches it holds at once, per class of
- * interchangeable chunks (at least one per chunk, for eval), the head's
- * buffers for the most head micro-batches it holds at once, and a buffer per
- * transfer that is not received into a slot (sends, and the gradients that
- * arrive for a backward). */
+ * activation slots, blocks' activations and head's buffers for the most it
+ * holds at once (tt_schedule_buffers; at least one of each per chunk, for
+ * eval), and a buffer per transfer that is not received into a slot (sends,
+ * and the gradients that arrive for a backward). */
 static void allocate_for_list(tt_pipe *pipe)
 {
     const tt_run_config *rc = pipe->rc;
     const size_t n = (size_t)tt_model_rows(pipe->m, pipe->mbs) * rc->model.C;
-    int peak[TT_MAX_CHUNKS] = {0}, heads, nbuf;
-    tt_schedule_buffers(&pipe->list, pipe->p, pipe->v, pipe->m->cls, peak, &heads, &nbuf);
-    (void)nbuf; /* counted again below, buffer by buffer */
+    tt_stage_buffers need;
+    tt_schedule_buffers(&pipe->list, pipe->p, pipe->v, pipe->m->chunk_len, &need);
     for (int i = 0; i < pipe->list.n; i++) {
         const tt_action *a = &pipe->list.a[i];
         const int j = a->chunk / pipe->p, key = a->mb * pipe->v + j;
@@ -53,14 +51,8 @@ static void allocate_for_list(tt_pipe *pipe)
                 pipe->grad_out[key] = pipe->buf[i];
         }
     }
-    /* The head's buffers, then each class's slots, shared by its chunks
-     * (tt_slot_acquire): a GPU that cannot hold its first micro-batch says
-     * so at the slot, the larger part, with what the whole would bring it to. */
     if (pipe->m->Bmax > 0)
-        tt_slot_reserve_heads(pipe->m, heads);
-    for (int j = 0; j < pipe->v && pipe->m->Bmax > 0; j++)
-        if (peak[j] > 0)
-            tt_slot_reserve(pipe->m, j, peak[j]);
+        tt_slot_reserve(pipe->m, need.slots, need.blocks, need.heads);
 }
 
 tt_schedule_kind tt_pipe_kind(const tt_run_config *rc, int p)

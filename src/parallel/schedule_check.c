@@ -279,36 +279,32 @@ static int list_splits_w(const tt_action_list *l)
     return 0;
 }
 
-void tt_schedule_buffers(const tt_action_list *l, int p, int v, const int *cls, int *slots,
-                         int *heads, int *buffers)
+void tt_schedule_buffers(const tt_action_list *l, int p, int v, const int *nb,
+                         tt_stage_buffers *out)
 {
-    int held[TT_MAX_CHUNKS] = {0}, members[TT_MAX_CHUNKS] = {0}, head_held = 0, has_head = 0;
     const int split = list_splits_w(l);
-    for (int j = 0; j < v && j < TT_MAX_CHUNKS; j++) {
-        slots[j] = 0;
-        members[cls ? cls[j] : j]++;
-    }
-    *buffers = 0;
-    *heads = 0;
+    int slots = 0, blocks = 0, heads = 0, has_head = 0, all_blocks = 0;
+    memset(out, 0, sizeof *out);
+    for (int j = 0; j < v; j++)
+        all_blocks += nb ? nb[j] : 1;
     for (int i = 0; i < l->n; i++) {
         const tt_action *a = &l->a[i];
-        const int j = a->chunk / p;
-        if (j >= TT_MAX_CHUNKS)
-            continue;
-        const int c = cls ? cls[j] : j; /* the slots of j's class */
-        held[c] += slot_change(a, split);
-        slots[c] = held[c] > slots[c] ? held[c] : slots[c];
-        if (a->chunk == p * v - 1) { /* the model's last chunk: the head's buffers */
-            has_head = 1;
-            head_held += slot_change(a, split);
-            *heads = head_held > *heads ? head_held : *heads;
-        }
-        *buffers += tt_action_needs_buffer(a);
+        const int j = a->chunk / p, d = slot_change(a, split);
+        const int head = a->chunk == p * v - 1; /* the model's last chunk */
+        slots += d;
+        blocks += d * (nb && j < v ? nb[j] : 1);
+        heads += head ? d : 0;
+        has_head |= head;
+        out->slots = slots > out->slots ? slots : out->slots;
+        out->blocks = blocks > out->blocks ? blocks : out->blocks;
+        out->heads = heads > out->heads ? heads : out->heads;
+        out->buffers += tt_action_needs_buffer(a);
     }
-    /* Eval runs a batch through every chunk at once: a slot each. */
-    for (int c = 0; c < v && c < TT_MAX_CHUNKS; c++)
-        slots[c] = members[c] > slots[c] ? members[c] : slots[c];
-    *heads = has_head && *heads < 1 ? 1 : *heads;
+    /* Eval runs a batch through every chunk at once: a slot each, and the
+     * head's buffers on the stage with the loss. */
+    out->slots = v > out->slots ? v : out->slots;
+    out->blocks = all_blocks > out->blocks ? all_blocks : out->blocks;
+    out->heads = has_head && out->heads < 1 ? 1 : out->heads;
 }
 
 double tt_schedule_peak_held(const tt_action_list *l, int p, int v, const double *bytes)

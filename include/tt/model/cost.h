@@ -38,14 +38,18 @@ tt_chunk_seconds tt_chunk_cost(const tt_config *cfg, const tt_cost_ctx *x, doubl
 
 /* The memory a shard allocates (FP32, what the emulator holds): parameter
  * floats of one kind (weights; gradients, Adam m and v are the same count),
- * the bytes of one activation slot of each local chunk for micro-batches of
- * B sequences, the backward's shared scratch, and with recomputation the
- * one block's activations it rebuilds. Saturating 64-bit sums. */
+ * for micro-batches of B sequences the bytes of one micro-batch of each
+ * local chunk and of the three pools' entries it is made of (src/model/
+ * slots.c: a slot's own, a block's, the head's), the backward's shared
+ * scratch, and with recomputation the one block's activations it rebuilds.
+ * Saturating 64-bit sums. */
 typedef struct {
     uint64_t param_floats;
-    uint64_t slot_bytes[TT_MAX_CHUNKS]; /* without the head's buffers */
-    uint64_t head_bytes; /* the head's (ln_f, logits, softmax, losses), lent to the
-                            head chunk's slot; 0 on a shard without the head */
+    uint64_t slot_bytes[TT_MAX_CHUNKS]; /* a micro-batch of chunk j, without the head's */
+    uint64_t own_bytes;   /* a slot's own buffers (the chunk's output, the tokens) */
+    uint64_t block_bytes; /* one block's activations */
+    uint64_t head_bytes;  /* the head's (ln_f, logits, softmax, losses), lent to the
+                             head chunk's slot; 0 on a shard without the head */
     uint64_t scratch_bytes;
     uint64_t work_bytes; /* --recompute: the one block's activations rebuilt (model.c) */
 } tt_shard_memory;

@@ -81,13 +81,22 @@ typedef struct {
     float *dfc1;          /* N,Hl */
 } tt_block_acts;
 
+/* One block's activations in the model's block pool (slots.c), lent to the
+ * slot of whichever chunk's micro-batch holds it. */
+typedef struct tt_block_slot {
+    int in_use;
+    tt_block_acts a;
+    size_t bytes;
+} tt_block_slot;
+
 /* Everything one (micro-batch, chunk) keeps between its forward and its
  * backward: a pipeline stage holds as many of these as it has micro-batches
- * in flight, so they come from a pool that grows to the schedule's peak.
- * The head's buffers (lnf .. losses) come from a pool of their own, lent to
- * the head chunk's slot while it is held: any slot of as many blocks serves
- * the head chunk or another, so a stage keeps as many heads as its schedule
- * holds head micro-batches, not a whole slot more. */
+ * in flight, so they come from pools that grow to the schedule's peak. A
+ * slot's own buffers (the chunk's output, the tokens) are the same for every
+ * chunk; its blocks' activations come from a pool of blocks and the head's
+ * buffers (lnf .. losses) from a pool of heads, lent while the slot is held.
+ * So a stage keeps as many slots, blocks and heads as its schedule holds at
+ * once, whatever chunks they belong to. */
 typedef struct tt_slot {
     int in_use;
     int chunk;             /* local chunk index */
@@ -99,7 +108,8 @@ typedef struct tt_slot {
     float *logits;         /* B,T,Vl */
     float *probs;          /* B,T,Vl  softmax of the logits, for the backward */
     float *losses;         /* B,T */
-    size_t bytes;          /* host memory of this slot */
+    size_t bytes;          /* host memory of this slot's own buffers */
+    tt_block_slot **lent;  /* [the most blocks of a chunk] the pool's blocks in acts */
     struct tt_slot *head;  /* the head pool's entry lent to it (NULL: none) */
 } tt_slot;
 
@@ -121,7 +131,9 @@ typedef struct {
     int Bmax;
     int nslots, slots_cap, slots_in_use, slots_peak;
     tt_slot **slots;
-    int cls[TT_MAX_CHUNKS]; /* tt_chunk_classes: the chunks a slot may serve */
+    int nb_max;            /* the most blocks of a local chunk (a slot's acts) */
+    int nblocks, blocks_cap;
+    tt_block_slot **blocks; /* the block pool (see tt_slot) */
     int nheads, heads_cap;
     tt_slot **heads;       /* holders of the head's buffers only (see tt_slot) */
     tt_slot *cur;          /* the slot of the last tt_model_forward */
@@ -177,16 +189,17 @@ tt_shard_spec tt_shard_whole(const tt_config *cfg);
  * GPU: B*T, or B*T/tp with sequence parallelism (what the pipeline sends). */
 int tt_model_rows(const tt_model *m, int B);
 
-/* A free activation slot for local chunk j and a micro-batch of B sequences
- * (allocated the first time the pool runs dry). */
+/* A free activation slot for local chunk j and a micro-batch of B sequences,
+ * with its blocks' activations (and the head's buffers, for the model's last
+ * chunk) lent from their pools (each allocated the first time its pool runs
+ * dry). */
 tt_slot *tt_slot_acquire(tt_model *m, int j, int B);
-/* Grows the pool of local chunk j to n slots, so that a schedule holding n
- * micro-batches of the chunk allocates nothing while it runs (the head's
- * buffers are reserved apart: tt_slot_reserve_heads). */
-void tt_slot_reserve(tt_model *m, int j, int n);
-/* Grows the pool of the head's buffers to n (the head chunk's micro-batches
- * the schedule holds at once). */
-void tt_slot_reserve_heads(tt_model *m, int n);
+/* Grows the pools to `slots` slots, `blocks` blocks' activations and `heads`
+ * of the head's buffers, so that a schedule holding that many at once
+ * allocates nothing while it runs (tt_schedule_buffers counts them). Each
+ * slot is booked with the blocks allocated beside it, as "one more
+ * micro-batch"; the heads come first. */
+void tt_slot_reserve(tt_model *m, int slots, int blocks, int heads);
 void tt_slot_release(tt_model *m, tt_slot *s);
 
 /* Forward of the slot's chunk. The input is idx when the chunk starts with the
@@ -217,11 +230,8 @@ void tt_chunk_backward_weights(tt_model *m, tt_slot *s);
 double tt_model_forward(tt_model *m, const int *idx, const int *targets, int B);
 void tt_model_backward(tt_model *m, float dloss);
 
-/* Which local chunks' activation slots are interchangeable: cls[j] is the
- * first local chunk with as many blocks as j (the same buffers, so one slot
- * serves either; tt_slot_acquire reuses them; the head's own buffers come
- * from their own pool). */
-void tt_chunk_classes(const tt_shard_spec *sh, int *cls /* [nchunks] */);
+/* The blocks of each local chunk of shard sh (nb[j], j < its chunks). */
+void tt_chunk_blocks(const tt_shard_spec *sh, int *nb /* [nchunks] */);
 
 /* An upper bound, in bytes, of what tt_model_init and the schedule's slots
  * allocate for shard sh: the four parameter buffers, the gradient scratch

@@ -162,20 +162,23 @@ int tt_schedule_simulate(const tt_action_list *lists, int p, int m, int v,
 void tt_sim_result_free(tt_sim_result *res);
 
 /* What a stage's action list makes the executor allocate (pipeline_run.c,
- * allocate_for_list): per class of interchangeable local chunks (cls[j], from
- * tt_chunk_classes; NULL: every chunk its own), in slots[class], the most
- * micro-batches of that class's chunks whose activations it holds at once
- * (at least one per chunk; 0 for a chunk that is not its class's first); in
- * heads, the most micro-batches of the model's last chunk (p v - 1) it holds
- * at once, each with the head's buffers (at least one on the stage with that
- * chunk, else 0); and the transfer buffers (sends and received gradients),
- * each one micro-batch wide. Under the interleaved schedule the chunks peak
- * at different times: stage 0 holds p v + p - 1 chunk micro-batches at once,
- * not the p v + p of the per-chunk maxima (Korthikanti et al. 2022:
- * L (1 + (p-1)/(p v)) layers' activations), and the last stage p v - p + 1
- * (Megatron's warm-up plus one) with one head among them. */
-void tt_schedule_buffers(const tt_action_list *l, int p, int v, const int *cls,
-                         int *slots /* [v] */, int *heads, int *buffers);
+ * allocate_for_list; slots.c's pools), each the most the list holds at once
+ * (a (mb, chunk) pair is held from the action that lands its input, its
+ * receive or chunk 0's forward, to its backward, or W when the list has W):
+ * slots, one per pair (at least v, for eval); blocks' activations, nb[j] per
+ * pair of local chunk j (NULL: 1; at least every chunk's once); the head's
+ * buffers, one per pair of the model's last chunk p v - 1 (at least one on
+ * its stage, else 0); and the transfer buffers (sends and received
+ * gradients, each one micro-batch wide), all of the step's. Under the
+ * interleaved schedule the chunks peak at different times: stage 0 holds
+ * p v + p - 1 chunk micro-batches at once, not the p v + p of the per-chunk
+ * maxima (Korthikanti et al. 2022: L (1 + (p-1)/(p v)) layers' activations),
+ * and the last stage p v - p + 1 with one head among them. */
+typedef struct {
+    int slots, blocks, heads, buffers;
+} tt_stage_buffers;
+void tt_schedule_buffers(const tt_action_list *l, int p, int v, const int *nb /* [v] */,
+                         tt_stage_buffers *out);
 /* The most a stage holds at once when a micro-batch of local chunk j weighs
  * bytes[j] (the same taking and giving back as tt_schedule_buffers). */
 double tt_schedule_peak_held(const tt_action_list *l, int p, int v, const double *bytes);
