@@ -61,6 +61,10 @@ typedef struct {
     const char *help;
 } tt_flag;
 
+/* The field of a configuration c that row f stores into, read-only (the
+ * parser's checks and --help read it; only the parser writes). */
+#define TT_FLAG_CFIELD(c, f, type) ((const type *)((const char *)(c) + (f)->field))
+
 extern const tt_flag tt_flags[];
 extern const size_t tt_flag_count;
 extern const char *const tt_flag_sections[TT_SEC_COUNT];
