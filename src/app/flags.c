@@ -30,16 +30,17 @@ static int parse_long(const char *flag, const char *s, long lo, long hi, long *o
     return 0;
 }
 
-static int parse_double(const char *flag, const char *s, double lo, double hi, double *out,
-                        tt_err *e)
+/* A finite number in row f's [dlo, dhi], or 0 where the row takes 0 as off. */
+static int parse_double(const char *flag, const char *s, const tt_flag *f, double *out, tt_err *e)
 {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || *end != '\0' || !isfinite(v))
         return tt_fail(e, "%s expects a number, got '%s'", flag, s);
-    if (v < lo || v > hi)
-        return tt_fail(e, "%s must be between %g and %g, got %g", flag, lo, hi, v);
+    if ((v < f->dlo || v > f->dhi) && !(v == 0 && f->zero_off))
+        return tt_fail(e, "%s must be between %g and %g%s, got %g", flag, f->dlo, f->dhi,
+                       f->zero_off ? " (or 0: off)" : "", v);
     *out = v;
     return 0;
 }
@@ -127,7 +128,7 @@ static int read_value(tt_run_config *c, const tt_flag *f, const char *flag, cons
             *FIELD(c, f, uint64_t) = (uint64_t)v;
         return 0;
     case TT_FLAG_DOUBLE:
-        return parse_double(flag, val, f->dlo, f->dhi, FIELD(c, f, double), e);
+        return parse_double(flag, val, f, FIELD(c, f, double), e);
     case TT_FLAG_SIZE:
         return parse_size(flag, val, FIELD(c, f, size_t), e);
     case TT_FLAG_STRING:
@@ -349,7 +350,7 @@ int tt_config_check_ranges(const tt_run_config *c, const char *source, tt_err *e
             continue;
         case TT_FLAG_DOUBLE: {
             double d = *TT_FLAG_CFIELD(c, f, double);
-            if (!(d >= f->dlo && d <= f->dhi))
+            if (!(d >= f->dlo && d <= f->dhi) && !(d == 0 && f->zero_off))
                 return tt_fail(e, "%s: '%s' = %g is outside [%g, %g], the range of %s", source,
                                key, d, f->dlo, f->dhi, f->name);
             continue;
