@@ -62,9 +62,9 @@ for pid, gpu in sorted(procs.items()):
             bad.append("%s: no %s %s with bytes > 0" % (gpu, grp, op))
         elif op != "all-reduce" and not all(0 <= e["args"].get("peer", -1) < world for e in hits):
             bad.append("%s: %s %s without a peer" % (gpu, grp, op))
-    # The DP sync ends every step of a GPU with dp > 1 in a wait for its
-    # all-reduce (0 us when the rings ended before it), on the comm track;
-    # with dp 1 there is nothing to wait for.
+    # The DP sync (no ZeRO here) ends every step of a GPU with dp > 1 in a
+    # wait for its all-reduce (0 us when the rings ended before it), on the
+    # comm track; with dp 1 there is nothing to wait for.
     waits = [e for e in mine if e["args"].get("step") == last and "(wait)" in e["name"]]
     want_waits = 1 if dp > 1 else 0
     if len(waits) != want_waits or not all(e.get("tid") == 1 and e.get("cat") == "DP" and

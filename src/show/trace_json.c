@@ -79,8 +79,8 @@ static void write_comm_args(FILE *f, const tt_grid *g, const tt_event *v, const 
 
 /* One complete ("X") event of world rank r, on its compute or comm track. A
  * wait for collectives started earlier is communication: on the comm track,
- * in its group's category, with what it waited for ("waits_for", not "op":
- * its bytes are the collectives' own, already on the "beside compute" track). */
+ * in its group's category, with what it waited for ("waits_for", not "op",
+ * and "bytes_waited_for": the bytes are the collectives' own events'). */
 static void write_event(FILE *f, const tt_grid *g, const tt_event *v, int r, const char *sep)
 {
     char name[160];

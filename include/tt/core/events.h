@@ -1,10 +1,10 @@
 /* tt/core/events.h - the event log of one virtual GPU: what it did and when
  * (each forward and backward of a micro-batch and chunk, each transfer and
  * collective, each wait for collectives started earlier, the optimizer's
- * compute), recorded only while a trace is being
- * captured. Any layer may record; the trace (tt/show/trace.h) starts the log,
- * feeds it the communication through comm's observer, gathers the logs of
- * every GPU and draws them. No MPI here. */
+ * compute), recorded only while a trace is being captured. Any layer may
+ * record; the trace (tt/show/trace.h) starts the log, feeds it the
+ * communication through comm's observer, gathers the logs of every GPU and
+ * draws them. No MPI here. */
 #ifndef TT_CORE_EVENTS_H
 #define TT_CORE_EVENTS_H
 
