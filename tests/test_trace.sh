@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/test_trace.sh - the trace views: --trace writes a Chrome trace that
 # parses, names one process per virtual GPU with its coordinates and holds
-# every forward and backward of the last step plus the TP and PP transfers;
+# every forward and backward of the last step plus the TP and PP transfers,
+# with dp > 1 one wait for the DP all-reduce per GPU and step (none with dp
+# 1), and no optimizer event over a transfer (the norm's all-reduce apart);
 # --timeline writes well-formed SVG with one labelled row per GPU, the
 # micro-batch numbers, the idle fractions and a legend (rendered to PNG when
 # rsvg-convert is installed); a path that cannot be written is an error
@@ -60,6 +62,24 @@ for pid, gpu in sorted(procs.items()):
             bad.append("%s: no %s %s with bytes > 0" % (gpu, grp, op))
         elif op != "all-reduce" and not all(0 <= e["args"].get("peer", -1) < world for e in hits):
             bad.append("%s: %s %s without a peer" % (gpu, grp, op))
+    # The DP sync (no ZeRO here) ends every step of a GPU with dp > 1 in a
+    # wait for its all-reduce (0 us when the rings ended before it), on the
+    # comm track; with dp 1 there is nothing to wait for.
+    waits = [e for e in mine if e["args"].get("step") == last and "(wait)" in e["name"]]
+    want_waits = 1 if dp > 1 else 0
+    if len(waits) != want_waits or not all(e.get("tid") == 1 and e.get("cat") == "DP" and
+                                           e["args"].get("waits_for") == "all-reduce" for e in waits):
+        bad.append("%s: step %d has %d waits %s, expected %d DP all-reduce wait on tid 1"
+                   % (gpu, last, len(waits), [(e["name"], e.get("tid"), e.get("cat")) for e in waits], want_waits))
+    # The optimizer's boxes are its compute: none spans a transfer or a
+    # collective of its GPU (the gradient norm's all-reduce comes between
+    # them), beyond the 0.001 us of the printed times.
+    for o in (e for e in mine if e.get("cat") == "optimizer"):
+        for c in (e for e in mine if e.get("tid") == 1 and e["dur"] > 0):
+            if min(o["ts"] + o["dur"], c["ts"] + c["dur"]) - max(o["ts"], c["ts"]) > 0.01:
+                bad.append("%s: %s [%.3f, +%.3f] spans %s [%.3f, +%.3f]" % (gpu, o["name"], o["ts"], o["dur"],
+                                                                          c["name"], c["ts"], c["dur"]))
+                break
 for b in bad:
     print(b)
 sys.exit(1 if bad else 0)
@@ -148,7 +168,7 @@ run_case() {
         return
     fi
     if check_json "$work/t.json" "$tp" "$pp" "$dp" "$m" 2 >"$work/check" 2>&1; then
-        ok "$what: the Chrome trace parses, $np named GPUs, forward and backward of mb 0..$((m - 1)) on each, TP/PP traffic"
+        ok "$what: the Chrome trace parses, $np named GPUs, forward and backward of mb 0..$((m - 1)) on each, TP/PP traffic, $([ "$dp" -gt 1 ] && echo "a" || echo "no") DP wait, no optimizer box over a transfer"
     else
         not_ok "$what: trace: $(cat "$work/check")"
     fi

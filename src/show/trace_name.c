@@ -40,6 +40,11 @@ void tt_trace_event_name(const tt_grid *g, const tt_event *v, char *buf, size_t 
         }
         snprintf(buf, n, "%s %s %s%s", v->name, v->group[0] ? v->group : "other", size, peer);
         break;
+    case TT_EV_WAIT:
+        /* The group first, as the legend says it: "DP all-reduce (wait)". */
+        fmt_bytes(size, sizeof size, v->bytes);
+        snprintf(buf, n, "%s %s (wait) %s", v->group[0] ? v->group : "other", v->name, size);
+        break;
     default:
         snprintf(buf, n, "%s", v->name);
     }

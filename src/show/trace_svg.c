@@ -64,11 +64,12 @@ static void write_heading(FILE *f, const tt_svg_layout *L)
     /* Two lines, so the guide stays clear of the idle column's heading
      * however narrow the plot. */
     fprintf(f, "<text x=\"12\" y=\"42\" font-size=\"11.5\" fill=\"#555\">"
-               "Boxes: compute, numbered by micro-batch. Strip under each row: communication. "
-               "Empty: idle.</text>\n"
+               "Boxes: compute, numbered by micro-batch%s. Strip under each row: "
+               "communication. Empty: idle.</text>\n"
                "<text x=\"12\" y=\"57\" font-size=\"11.5\" fill=\"#555\">"
                "Right: idle = 1 - (forward+backward) / window from the pipeline's first "
-               "forward to its last backward (or W).</text>\n");
+               "forward to its last backward (or W).</text>\n",
+            L->has_wait ? "; pale red: waiting for the DP all-reduce" : "");
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#555\" text-anchor=\"middle\">idle</text>\n",
             PLOT_X + L->plot_w + IDLE_W / 2 + 4, TOP - 4);
 }
@@ -171,12 +172,17 @@ static void write_mb_number(FILE *f, const tt_event *x, double bx, double bw, in
             bx + bw / 2, y + BOX_Y + BOX_H / 2 + fs * 0.36, fs, num);
 }
 
-/* A forward, backward or optimizer step as a box in the row at y. */
+/* A forward, backward, optimizer step or wait as a box in the row at y. An
+ * optimizer event or wait of 0 s is not drawn: a wait whose rings had ended
+ * before it, or the gradient norm of a replica that counts no tensor. */
 static void write_box(FILE *f, const tt_svg_layout *L, const tt_event *x, int y)
 {
     double bx, bw;
     event_span(L, x, &bx, &bw);
+    if ((x->kind == TT_EV_WAIT || x->kind == TT_EV_OPTIMIZER) && !(x->t1 > x->t0))
+        return;
     rgb c = x->kind == TT_EV_OPTIMIZER ? C_OPT
+            : x->kind == TT_EV_WAIT  ? C_WAIT
             : chunk_shade(x->kind == TT_EV_FORWARD ? C_FWD : tt_event_is_w(x) ? C_W : C_BWD,
                           x->chunk >= 0 ? x->chunk / L->g->pp : 0, L->v);
     fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" ", bx, y + BOX_Y,

@@ -24,7 +24,7 @@ static void measure_rows(tt_svg_layout *L, const int *counts)
     for (int r = 0; r < W; r++)
         L->win_lo[r] = INFINITY, L->win_hi[r] = -INFINITY;
     L->t_lo = INFINITY, L->t_hi = -INFINITY;
-    L->max_boxes = 0, L->v = 1, L->has_w = 0;
+    L->max_boxes = 0, L->v = 1, L->has_w = 0, L->has_wait = 0;
     for (int r = 0; r < W; r++) {
         L->row_lo[r] = INFINITY, L->row_hi[r] = -INFINITY;
         int boxes = 0;
@@ -34,6 +34,9 @@ static void measure_rows(tt_svg_layout *L, const int *counts)
                 continue;
             L->row_lo[r] = fmin(L->row_lo[r], x->t0);
             L->row_hi[r] = fmax(L->row_hi[r], x->t1);
+            /* A wait is drawn when it lasted (0 s: the rings had ended). */
+            L->has_wait |= x->kind == TT_EV_WAIT && x->t1 > x->t0;
+            /* Only forwards and backwards are busy: a wait is communication. */
             if (x->kind == TT_EV_FORWARD || x->kind == TT_EV_BACKWARD) {
                 L->busy[r] += x->t1 - x->t0;
                 L->win_lo[r] = fmin(L->win_lo[r], x->t0);
@@ -107,7 +110,11 @@ static void lay_out_legend(tt_svg_layout *L)
     if (L->has_w)
         snprintf(add_legend_item(L, C_W, 0)->text, sizeof L->items[0].text,
                  "W (weight gradients)");
-    snprintf(add_legend_item(L, C_OPT, 0)->text, sizeof L->items[0].text, "optimizer step");
+    snprintf(add_legend_item(L, C_OPT, 0)->text, sizeof L->items[0].text,
+             "optimizer (gradient norm; clip + AdamW)");
+    if (L->has_wait)
+        snprintf(add_legend_item(L, C_WAIT, 0)->text, sizeof L->items[0].text,
+                 "DP all-reduce (wait)");
     const char *groups[] = {"TP", "PP", "DP", "other"};
     for (int k = 0; k < 4; k++)
         snprintf(add_legend_item(L, group_colour(groups[k]), 1)->text, sizeof L->items[0].text,

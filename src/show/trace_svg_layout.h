@@ -36,6 +36,10 @@ typedef struct {
 static const rgb C_FWD = {0x5b, 0x8f, 0xd6}, C_BWD = {0xf2, 0x9b, 0x45}, C_OPT = {0x4d, 0x4d, 0x4d};
 /* W (weight gradients) of a zero-bubble schedule, apart from B's orange. */
 static const rgb C_W = {0xb8, 0x9b, 0x2e};
+/* A wait for collectives started earlier (the overlapped DP all-reduce): a
+ * box, because the GPU does nothing else meanwhile, in a pale shade of its
+ * group's colour (DP red), so it reads as communication, not compute. */
+static const rgb C_WAIT = {0xf0, 0xa8, 0xa8};
 
 /* A backward event that is a W (pipeline_run.c names them so). */
 static inline int tt_event_is_w(const tt_event *x)
@@ -80,17 +84,19 @@ typedef struct {
     int step;
     int *first;              /* ev[first[r] .. first[r+1]) are world rank r's */
     double *row_lo, *row_hi; /* each row's own extent within the step */
-    double *busy;            /* each row's forward+backward seconds */
+    double *busy;            /* each row's forward+backward seconds (not the
+                                optimizer, not a wait: communication) */
     double *win_lo, *win_hi; /* the pipeline window of each row's DP replica:
                                 its first forward to its last backward */
     double t_lo, t_hi;       /* the step over all rows: the common time axis */
     int empty;               /* no event of the step on any row */
     int max_boxes;           /* the most compute boxes on one row */
     int has_w;               /* a zero-bubble schedule: backwards are B and W apart */
+    int has_wait;            /* a wait for the DP all-reduce drawn on some row */
     int v;                   /* chunks per pipeline stage (the shades) */
     double span_ms, px_per_ms;
     int plot_w, plot_h, axis_y, legend_y, width, height;
-    legend_item items[24];   /* 2 x 8 compute shades, W, optimizer, 4 groups */
+    legend_item items[24];   /* 2 x 8 compute shades, W, optimizer, wait, 4 groups */
     int n_items, last_line;
 } tt_svg_layout;
 

@@ -1,27 +1,33 @@
 /* tt/core/events.h - the event log of one virtual GPU: what it did and when
  * (each forward and backward of a micro-batch and chunk, each transfer and
- * collective, the optimizer step), recorded only while a trace is being
- * captured. Any layer may record; the trace (tt/show/trace.h) starts the log,
- * feeds it the communication through comm's observer, gathers the logs of
- * every GPU and draws them. No MPI here. */
+ * collective, each wait for collectives started earlier, the optimizer's
+ * compute), recorded only while a trace is being captured. Any layer may
+ * record; the trace (tt/show/trace.h) starts the log, feeds it the
+ * communication through comm's observer, gathers the logs of every GPU and
+ * draws them. No MPI here. */
 #ifndef TT_CORE_EVENTS_H
 #define TT_CORE_EVENTS_H
 
 typedef enum {
     TT_EV_FORWARD, TT_EV_BACKWARD,   /* compute of (mb, chunk) */
     TT_EV_COMM,                      /* a transfer or collective (name = operation) */
-    TT_EV_OPTIMIZER                  /* clipping + AdamW */
+    TT_EV_OPTIMIZER,                 /* compute after the backward: the gradient norm's
+                                        sum of squares; clipping + AdamW (the norm's
+                                        all-reduce between them is a TT_EV_COMM) */
+    TT_EV_WAIT                       /* blocked on non-blocking collectives started
+                                        earlier (name = operation, group, bytes):
+                                        communication, not compute nor bubble */
 } tt_event_kind;
 
 typedef struct {
     int kind;           /* tt_event_kind */
     char name[24];      /* "forward", "all-reduce", "send", ... */
-    char group[8];      /* comm: "TP", "PP", "DP", "other"; else "" */
+    char group[8];      /* comm, wait: "TP", "PP", "DP", "other"; else "" */
     double t0, t1;      /* seconds since the log's origin (common to all ranks),
                            on the clock figures use (virtual unless --clock wall) */
     int step, mb, chunk;/* -1 when not applicable */
     int peer;           /* send/recv: the other world rank; else -1 */
-    long long bytes;    /* comm: bytes booked; else 0 */
+    long long bytes;    /* comm: bytes booked; wait: bytes waited for; else 0 */
 } tt_event;
 
 /* Starts recording; origin is tt_clock_now() (tt/core/vclock.h) at a moment
