@@ -1,7 +1,8 @@
 /* trace_svg.c - one training step of a captured trace as a self-contained SVG
  * Gantt chart (rank 0 only): a row per virtual GPU on a common time axis,
  * compute boxes numbered by micro-batch, a communication strip under each
- * row, the measured idle fraction at its right and a legend underneath.
+ * row (a named call's purpose written over it), the measured idle fraction
+ * at its right and a legend underneath.
  *
  * Plain SVG without script or stylesheet, so any browser shows it and a test
  * can parse it with an XML reader. The chart is measured first
