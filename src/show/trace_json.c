@@ -62,11 +62,16 @@ static const char *write_gpu_tracks(FILE *f, const tt_grid *g)
 }
 
 /* The args a transfer or collective adds: the raw operation, group, byte
- * count and peer, for queries the display name cannot answer. */
+ * count and peer, for queries the display name cannot answer, and the
+ * purpose of a named call ("loss all-reduce"). */
 static void write_comm_args(FILE *f, const tt_grid *g, const tt_event *v, const char *group)
 {
     fprintf(f, ",\"op\":");
     json_str(f, v->name);
+    if (v->purpose[0]) {
+        fprintf(f, ",\"purpose\":");
+        json_str(f, v->purpose);
+    }
     fprintf(f, ",\"group\":");
     json_str(f, group);
     fprintf(f, ",\"bytes\":%lld,\"peer\":%d", v->bytes, v->peer);
@@ -87,7 +92,8 @@ static void write_event(FILE *f, const tt_grid *g, const tt_event *v, int r, con
     tt_trace_event_name(g, v, name, sizeof name);
     int comm = v->kind == TT_EV_COMM, wait = v->kind == TT_EV_WAIT;
     const char *cat = comm || wait ? (v->group[0] ? v->group : "other")
-                      : v->kind == TT_EV_OPTIMIZER ? "optimizer" : "compute";
+                      : v->kind == TT_EV_OPTIMIZER ? "optimizer"
+                      : v->kind == TT_EV_PAUSED  ? "oracle" : "compute";
     fprintf(f, "%s{\"name\":", sep);
     json_str(f, name);
     fprintf(f, ",\"cat\":");

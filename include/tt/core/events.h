@@ -14,15 +14,21 @@ typedef enum {
     TT_EV_OPTIMIZER,                 /* compute after the backward: the gradient norm's
                                         sum of squares; clipping + AdamW (the norm's
                                         all-reduce between them is a TT_EV_COMM) */
-    TT_EV_WAIT                       /* blocked on non-blocking collectives started
+    TT_EV_WAIT,                      /* blocked on non-blocking collectives started
                                         earlier (name = operation, group, bytes):
                                         communication, not compute nor bubble */
+    TT_EV_PAUSED                     /* the --validate oracle's work inside a step,
+                                        while the clock is paused: no time on the
+                                        virtual clock, so recorded only under
+                                        --clock wall, where it takes time */
 } tt_event_kind;
 
 typedef struct {
     int kind;           /* tt_event_kind */
     char name[24];      /* "forward", "all-reduce", "send", ... */
     char group[8];      /* comm, wait: "TP", "PP", "DP", "other"; else "" */
+    char purpose[32];   /* comm: what a named call was for ("loss all-reduce",
+                           tt_allreduce_named); else "" */
     double t0, t1;      /* seconds since the log's origin (common to all ranks),
                            on the clock figures use (virtual unless --clock wall) */
     int step, mb, chunk;/* -1 when not applicable */
@@ -40,6 +46,10 @@ void tt_events_set_step(int step);
  * nothing when the log is not recording. */
 void tt_events_add(int kind, const char *name, const char *group, double t0_abs, double t1_abs,
                    int mb, int chunk, int peer, long long bytes);
+/* A transfer or collective (TT_EV_COMM, no micro-batch or chunk) with the
+ * purpose a named call gave (NULL: none). */
+void tt_events_add_comm(const char *op, const char *group, const char *purpose, double t0_abs,
+                        double t1_abs, int peer, long long bytes);
 /* Stops recording and hands over the log (*n events; free it): the log is
  * empty afterwards. */
 tt_event *tt_events_take(int *n);
