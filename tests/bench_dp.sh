@@ -15,8 +15,9 @@
 # what oversubscribing the cores with waiting ranks costs. Beside them, what
 # all of a run's ranks used of the cores per step (the run's own "cores"
 # line, getrusage over its steps after the first): CPU in user code and in
-# the kernel, and context switches: where the cores went when the
-# throughput falls short.
+# the kernel, context switches, and the cores left idle (what the step's
+# wall time offered less what the ranks used): where the cores went when the
+# throughput falls short, the layout's own work or the waiting.
 # Usage: bench_dp.sh TT_BIN [ROUNDS]
 set -u
 bin=$1
@@ -43,6 +44,7 @@ tp2pp3dp2-poll:12:1:--tp 2 --pp 3 --dp 2
 tp2pp3dp2-m1:12:0:--tp 2 --pp 3 --dp 2 --micro-batches 1
 dp12:12:0:--dp 12 --micro-batches 2"
 
+cores=$(nproc)
 echo "wall-clock throughput: default model, global batch 24, $(nproc) cores, one BLAS thread per rank"
 r=1
 while [ "$r" -le "$rounds" ]; do
@@ -73,4 +75,10 @@ echo "$layouts" | while IFS=: read -r name np poll flags; do
     sw=$(median < "$tmp/$name.switches")
     awk -v n="$name" -v np="$np" -v m="$m" -v b="$base" -v u="$u" -v k="$k" -v sw="$sw" \
         'BEGIN { printf "median %-15s on %2d ranks: %6.1f ms/step wall, throughput %.2f of dp2 on 2 ranks; a step used %.1f ms user + %.1f ms kernel CPU, %d context switches\n", n, np, m, b / m, u, k, sw }'
+    # cores left idle: what the step's wall time offered (ranks up to the
+    # cores) less what its ranks used; with the kernel's share, what waiting
+    # cost, as opposed to the layout's own work (its user CPU)
+    awk -v np="$np" -v c="$cores" -v m="$m" -v u="$u" -v k="$k" \
+        'BEGIN { n = np < c ? np : c; idle = 1 - (u + k) / (n * m); if (idle < 0) idle = 0;
+                 printf "       %15s cores unused by its ranks %.1f%%, in the kernel %.1f%% of the step\n", "", 100 * idle, 100 * k / (n * m) }'
 done

@@ -109,6 +109,8 @@ static int valid_values(const tt_flag *f, char vals[][64], int max)
     case TT_FLAG_DOUBLE:
         snprintf(vals[n++], 64, "%.17g", f->dlo);
         snprintf(vals[n++], 64, "%.17g", f->dhi);
+        if (f->zero_off)
+            snprintf(vals[n++], 64, "0");
         break;
     case TT_FLAG_SIZE:
         snprintf(vals[n++], 64, "4");
@@ -367,6 +369,11 @@ START_TEST(bad_values_refused)
                  NULL);
     expect_error("--lr expects a number, got 'fast'", "--lr", "fast", NULL);
     expect_error("--beta2 must be between 0 and 0.999999, got 1", "--beta2", "1", NULL);
+    /* 0 is off, but a limit under a second would fire on ordinary waits. */
+    expect_error("--watchdog must be between 1 and 1e+09 (or 0: off), got 1e-06", "--watchdog",
+                 "0.000001", NULL);
+    expect_error("--watchdog must be between 1 and 1e+09 (or 0: off), got -1", "--watchdog", "-1",
+                 NULL);
     expect_error("--dp-bucket must be between 4 bytes and 1000T, got '3'", "--dp-bucket", "3",
                  NULL);
     expect_error("--gpu-mem expects a size such as 4096, 256K or 4M, got '4X'", "--gpu-mem=4X",
@@ -428,6 +435,11 @@ START_TEST(special_rows)
     ck_assert(c.tp_mlp_gather == 1 && c.report_memory == 1 && c.report_comm == 0);
     ck_assert_int_eq(parse(&c, &e, NULL, "--report=comm,memory", "--tp-mlp=megatron", NULL), 0);
     ck_assert(c.tp_mlp_gather == 0 && c.report_memory == 1 && c.report_comm == 1);
+    /* --watchdog takes 0 (off) below its range of 1 s and up. */
+    ck_assert_int_eq(parse(&c, &e, NULL, "--watchdog", "0", NULL), 0);
+    ck_assert(c.watchdog == 0);
+    ck_assert_int_eq(parse(&c, &e, NULL, "--watchdog=1", NULL), 0);
+    ck_assert(c.watchdog == 1);
     /* Interleaving defaults to two chunks per stage, unless told otherwise. */
     ck_assert_int_eq(parse(&c, &e, NULL, "--schedule", "interleaved", NULL), 0);
     ck_assert(c.virtual_stages == 2 && !(c.given & TT_GIVEN_VIRTUAL));

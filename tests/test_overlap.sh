@@ -17,7 +17,13 @@
 #     three end inside the last backward, the last (the embeddings', final
 #     last) ends after it, so the step is max(6 ms + loss, 4 ms + 4P/bw) +
 #     norm. The trace draws them on the "beside compute" track, the first
-#     one starting before the last backward ends.
+#     one starting before the last backward ends. GPU 0 waits for them from
+#     after the loss's all-reduce to the last ring's end, [6 ms + loss,
+#     4 ms + 4P/bw] with overlap and [6 ms + loss, 6 ms + loss + 4P/bw]
+#     without: the trace has that wait (on the communication track, drawn in
+#     the timeline), and none on one GPU. AdamW costs no time here (fixed
+#     chunk costs), so the optimizer step's event begins where the step
+#     ends, after the norm's all-reduce, instead of spanning it.
 #  3. Planted: --inject-bug early-bucket starts each bucket after the first
 #     micro-batch's backward: --validate fails naming a gradient, and the
 #     checkpoint differs from the correct one (so the comparison of 1 can
@@ -74,12 +80,15 @@ small = 8 / bw                 # loss and norm: one double each, dp-2 ring
 buckets = 4 * P / bw           # every bucket's ring, one after another
 off = 2 * F + 2 * B + small + buckets + small
 on = max(2 * F + 2 * B + small, 2 * F + B + buckets) + small
-print('%.6f %.6f %d' % (on * 1e3, off * 1e3, P))")
+# GPU 0's wait for the buckets: from the loss's all-reduce to the last ring
+wait_on = (2 * F + 2 * B + small, max(2 * F + 2 * B + small, 2 * F + B + buckets))
+wait_off = (2 * F + 2 * B + small, 2 * F + 2 * B + small + buckets)
+print('%.6f %.6f %d %.6f %.6f %.6f %.6f' % (on * 1e3, off * 1e3, P, *(t * 1e3 for t in wait_on + wait_off)))")
 set -- $want
-want_on=$1 want_off=$2 P=$3
-tt 2 $hand --log "$work/h_on.csv" --trace "$work/h_on.json"
+want_on=$1 want_off=$2 P=$3 wait_on="$4 $5" wait_off="$6 $7"
+tt 2 $hand --log "$work/h_on.csv" --trace "$work/h_on.json" --timeline "$work/h_on.svg"
 s_on=$status
-tt 2 $hand --no-overlap --log "$work/h_off.csv"
+tt 2 $hand --no-overlap --log "$work/h_off.csv" --trace "$work/h_off.json"
 if [ "$s_on" -ne 0 ] || [ "$status" -ne 0 ]; then
     not_ok "hand-worked: exit $s_on with overlap, $status without"
 else
@@ -112,6 +121,61 @@ EOF
         yes*) ok "trace: ${got#yes }" ;;
         *) not_ok "trace: ${got#no }" ;;
     esac
+    # The wait and the optimizer step, on GPU 0's last step (ms from its start).
+    for m in "on:$wait_on:$want_on" "off:$wait_off:$want_off"; do
+        IFS=: read -r mode w end <<EOF
+$m
+EOF
+        got=$(python3 - "$work/h_$mode.json" $w $end <<'EOF'
+import json, sys
+w0, w1, end = map(float, sys.argv[2:])
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and e["pid"] == 0]
+last = max(e["args"]["step"] for e in ev)
+ev = [e for e in ev if e["args"]["step"] == last]
+t0 = min(e["ts"] for e in ev)
+ms = lambda us: (us - t0) / 1e3
+waits = [e for e in ev if "(wait)" in e["name"]]
+opt = [e for e in ev if e["name"] == "optimizer step"]
+good = (len(waits) == 1 and waits[0]["tid"] == 1 and waits[0]["cat"] == "DP" and len(opt) == 1
+        and abs(ms(waits[0]["ts"]) - w0) < 5e-5 and abs(ms(waits[0]["ts"] + waits[0]["dur"]) - w1) < 5e-5
+        and abs(ms(opt[0]["ts"]) - end) < 5e-5)
+print("%s waits %s ms, optimizer step from %s ms"
+      % ("yes" if good else "no", ["%.6f..%.6f" % (ms(e["ts"]), ms(e["ts"] + e["dur"])) for e in waits],
+         ["%.6f" % ms(e["ts"]) for e in opt]))
+EOF
+)
+        case $got in
+            yes*) ok "trace, overlap $mode: GPU 0 ${got#yes } (worked out: wait $w, optimizer from $end)" ;;
+            *) not_ok "trace, overlap $mode: GPU 0 ${got#no }; worked out: wait $w, optimizer step from $end" ;;
+        esac
+    done
+    # The timeline draws GPU 0's wait as a box, in the legend's colour.
+    if python3 - "$work/h_on.svg" <<'EOF'
+import sys
+import xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[1]).getroot()
+row = next(g for g in root.iter(ns + "g") if g.get("id") == "row0")
+box = [r for r in row.iter(ns + "rect") if "(wait)" in "".join(r.itertext())]
+legend = next(g for g in root.iter(ns + "g") if g.get("class") == "legend")
+texts = list(legend.iter(ns + "text"))
+swatch = [r for r, t in zip(legend.iter(ns + "rect"), texts) if "DP all-reduce (wait)" in "".join(t.itertext())]
+sys.exit(0 if len(box) == 1 and len(swatch) == 1 and box[0].get("fill") == swatch[0].get("fill")
+         and float(box[0].get("width")) > 1 else 1)
+EOF
+    then
+        ok "timeline: GPU 0's wait is a box in the colour of the legend's 'DP all-reduce (wait)'"
+    else
+        not_ok "timeline: no wait box on GPU 0's row matching the legend"
+    fi
+fi
+
+# One GPU: nothing to wait for.
+tt 1 $small --trace "$work/one.json"
+if [ "$status" -eq 0 ] && ! grep -q '(wait)' "$work/one.json" && grep -q '"optimizer step"' "$work/one.json"; then
+    ok "dp 1: the trace has the optimizer step and no wait"
+else
+    not_ok "dp 1: exit $status, $(grep -c '(wait)' "$work/one.json" 2>/dev/null) waits in the trace"
 fi
 
 # 3. planted: buckets started before their last micro-batch's gradient

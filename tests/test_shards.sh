@@ -61,24 +61,30 @@ T
     grep -q "^gpu0(dp0,pp0,tp0): $n0 tensors, " "$work/out" && ok "header counts $n0 tensors" || not_ok "gpu0 header"
 fi
 
-# tp 3: 256 vocabulary rows in 3 slices of 86 (258 padded), the last 172:256
-# and 2 rows of padding.
-tt 3 $small --tp 3 --heads 6 --report shards
-if [ "$status" -eq 0 ] && section 'gpu2(dp0,pp0,tp2)' | grep -qx 'tok_emb.weight \[256,48\] rows 172:256 + 2 padding rows' &&
-    section 'gpu1(dp0,pp0,tp1)' | grep -qx 'lm_head.weight \[256,48\] rows 86:172'; then
-    ok "tp 3: vocabulary slices of 86 rows, the last with 2 padding rows"
-else
-    not_ok "tp 3 vocabulary slices"
-fi
+# Single lines a run must print, whole. tp 3: 256 vocabulary rows in 3
+# slices of 86 (258 padded), the last 172:256 and 2 rows of padding. DP: the
+# replica says it holds what dp0 holds. A row with the run of the row before
+# reads that run's output.
+# Columns: what | ranks | the layout after $small | where: a GPU's table
+# (section), or - for the whole output | the line.
+last=""
+while IFS='|' read -r what np args where line <&3; do
+    [ "$np $args" = "$last" ] || tt "$np" $small $args --report shards
+    last="$np $args"
+    if [ "$where" = - ]; then cat "$work/out"; else section "$where"; fi > "$work/got"
+    if [ "$status" -eq 0 ] && grep -qxF -- "$line" "$work/got"; then
+        ok "$what: $line"
+    else
+        not_ok "$what: exit $status, no line '$line'"
+    fi
+done 3<<'T'
+tp 3: the last vocabulary slice, with 2 padding rows|3|--tp 3 --heads 6|gpu2(dp0,pp0,tp2)|tok_emb.weight [256,48] rows 172:256 + 2 padding rows
+tp 3: the middle slice of 86 rows|3|--tp 3 --heads 6|gpu1(dp0,pp0,tp1)|lm_head.weight [256,48] rows 86:172
+dp 2: the replica summarised in one line|2|--dp 2|-|gpu1(dp1,pp0,tp0) holds the same as gpu0(dp0,pp0,tp0)
+T
 
-# DP: the replica says it holds what dp0 holds; under ZeRO it owns another
-# piece of every unit, so the two tables differ and both are printed.
-tt 2 $small --dp 2 --report shards
-if [ "$status" -eq 0 ] && grep -qx 'gpu1(dp1,pp0,tp0) holds the same as gpu0(dp0,pp0,tp0)' "$work/out"; then
-    ok "dp 2: the replica summarised in one line"
-else
-    not_ok "dp 2 summary"
-fi
+# Under ZeRO each replica owns another piece of every unit, so the two
+# tables differ and both are printed.
 tt 2 $small --dp 2 --zero 1 --report shards
 if [ "$status" -eq 0 ] && ! grep -q 'holds the same' "$work/out" &&
     grep -q '^gpu1(dp1,pp0,tp0): .* tensors, .*ZeRO 1: the Adam moments of piece 1 (of 2) of each unit' "$work/out" &&

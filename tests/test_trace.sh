@@ -1,11 +1,16 @@
 #!/bin/sh
 # tests/test_trace.sh - the trace views: --trace writes a Chrome trace that
 # parses, names one process per virtual GPU with its coordinates and holds
-# every forward and backward of the last step plus the TP and PP transfers;
-# --timeline writes well-formed SVG with one labelled row per GPU, the
-# micro-batch numbers, the idle fractions and a legend (rendered to PNG when
-# rsvg-convert is installed); a path that cannot be written is an error
-# that leaves no partial file.
+# every forward and backward of the last step plus the TP and PP transfers,
+# with dp > 1 one wait for the DP all-reduce per GPU and step (none with dp
+# 1), no optimizer event over a transfer (the norm's all-reduce apart), the
+# loss and gradient-norm all-reduces by name on every GPU (a planted bare
+# one fails), and on the wall clock the oracle's paused work as an event
+# between them (none on the virtual clock); --timeline writes well-formed SVG
+# with one labelled row per GPU, the micro-batch numbers, the idle fractions,
+# the named all-reduces and a legend (rendered to PNG when rsvg-convert is
+# installed); a path that cannot be written is an error that leaves no
+# partial file.
 # The files are checked with python3 (json and xml.etree only).
 . "$TT_SRCDIR/testlib.sh"
 
@@ -16,11 +21,12 @@ fi
 
 cfg="--dim 48 --heads 12 --seq 16 --steps 3 --quiet --sample-len 0 --eval-every 0"
 
-# check_json FILE TP PP DP M LAST_STEP: prints what is wrong, exits 1 if anything.
+# check_json FILE TP PP DP M LAST_STEP CLOCK: prints what is wrong, exits 1
+# if anything.
 check_json() {
     python3 - "$@" <<'EOF'
 import json, sys
-path, tp, pp, dp, m, last = sys.argv[1], *map(int, sys.argv[2:])
+path, (tp, pp, dp, m, last), clock = sys.argv[1], map(int, sys.argv[2:7]), sys.argv[7]
 world = tp * pp * dp
 bad = []
 try:
@@ -60,18 +66,76 @@ for pid, gpu in sorted(procs.items()):
             bad.append("%s: no %s %s with bytes > 0" % (gpu, grp, op))
         elif op != "all-reduce" and not all(0 <= e["args"].get("peer", -1) < world for e in hits):
             bad.append("%s: %s %s without a peer" % (gpu, grp, op))
+    # The DP sync (no ZeRO here) ends every step of a GPU with dp > 1 in a
+    # wait for its all-reduce (0 us when the rings ended before it), on the
+    # comm track; with dp 1 there is nothing to wait for.
+    waits = [e for e in mine if e["args"].get("step") == last and "(wait)" in e["name"]]
+    want_waits = 1 if dp > 1 else 0
+    if len(waits) != want_waits or not all(e.get("tid") == 1 and e.get("cat") == "DP" and
+                                           e["args"].get("waits_for") == "all-reduce" for e in waits):
+        bad.append("%s: step %d has %d waits %s, expected %d DP all-reduce wait on tid 1"
+                   % (gpu, last, len(waits), [(e["name"], e.get("tid"), e.get("cat")) for e in waits], want_waits))
+    # The optimizer's boxes are its compute: none spans a transfer or a
+    # collective of its GPU (the gradient norm's all-reduce comes between
+    # them), beyond the 0.001 us of the printed times.
+    for o in (e for e in mine if e.get("cat") == "optimizer"):
+        for c in (e for e in mine if e.get("tid") == 1 and e["dur"] > 0):
+            if min(o["ts"] + o["dur"], c["ts"] + c["dur"]) - max(o["ts"], c["ts"]) > 0.01:
+                bad.append("%s: %s [%.3f, +%.3f] spans %s [%.3f, +%.3f]" % (gpu, o["name"], o["ts"], o["dur"],
+                                                                          c["name"], c["ts"], c["dur"]))
+                break
+    # The bookkeeping all-reduces of the step (src/train/train.c), by name:
+    # the loss and the clipping norm, one double each (8 B), over the world
+    # (booked as other); no call of the step is left as a bare "all-reduce
+    # other". The norm's all-reduce sits between the optimizer's two boxes.
+    step = [e for e in mine if e["args"].get("step") == last]
+    other = [e for e in step if e.get("tid") == 1 and e.get("cat") == "other"]
+    def one(purpose):
+        hits = [e for e in other if e["args"].get("purpose") == purpose]
+        if len(hits) != 1 or not all(e["name"].startswith(purpose + " (other) 8 B") and
+                                     e["args"].get("op") == "all-reduce" and
+                                     e["args"].get("bytes") == 8 for e in hits):
+            bad.append("%s: step %d has %s for '%s', expected one all-reduce of 8 B named so"
+                       % (gpu, last, [e["name"] for e in hits], purpose))
+            return None
+        return hits[0]
+    loss, norm = one("loss all-reduce"), one("gradient-norm all-reduce")
+    unnamed = [e["name"] for e in other if not e["args"].get("purpose")]
+    if unnamed:
+        bad.append("%s: unnamed other communication %s" % (gpu, unnamed))
+    end = lambda e: e["ts"] + e["dur"]
+    box = {e["name"]: e for e in step if e.get("cat") == "optimizer"}
+    if loss and norm and {"gradient norm", "optimizer step"} <= set(box) and not (
+            end(loss) <= box["gradient norm"]["ts"] + 0.01 and end(box["gradient norm"]) <= norm["ts"] + 0.01
+            and end(norm) <= box["optimizer step"]["ts"] + 0.01):
+        bad.append("%s: not loss all-reduce < gradient norm < its all-reduce < optimizer step" % gpu)
+    # The oracle's work (the spot check of the last step) pauses the clocks:
+    # on the wall clock it takes time and is an event, the longest one
+    # (validating the gradients) between the loss and the norm; on the virtual
+    # clock it takes none and is not recorded.
+    oracle = [e for e in step if e.get("cat") == "oracle"]
+    if clock == "virtual" and oracle:
+        bad.append("%s: oracle events on the virtual clock: %s" % (gpu, [e["name"] for e in oracle]))
+    if clock == "wall":
+        big = max(oracle, key=lambda e: e["dur"]) if oracle else None
+        if not big or not all(e["name"] == "oracle (paused clock)" and e.get("tid") == 0 for e in oracle):
+            bad.append("%s: step %d has oracle events %s, expected 'oracle (paused clock)' on tid 0"
+                       % (gpu, last, [(e["name"], e.get("tid")) for e in oracle]))
+        elif loss and norm and not (big["dur"] > 0 and end(loss) <= big["ts"] + 0.01 and end(big) <= norm["ts"] + 0.01):
+            bad.append("%s: the oracle [%.3f, +%.3f] is not between the loss and the norm's all-reduces"
+                       % (gpu, big["ts"], big["dur"]))
 for b in bad:
     print(b)
 sys.exit(1 if bad else 0)
 EOF
 }
 
-# check_svg FILE TP PP DP: the same kind of report for the timeline.
+# check_svg FILE TP PP DP CLOCK: the same kind of report for the timeline.
 check_svg() {
     python3 - "$@" <<'EOF'
 import re, sys
 import xml.etree.ElementTree as ET
-path, tp, pp, dp = sys.argv[1], *map(int, sys.argv[2:])
+path, (tp, pp, dp), clock = sys.argv[1], map(int, sys.argv[2:5]), sys.argv[5]
 world = tp * pp * dp
 ns = "{http://www.w3.org/2000/svg}"
 try:
@@ -95,7 +159,7 @@ labels = [text(t) for g in rows for t in g.iter(ns + "text") if cls(t, "label")]
 want = ["gpu%d(dp%d,pp%d,tp%d)" % (r, (r // tp) % dp, r // (tp * dp), r % tp) for r in range(world)]
 if len(rows) != world or labels != want:
     bad.append("%d rows labelled %s, expected %d: %s" % (len(rows), labels, world, want))
-drawn = 0
+drawn = labelled = 0
 for g, label in zip(rows, labels):
     # Every micro-batch's forward and backward box is in the row (their
     # tooltips say which); the numbers drawn inside are the ones that fit,
@@ -109,13 +173,31 @@ for g, label in zip(rows, labels):
     if not all(n.isdigit() and int(n) in fwd for n in nums):
         bad.append("%s: micro-batch numbers drawn %s" % (label, nums))
     drawn += len(nums)
+    # The bookkeeping all-reduces by name in the tooltips (none bare), and
+    # over their strips the name or its short form where it fits; the
+    # oracle's paused work a box on the wall clock only.
+    for want in ("loss all-reduce (other) 8 B", "gradient-norm all-reduce (other) 8 B"):
+        if not any(t.startswith(want) for t in tips):
+            bad.append("%s: no tooltip '%s'" % (label, want))
+    if any(t.startswith("all-reduce other") for t in tips):
+        bad.append("%s: a bare 'all-reduce other' tooltip" % label)
+    names = [text(t) for t in g.iter(ns + "text") if cls(t, "comm-label")]
+    if not set(names) <= {"loss all-reduce", "loss", "gradient-norm all-reduce", "norm"}:
+        bad.append("%s: strip labels %s" % (label, names))
+    labelled += len(names)
+    if (clock == "wall") != any(t.startswith("oracle (paused clock)") for t in tips):
+        bad.append("%s: oracle box %s on the %s clock" % (label, "missing" if clock == "wall" else "drawn", clock))
     idle = [text(t) for t in g.iter(ns + "text") if cls(t, "idle")]
     if len(idle) != 1 or not re.fullmatch(r"\d+(\.\d)?%", idle[0]) or not 0 <= float(idle[0][:-1]) <= 100:
         bad.append("%s: idle fraction %s" % (label, idle))
 if drawn == 0:
     bad.append("no micro-batch number drawn in any box")
 legend = " ".join(text(t) for g in root.iter(ns + "g") if cls(g, "legend") for t in g.iter(ns + "text"))
-for word in ("forward", "backward", "optimizer", "TP", "PP", "DP", "idle"):
+if labelled == 0:
+    bad.append("no bookkeeping all-reduce labelled over its strip on any row")
+words = ["forward", "backward", "optimizer", "TP", "PP", "DP", "idle",
+         "other communication: loss all-reduce, gradient-norm all-reduce"]
+for word in words + (["oracle"] if clock == "wall" else []):
     if word not in legend:
         bad.append("legend '%s' lacks '%s'" % (legend, word))
 for b in bad:
@@ -136,32 +218,66 @@ check_png() {
     fi
 }
 
-# run_case WHAT TP PP DP M NP ARGS...
+# run_case WHAT CLOCK TP PP DP M NP ARGS... (the last step, 2, is
+# spot-checked: the oracle works in it)
 run_case() {
-    what=$1 tp=$2 pp=$3 dp=$4 m=$5 np=$6
-    shift 6
+    what=$1 clock=$2 tp=$3 pp=$4 dp=$5 m=$6 np=$7
+    shift 7
     rm -f "$work/t.json" "$work/t.svg"
-    tt "$np" $cfg --tp "$tp" --pp "$pp" --dp "$dp" --micro-batches "$m" "$@" \
+    tt "$np" $cfg --tp "$tp" --pp "$pp" --dp "$dp" --micro-batches "$m" --clock "$clock" "$@" \
         --trace "$work/t.json" --timeline "$work/t.svg"
     if [ "$status" -ne 0 ]; then
         not_ok "$what: exit $status"
         return
     fi
-    if check_json "$work/t.json" "$tp" "$pp" "$dp" "$m" 2 >"$work/check" 2>&1; then
-        ok "$what: the Chrome trace parses, $np named GPUs, forward and backward of mb 0..$((m - 1)) on each, TP/PP traffic"
+    if check_json "$work/t.json" "$tp" "$pp" "$dp" "$m" 2 "$clock" >"$work/check" 2>&1; then
+        ok "$what: the Chrome trace parses, $np named GPUs, forward and backward of mb 0..$((m - 1)) on each, TP/PP traffic, $([ "$dp" -gt 1 ] && echo "a" || echo "no") DP wait, no optimizer box over a transfer, the loss and gradient-norm all-reduces named, $([ "$clock" = wall ] && echo "the oracle's paused work between them" || echo "no oracle event")"
     else
         not_ok "$what: trace: $(cat "$work/check")"
     fi
-    if check_svg "$work/t.svg" "$tp" "$pp" "$dp" >"$work/check" 2>&1; then
-        ok "$what: the timeline is SVG with $np labelled rows, micro-batch numbers, idle fractions, a legend"
+    if check_svg "$work/t.svg" "$tp" "$pp" "$dp" "$clock" >"$work/check" 2>&1; then
+        ok "$what: the timeline is SVG with $np labelled rows, micro-batch numbers, idle fractions, named bookkeeping all-reduces, a legend"
     else
         not_ok "$what: timeline: $(cat "$work/check")"
     fi
     check_png "$work/t.svg" "$what"
 }
 
-run_case "4 GPUs (tp2 pp2, 4 micro-batches)" 2 2 1 4 4 --layers 4 --batch 8
-run_case "12 GPUs (tp2 pp3 dp2, 16 micro-batches)" 2 3 2 16 12 --layers 6 --batch 32
+run_case "4 GPUs (tp2 pp2, 4 micro-batches)" virtual 2 2 1 4 4 --layers 4 --batch 8
+run_case "4 GPUs on the wall clock" wall 2 2 1 4 4 --layers 4 --batch 8
+run_case "12 GPUs (tp2 pp3 dp2, 16 micro-batches)" virtual 2 3 2 16 12 --layers 6 --batch 32
+
+# The checks above see a wrong name: the 12 GPUs' trace with gpu5's loss
+# all-reduce planted back to the bare "all-reduce other 8 B" (no purpose),
+# and its timeline with gpu7's norm all-reduce's tooltip so.
+python3 - "$work/t.json" "$work/bad.json" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for e in doc["traceEvents"]:
+    if e.get("pid") == 5 and e.get("args", {}).get("purpose") == "loss all-reduce":
+        e["name"] = "all-reduce other 8 B"
+        del e["args"]["purpose"]
+json.dump(doc, open(sys.argv[2], "w"))
+EOF
+if check_json "$work/bad.json" 2 3 2 16 2 virtual >"$work/check" 2>&1; then
+    not_ok "a planted bare loss all-reduce on gpu5 passes the trace's check"
+elif grep -q "^gpu5(dp0,pp1,tp1): .*'loss all-reduce'" "$work/check" &&
+     grep -q "^gpu5(dp0,pp1,tp1): unnamed other communication \['all-reduce other 8 B'\]" "$work/check" &&
+     [ "$(grep -vc '^gpu5(' "$work/check")" -eq 0 ]; then
+    ok "a planted bare loss all-reduce fails the trace's check on gpu5 only"
+else
+    not_ok "a planted bare loss all-reduce on gpu5: the check says $(cat "$work/check")"
+fi
+awk '/<g class="row" id="row7">/ { r = 1 } r && /gradient-norm all-reduce \(other\)/ && !done { sub(/gradient-norm all-reduce \(other\)/, "all-reduce other"); done = 1 } { print }' \
+    "$work/t.svg" >"$work/bad.svg"
+if check_svg "$work/bad.svg" 2 3 2 virtual >"$work/check" 2>&1; then
+    not_ok "a planted bare norm all-reduce tooltip on gpu7 passes the timeline's check"
+elif grep -q "^gpu7(dp1,pp1,tp1): no tooltip 'gradient-norm all-reduce (other) 8 B'" "$work/check" &&
+     [ "$(grep -vc '^gpu7(' "$work/check")" -eq 0 ]; then
+    ok "a planted bare norm all-reduce tooltip fails the timeline's check on gpu7 only"
+else
+    not_ok "a planted bare norm all-reduce tooltip on gpu7: the check says $(cat "$work/check")"
+fi
 
 # Every view at once (the explanation, the memory and traffic reports, trace
 # and timeline after the naive schedule's 8 micro-batches), three times: a

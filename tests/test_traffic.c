@@ -3,8 +3,9 @@
  * counters: the integration tests test_tp.sh, test_pp.sh and test_dp.sh
  * compare measured with expected). Each parallelism's formula is asked on its
  * own, one table of cases per formula, then tt_comm_expected, which adds them
- * up for one GPU of a layout. Every case names all the cells it books; every
- * other cell must stay empty, so a formula that books too much fails as well.
+ * up for one GPU of a layout (a table of stages and layouts). Every case
+ * names all the cells it books; every other cell must stay empty, so a
+ * formula that books too much fails as well.
  * Single process, no MPI: the grids and configurations are filled by hand. */
 #include <check.h>
 #include <stdlib.h>
@@ -59,14 +60,19 @@ static void expect_cells(const tt_comm_stats *s, const cell *want, int nwant, co
  * has no gather), how many times it is called on the same counters, and the
  * cells it must then hold. */
 typedef struct {
-    const char *what;
-    int sp;
-    long long tokens, C, blocks;
-    int first, last, gather, recompute;
+    const char *what;           /* the case, as a failure names it */
+    int sp;                     /* 1: --sequence-parallel's formula */
+    long long tokens;           /* tokens per step on this GPU (all micro-batches) */
+    long long C;                /* model width */
+    long long blocks;           /* blocks on this stage */
+    int first;                  /* the stage holds the embedding */
+    int last;                   /* the stage holds lm_head and the loss */
+    int gather;                 /* --tp-mlp gather */
+    int recompute;              /* --recompute full */
     long long micro_batches;
     long steps;
-    int times;
-    cell want[MAXCELLS];
+    int times;                  /* calls on the same counters (they add up) */
+    cell want[MAXCELLS];        /* the cells booked; every other one empty */
 } tp_case;
 
 static const tp_case TP_CASES[] = {
@@ -154,10 +160,14 @@ END_TEST
  * formula reads only sizes and coordinates. Micro-batches of 2 sequences of
  * 16 tokens of width 32: every message is 2 x 16 x 32 floats = 4096 bytes. */
 typedef struct {
-    const char *what;
-    int p, v, dp, stage, micro_batches;
+    const char *what;           /* the case, as a failure names it */
+    int p;                      /* pipeline stages */
+    int v;                      /* chunks per stage (interleaved: 2) */
+    int dp;                     /* DP replicas (the batch grows with them) */
+    int stage;                  /* this GPU's stage */
+    int micro_batches;
     long steps;
-    cell want[MAXCELLS];
+    cell want[MAXCELLS];        /* the cells booked; every other one empty */
 } pp_case;
 
 static const pp_case PP_CASES[] = {
@@ -207,10 +217,10 @@ END_TEST
 
 /* 1000 floats (4000 bytes) of gradients in buckets of bucket bytes. */
 typedef struct {
-    const char *what;
-    size_t bucket;
+    const char *what;           /* the case, as a failure names it */
+    size_t bucket;              /* --dp-bucket, bytes */
     long steps;
-    cell want[MAXCELLS];
+    cell want[MAXCELLS];        /* the cells booked; every other one empty */
 } dp_case;
 
 static const dp_case DP_CASES[] = {
@@ -246,10 +256,11 @@ END_TEST
  * 2 x 2/3 x 432 = 576 per step: the all-reduce's 2(n-1)/n of the (padded)
  * buffer. */
 typedef struct {
-    const char *what;
-    int stage, micro_batches;
+    const char *what;           /* the case, as a failure names it */
+    int stage;                  /* --zero */
+    int micro_batches;
     long steps;
-    cell want[MAXCELLS];
+    cell want[MAXCELLS];        /* the cells booked; every other one empty */
 } zero_case;
 
 static const zero_case ZERO_CASES[] = {
@@ -296,17 +307,49 @@ END_TEST
 
 /* ---- one GPU of a layout: the sum ---------------------------------------- */
 
-START_TEST(expected_sums_the_groups)
-{
-    /* 12 GPUs as tp 2 pp 3 dp 2, the GPU on the middle stage: batch 8, T 16,
-     * C 32, 2 micro-batches, 1 step; it holds 2 blocks and 1000 floats of
-     * parameters; 1 KiB buckets.
+/* One GPU of a layout, for tt_comm_expected, which adds up the formulas of
+ * the groups of more than one GPU. Every case: batch 8, T 16, C 32, 2
+ * micro-batches, 1 step; the GPU holds 2 blocks and 1000 floats of
+ * parameters; 1 KiB DP buckets. */
+typedef struct {
+    const char *what;           /* the case, as a failure names it */
+    int tp, pp, dp;             /* the layout */
+    int stage;                  /* this GPU's pipeline stage */
+    int first;                  /* the stage holds the embedding */
+    int last;                   /* the stage holds lm_head and the loss */
+    cell want[MAXCELLS];        /* the cells booked; every other one empty */
+} sum_case;
+
+static const sum_case SUM_CASES[] = {
+    /* 12 GPUs as tp 2 pp 3 dp 2, the GPU on the middle stage.
      * TP: 8 / 2 = 4 sequences = 64 tokens; no ends: 2 x 8 = 16 calls,
      * 4 x (4 x 2 x 64 x 32) = 65536 bytes.
      * PP: micro-batch of 2 sequences, messages of 4096 bytes; middle stage:
      * 2 sends and 2 recvs per micro-batch = 4 of each, 16384 bytes.
-     * DP: as the 1 KiB buckets above, one step: 4 calls, 4000 bytes.
-     * Nothing else: the cells above are all there is. */
+     * DP: as the 1 KiB buckets above, one step: 4 calls, 4000 bytes. */
+    {"tp 2 pp 3 dp 2, middle stage", 2, 3, 2, 1, 0, 0,
+     {CELL(TP, ALLREDUCE, 16, 65536), CELL(PP, SEND, 4, 16384), CELL(PP, RECV, 4, 16384),
+      CELL(DP, ALLREDUCE, 4, 4000)}},
+    /* The first stage of the same: TP also the embedding's all-reduce, 9
+     * calls per micro-batch = 18, and its 64 x 32 floats: 4 x (16384 + 2048)
+     * = 73728 bytes; PP one send and one recv per micro-batch, 2 of each,
+     * 8192 bytes; DP as above. */
+    {"tp 2 pp 3 dp 2, first stage", 2, 3, 2, 0, 1, 0,
+     {CELL(TP, ALLREDUCE, 18, 73728), CELL(PP, SEND, 2, 8192), CELL(PP, RECV, 2, 8192),
+      CELL(DP, ALLREDUCE, 4, 4000)}},
+    /* The last stage: TP also lm_head's input gradient (64 x 32 floats) and
+     * the cross-entropy's 3 (3 x 64 floats): 8 + 1 + 3 = 12 calls per
+     * micro-batch = 24, 4 x (16384 + 2048 + 192) = 74496 bytes; PP and DP
+     * as the first stage. */
+    {"tp 2 pp 3 dp 2, last stage", 2, 3, 2, 2, 0, 1,
+     {CELL(TP, ALLREDUCE, 24, 74496), CELL(PP, SEND, 2, 8192), CELL(PP, RECV, 2, 8192),
+      CELL(DP, ALLREDUCE, 4, 4000)}},
+    /* One GPU: no group of more than one, no traffic. */
+    {"one GPU", 1, 1, 1, 0, 1, 1, {{0}}},
+};
+
+START_TEST(expected_sums_the_groups)
+{
     tt_run_config rc;
     memset(&rc, 0, sizeof rc);
     rc.model.T = 16;
@@ -315,19 +358,17 @@ START_TEST(expected_sums_the_groups)
     rc.micro_batches = 2;
     rc.virtual_stages = 1;
     rc.dp_bucket = 1024;
-    tt_grid g = {.tp = 2, .pp = 3, .dp = 2, .pp_rank = 1};
     static tt_model m; /* large: zeroed, only the shape is read */
     m.nl = 2;
     m.P.total = 1000;
-    tt_comm_stats s;
-    tt_comm_expected(&s, &rc, &g, &m, 1);
-    const cell sum[] = {CELL(TP, ALLREDUCE, 16, 65536), CELL(PP, SEND, 4, 16384),
-                        CELL(PP, RECV, 4, 16384), CELL(DP, ALLREDUCE, 4, 4000)};
-    expect_cells(&s, sum, 4, "tp 2 pp 3 dp 2, middle stage");
-    /* One GPU: no group of more than one, no traffic. */
-    tt_grid one = {.tp = 1, .pp = 1, .dp = 1};
-    tt_comm_expected(&s, &rc, &one, &m, 1);
-    expect_cells(&s, NULL, 0, "one GPU");
+    for (const sum_case *c = SUM_CASES; c < SUM_CASES + NCASES(SUM_CASES); c++) {
+        tt_grid g = {.tp = c->tp, .pp = c->pp, .dp = c->dp, .pp_rank = c->stage};
+        m.sh.first_stage = c->first;
+        m.sh.last_stage = c->last;
+        tt_comm_stats s;
+        tt_comm_expected(&s, &rc, &g, &m, 1);
+        expect_cells(&s, c->want, MAXCELLS, c->what);
+    }
 }
 END_TEST
 

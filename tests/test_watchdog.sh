@@ -5,7 +5,8 @@
 # peer, tag, step, micro-batch) and end the job with exit 1 well before the
 # stall would end. Without the watchdog the job would sit there, so the time
 # bound is what proves the report ended it. A normal run with --watchdog 3 is
-# unchanged (same checkpoint as with the watchdog off).
+# unchanged (same checkpoint as with the watchdog off). Limits under 1 s are
+# refused.
 . "$TT_SRCDIR/testlib.sh"
 
 cfg="--layers 2 --dim 32 --heads 4 --seq 32 --batch 4 --micro-batches 2 --warmup 3 --sample-len 0 --quiet --eval-every 0 --no-spot-check --steps 4"
@@ -63,4 +64,8 @@ else
     not_ok "healthy run with --watchdog 3: exit $status (off: $s0)"
 fi
 expect_error "--watchdog -1" 2 "watchdog" 2 --watchdog -1
+# A limit under a second would end healthy runs (a stage waits through the
+# others' compute): refused, naming the value; 0 (off) is taken above.
+expect_error "--watchdog 0.000001" 2 "^tiny_transformer: --watchdog must be between 1 and 1e+09 (or 0: off), got 1e-06" \
+    2 --watchdog 0.000001
 finish

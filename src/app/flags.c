@@ -1,7 +1,8 @@
-/* flags.c - how the flags are read: the parser and --help, both walking the
- * one table of flags (flags_table.c), and the checks every rank runs on the
- * configuration before any work, so a bad value is reported once (by rank 0)
- * with the constraint it breaks instead of surfacing as a crash or a hang. */
+/* flags.c - how the flags are read: the parser, walking the one table of
+ * flags (flags_table.c) as --help does (flags_usage.c), and the checks every
+ * rank runs on the configuration before any work, so a bad value is reported
+ * once (by rank 0) with the constraint it breaks instead of surfacing as a
+ * crash or a hang. */
 #include "tt/app/flags.h"
 
 #include <errno.h>
@@ -10,9 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The field of c (or of a const c) that row f stores into. */
+/* The field of c that row f stores into (TT_FLAG_CFIELD reads it). */
 #define FIELD(c, f, type) ((type *)((char *)(c) + (f)->field))
-#define CFIELD(c, f, type) ((const type *)((const char *)(c) + (f)->field))
 
 /* ---- reading one value ----------------------------------------------------- */
 
@@ -30,16 +30,17 @@ static int parse_long(const char *flag, const char *s, long lo, long hi, long *o
     return 0;
 }
 
-static int parse_double(const char *flag, const char *s, double lo, double hi, double *out,
-                        tt_err *e)
+/* A finite number in row f's [dlo, dhi], or 0 where the row takes 0 as off. */
+static int parse_double(const char *flag, const char *s, const tt_flag *f, double *out, tt_err *e)
 {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || *end != '\0' || !isfinite(v))
         return tt_fail(e, "%s expects a number, got '%s'", flag, s);
-    if (v < lo || v > hi)
-        return tt_fail(e, "%s must be between %g and %g, got %g", flag, lo, hi, v);
+    if ((v < f->dlo || v > f->dhi) && !(v == 0 && f->zero_off))
+        return tt_fail(e, "%s must be between %g and %g%s, got %g", flag, f->dlo, f->dhi,
+                       f->zero_off ? " (or 0: off)" : "", v);
     *out = v;
     return 0;
 }
@@ -127,7 +128,7 @@ static int read_value(tt_run_config *c, const tt_flag *f, const char *flag, cons
             *FIELD(c, f, uint64_t) = (uint64_t)v;
         return 0;
     case TT_FLAG_DOUBLE:
-        return parse_double(flag, val, f->dlo, f->dhi, FIELD(c, f, double), e);
+        return parse_double(flag, val, f, FIELD(c, f, double), e);
     case TT_FLAG_SIZE:
         return parse_size(flag, val, FIELD(c, f, size_t), e);
     case TT_FLAG_STRING:
@@ -283,98 +284,6 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
     return 0;
 }
 
-/* ---- --help ----------------------------------------------------------------- */
-
-#define HELP_COL 27 /* column of the help text, after "  --flag METAVAR" */
-
-/* Row f's default in d as --help shows it. */
-static void default_text(const tt_flag *f, const tt_run_config *d, char *buf, size_t n)
-{
-    if (f->show) {
-        f->show(d, buf, n);
-        return;
-    }
-    switch (f->kind) {
-    case TT_FLAG_INT: snprintf(buf, n, "%d", *CFIELD(d, f, int)); break;
-    case TT_FLAG_LONG: snprintf(buf, n, "%ld", *CFIELD(d, f, long)); break;
-    case TT_FLAG_U64: snprintf(buf, n, "%llu", (unsigned long long)*CFIELD(d, f, uint64_t)); break;
-    case TT_FLAG_DOUBLE: snprintf(buf, n, "%g", *CFIELD(d, f, double)); break;
-    case TT_FLAG_STRING: snprintf(buf, n, "\"%s\"", *CFIELD(d, f, const char *)); break;
-    case TT_FLAG_SIZE: {
-        /* In the unit a user would type; 0 is "no limit" (--gpu-mem), the
-         * only size whose default is 0. */
-        size_t v = *CFIELD(d, f, size_t);
-        const char *unit = "GMK";
-        size_t scale = (size_t)1 << 30;
-        while (*unit && v % scale != 0)
-            unit++, scale >>= 10;
-        if (v == 0)
-            snprintf(buf, n, "unlimited");
-        else if (*unit)
-            snprintf(buf, n, "%zu%c", v / scale, *unit);
-        else
-            snprintf(buf, n, "%zu", v);
-        break;
-    }
-    default: snprintf(buf, n, "?"); break;
-    }
-}
-
-/* Prints the entry of row f and of the rows after it that join it (help
- * NULL); returns how many rows it took. */
-static size_t print_entry(FILE *out, const tt_flag *f, size_t left, const tt_run_config *d)
-{
-    char head[160] = "", dflt[160] = "";
-    size_t k = 0;
-    do {
-        char one[64];
-        default_text(&f[k], d, one, sizeof one);
-        tt_appendf(head, sizeof head, "%s%s%s%s", k ? ", " : "", f[k].name,
-               f[k].metavar ? " " : "", f[k].metavar ? f[k].metavar : "");
-        tt_appendf(dflt, sizeof dflt, "%s%s", k ? ", " : "", one);
-        k++;
-    } while (k < left && f[k].help == NULL);
-
-    /* At least two spaces after the names; names too long for that get a
-     * line of their own. */
-    int len = (int)strlen(head);
-    fprintf(out, "  %s", head);
-    if (f->help[0] != '\0') {
-        if (len > HELP_COL - 1)
-            fprintf(out, "\n%*s", HELP_COL, "");
-        else
-            fprintf(out, "%*s", len <= HELP_COL - 4 ? HELP_COL - 2 - len : 2, "");
-    }
-    for (const char *p = f->help; *p; p++) {
-        if (p[0] == '%' && p[1] == 'D')
-            fputs(dflt, out), p++;
-        else if (*p == '\n')
-            fprintf(out, "\n%*s", HELP_COL, "");
-        else
-            fputc(*p, out);
-    }
-    fputc('\n', out);
-    return k;
-}
-
-void tt_config_usage(FILE *out)
-{
-    tt_run_config d;
-    tt_config_defaults(&d);
-    fputs("Usage: mpirun -np N tiny_transformer [OPTION]...\n"
-          "Train a tiny GPT on N virtual GPUs (one MPI rank each) on CPU.\n\n",
-          out);
-    for (int s = 0; s < TT_SEC_COUNT; s++) {
-        fprintf(out, "%s:\n", tt_flag_sections[s]);
-        for (size_t i = 0; i < tt_flag_count; i++)
-            if (tt_flags[i].section == (tt_flag_section)s && tt_flags[i].help)
-                i += print_entry(out, &tt_flags[i], tt_flag_count - i, &d) - 1;
-    }
-    fputs("\nOpen MPI needs --oversubscribe for more ranks than cores and\n"
-          "--allow-run-as-root when run as root.\n",
-          out);
-}
-
 /* ---- checks across flags ------------------------------------------------ */
 
 int tt_config_check(const tt_run_config *c, tt_err *e)
@@ -432,16 +341,16 @@ int tt_config_check_ranges(const tt_run_config *c, const char *source, tt_err *e
         meta_key(f, key, sizeof key);
         long v;
         switch (f->kind) {
-        case TT_FLAG_INT: v = *CFIELD(c, f, int); break;
-        case TT_FLAG_LONG: v = *CFIELD(c, f, long); break;
+        case TT_FLAG_INT: v = *TT_FLAG_CFIELD(c, f, int); break;
+        case TT_FLAG_LONG: v = *TT_FLAG_CFIELD(c, f, long); break;
         case TT_FLAG_U64:
-            if (*CFIELD(c, f, uint64_t) > (uint64_t)f->hi)
+            if (*TT_FLAG_CFIELD(c, f, uint64_t) > (uint64_t)f->hi)
                 return tt_fail(e, "%s: '%s' = %llu is above %ld, the most %s takes", source, key,
-                               (unsigned long long)*CFIELD(c, f, uint64_t), f->hi, f->name);
+                               (unsigned long long)*TT_FLAG_CFIELD(c, f, uint64_t), f->hi, f->name);
             continue;
         case TT_FLAG_DOUBLE: {
-            double d = *CFIELD(c, f, double);
-            if (!(d >= f->dlo && d <= f->dhi))
+            double d = *TT_FLAG_CFIELD(c, f, double);
+            if (!(d >= f->dlo && d <= f->dhi) && !(d == 0 && f->zero_off))
                 return tt_fail(e, "%s: '%s' = %g is outside [%g, %g], the range of %s", source,
                                key, d, f->dlo, f->dhi, f->name);
             continue;

@@ -300,11 +300,15 @@ const tt_flag tt_flags[] = {
              "one GPU, rank 0's table is printed anyway), the\n"
              "memory of every GPU by category, and the tensors\n"
              "every GPU holds (global shape and its slice)"},
-    {DOUBLE("--watchdog", watchdog, 0.0, 1e9), .metavar = "SECONDS", IN(OUTPUT),
+    /* Waits of well under a second are ordinary (a pipeline stage waits
+     * through the other stages' compute, every rank through rank 0's
+     * --validate reference), so a smaller limit would end healthy runs. */
+    {DOUBLE("--watchdog", watchdog, 1.0, 1e9), .zero_off = 1, .metavar = "SECONDS", IN(OUTPUT),
      .help = "a GPU blocked in one communication this long prints\n"
              "what it waits for (operation, group, peer, tag, step,\n"
              "micro-batch) and what it last saw of its peers, then\n"
-             "ends the job with exit 1; 0 = off (default %D)"},
+             "ends the job with exit 1; at least 1; 0 = off\n"
+             "(default %D)"},
     {SIZE("--gpu-mem", gpu_mem), .metavar = "SIZE", IN(OUTPUT),
      .help = "memory of each virtual GPU, e.g. 16M; more is an\n"
              "out-of-memory error before training (default %D)"},

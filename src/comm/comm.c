@@ -22,6 +22,9 @@ const char *const tt_op_names[TT_NOPS] = {"all-reduce", "all-gather", "reduce-sc
 /* One process is one virtual GPU, so one set of counters per process. */
 static tt_comm_stats stats;
 static tt_comm_observer observer;
+/* The purpose of the named call under way (tt_allreduce_named), for the
+ * observer; NULL otherwise. Set and cleared around that one call only. */
+static const char *purpose;
 
 void tt_comm_set_observer(tt_comm_observer f) { observer = f; }
 
@@ -61,7 +64,15 @@ void tt_comm_book(int where, tt_op op, long long bytes, double t0, double t1, in
     c->bytes += bytes;
     c->seconds += t1 - t0;
     if (observer)
-        observer(row, op, bytes, t0, t1, peer);
+        observer(row, op, bytes, t0, t1, peer, purpose);
+}
+
+void tt_allreduce_named(const tt_grid *g, int where, const char *what, void *buf, int count_,
+                        MPI_Datatype type, MPI_Op op)
+{
+    purpose = what;
+    tt_allreduce(g, where, buf, count_, type, op);
+    purpose = NULL;
 }
 
 static void count_peer(int where, tt_op op, long long bytes, double t0, int peer)

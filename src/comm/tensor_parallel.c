@@ -7,6 +7,7 @@
 #include "tt/comm/comm.h"
 #include "tt/core/faults.h"
 #include "tt/core/kernels.h"
+#include "core/vec.h"
 
 #include <float.h>
 #include <math.h>
@@ -83,19 +84,18 @@ void tp_sp_param_grads(const tt_grid *g, float *grads, int n)
 }
 
 /* out[n, :] += b: a row-parallel layer's replicated bias, once after the sum. */
-static void bias_forward(float *out, const float *b, int N, int OC)
+TT_SIMD static void bias_forward(float *out, const float *b, int N, int OC)
 {
     for (int n = 0; n < N; n++)
-        for (int o = 0; o < OC; o++)
-            out[(size_t)n * OC + o] += b[o];
+        vec_add(out + (size_t)n * OC, b, OC);
 }
 
-/* db += column sums of dout: that bias's gradient. */
-static void bias_backward(float *db, const float *dout, int N, int OC)
+/* db += column sums of dout: that bias's gradient (rows in order, so each
+ * column's sum is formed in one fixed order). */
+TT_SIMD static void bias_backward(float *db, const float *dout, int N, int OC)
 {
     for (int n = 0; n < N; n++)
-        for (int o = 0; o < OC; o++)
-            db[o] += dout[(size_t)n * OC + o];
+        vec_add(db, dout + (size_t)n * OC, OC);
 }
 
 void column_linear_forward(const tt_grid *g, float *out, const float *inp, const float *w,

@@ -50,24 +50,37 @@ TT_INLINE void store_block(float *row, const float b[VL], int j0, int T)
         memcpy(row + j0, b, (size_t)(T - j0) * sizeof *b);
 }
 
-/* all-ones in lane l when column j0 + l < n, i.e. is causally visible. */
-TT_INLINE void visible_mask(uint32_t m[VL], int j0, int n)
+/* Block j0 of a row, as a pointer the loops below work on in place: the row
+ * itself where the block lies inside it, else (only when T is not a multiple
+ * of VL) a zero-padded copy in tmp that put_block writes back. The loops
+ * read and write through it directly rather than through local copies of
+ * each block (core/vec.h, TT_IVDEP, says why). */
+TT_INLINE float *get_block(float *row, int j0, int T, float tmp[VL])
 {
-    for (int l = 0; l < VL; l++)
-        m[l] = -(uint32_t)(j0 + l < n);
+    if (j0 + VL <= T)
+        return row + j0;
+    load_block(tmp, row, j0, T);
+    return tmp;
 }
 
-/* b[l] where the mask is set, else the bits of other. */
-TT_INLINE void mask_select(float b[VL], const uint32_t m[VL], float other)
+TT_INLINE void put_block(float *row, const float *blk, int j0, int T)
 {
-    uint32_t bo;
+    if (j0 + VL > T)
+        store_block(row, blk, j0, T);
+}
+
+/* v where column col is causally visible (col < n), else the bits of
+ * other: a select on the bits, which gcc vectorizes (a ?: on floats it
+ * does not; see exp_approx). */
+TT_INLINE float visible_or(float v, int col, int n, float other)
+{
+    const uint32_t m = -(uint32_t)(col < n);
+    uint32_t bv, bo;
+    memcpy(&bv, &v, sizeof bv);
     memcpy(&bo, &other, sizeof bo);
-    for (int l = 0; l < VL; l++) {
-        uint32_t bb;
-        memcpy(&bb, &b[l], sizeof bb);
-        bb = (bb & m[l]) | (bo & ~m[l]);
-        memcpy(&b[l], &bb, sizeof bb);
-    }
+    bv = (bv & m) | (bo & ~m);
+    memcpy(&v, &bv, sizeof v);
+    return v;
 }
 
 /* Rows i0..i1 (at most ATT_BT of them) of a head's [T,T] scores, in place:
@@ -79,21 +92,22 @@ TT_SIMD
 static void causal_softmax_rows(float *P /* T,T */, int i0, int i1, int T)
 {
     float rowmax[ATT_BT], rowinv[ATT_BT];
-    float b[VL];
-    uint32_t m[VL];
+    float tmp[VL];
 
     for (int i = i0; i < i1; i++) {
-        const float *s = P + (size_t)i * T;
+        float *s = P + (size_t)i * T;
         const int n = i + 1;
+        const float s0 = s[0];
         float mx[VL];
         for (int l = 0; l < VL; l++)
-            mx[l] = s[0];
+            mx[l] = s0;
         for (int j0 = 0; j0 < n; j0 += VL) {
-            load_block(b, s, j0, T);
-            visible_mask(m, j0, n);
-            mask_select(b, m, s[0]);
-            for (int l = 0; l < VL; l++)
-                mx[l] = b[l] > mx[l] ? b[l] : mx[l];
+            const float *blk = get_block(s, j0, T, tmp);
+            TT_IVDEP
+            for (int l = 0; l < VL; l++) {
+                const float x = visible_or(blk[l], j0 + l, n, s0);
+                mx[l] = x > mx[l] ? x : mx[l];
+            }
         }
         rowmax[i - i0] = lanes_max(mx);
     }
@@ -105,15 +119,15 @@ static void causal_softmax_rows(float *P /* T,T */, int i0, int i1, int T)
         /* A row sum of at most T numbers in [0, 1] needs no double. */
         float acc[VL] = {0};
         for (int j0 = 0; j0 < n; j0 += VL) {
-            load_block(b, s, j0, T);
-            visible_mask(m, j0, n);
-            mask_select(b, m, mx);
-            for (int l = 0; l < VL; l++)
-                b[l] = exp_nan(b[l] - mx);
-            mask_select(b, m, 0.0f);
-            for (int l = 0; l < VL; l++)
-                acc[l] += b[l];
-            store_block(s, b, j0, T);
+            float *blk = get_block(s, j0, T, tmp);
+            TT_IVDEP
+            for (int l = 0; l < VL; l++) {
+                float e = exp_nan(visible_or(blk[l], j0 + l, n, mx) - mx);
+                e = visible_or(e, j0 + l, n, 0.0f);
+                acc[l] += e;
+                blk[l] = e;
+            }
+            put_block(s, blk, j0, T);
         }
         /* sum >= 1 (the max contributes e^0), so the reciprocal is safe. */
         rowinv[i - i0] = 1.0f / lanes_total(acc);
@@ -125,10 +139,11 @@ static void causal_softmax_rows(float *P /* T,T */, int i0, int i1, int T)
         const float inv = rowinv[i - i0];
         int j0 = 0;
         for (; j0 < n; j0 += VL) {
-            load_block(b, s, j0, T);
+            float *blk = get_block(s, j0, T, tmp);
+            TT_IVDEP
             for (int l = 0; l < VL; l++)
-                b[l] *= inv;
-            store_block(s, b, j0, T);
+                blk[l] *= inv;
+            put_block(s, blk, j0, T);
         }
         if (j0 < T)
             memset(s + j0, 0, (size_t)(T - j0) * sizeof *s);
@@ -143,34 +158,29 @@ TT_SIMD
 static void causal_softmax_backward_rows(float *dP /* T,T */, const float *P /* T,T */,
                                          float scale, int i0, int i1, int T)
 {
+    float ptmp[VL], dtmp[VL];
     for (int i = i0; i < i1; i++) {
-        const float *p = P + (size_t)i * T;
+        /* P is only read: get_block's copy is never written back to it */
+        float *p = (float *)P + (size_t)i * T;
         float *d = dP + (size_t)i * T;
         const int n = i + 1;
-        float pb[VL], db[VL];
-        uint32_t m[VL];
 
         float acc[VL] = {0};
         for (int j0 = 0; j0 < n; j0 += VL) {
-            load_block(pb, p, j0, T);
-            load_block(db, d, j0, T);
-            visible_mask(m, j0, n);
+            const float *pb = get_block(p, j0, T, ptmp), *db = get_block(d, j0, T, dtmp);
+            TT_IVDEP
             for (int l = 0; l < VL; l++)
-                db[l] = pb[l] * db[l];
-            mask_select(db, m, 0.0f);
-            for (int l = 0; l < VL; l++)
-                acc[l] += db[l];
+                acc[l] += visible_or(pb[l] * db[l], j0 + l, n, 0.0f);
         }
         const float dot = lanes_total(acc);
 
         for (int j0 = 0; j0 < i1; j0 += VL) {
-            load_block(pb, p, j0, T);
-            load_block(db, d, j0, T);
-            visible_mask(m, j0, n);
+            const float *pb = get_block(p, j0, T, ptmp);
+            float *db = get_block(d, j0, T, dtmp);
+            TT_IVDEP
             for (int l = 0; l < VL; l++)
-                db[l] = pb[l] * (db[l] - dot) * scale;
-            mask_select(db, m, 0.0f);
-            store_block(d, db, j0, T);
+                db[l] = visible_or(pb[l] * (db[l] - dot) * scale, j0 + l, n, 0.0f);
+            put_block(d, db, j0, T);
         }
     }
 }

@@ -23,13 +23,14 @@ void tt_events_start(double origin)
 
 void tt_events_set_step(int step) { log_.step = step; }
 
-void tt_events_add(int kind, const char *name, const char *group, double t0_abs, double t1_abs,
-                   int mb, int chunk, int peer, long long bytes)
+/* Appends an event and returns it, or NULL when nothing is recorded now. */
+static tt_event *append(int kind, const char *name, const char *group, double t0_abs,
+                        double t1_abs, int mb, int chunk, int peer, long long bytes)
 {
     /* Training only: the oracle's work (paused) and eval or sampling (outside
      * a step) are not what the GPUs of the schedule do. */
     if (!log_.active || !tt_vclock_in_step() || tt_vclock_paused())
-        return;
+        return NULL;
     if (log_.n == log_.cap) {
         log_.cap = log_.cap ? 2 * log_.cap : 1024;
         tt_event *n = realloc(log_.ev, (size_t)log_.cap * sizeof *n);
@@ -49,6 +50,21 @@ void tt_events_add(int kind, const char *name, const char *group, double t0_abs,
     e->chunk = chunk;
     e->peer = peer;
     e->bytes = bytes;
+    return e;
+}
+
+void tt_events_add(int kind, const char *name, const char *group, double t0_abs, double t1_abs,
+                   int mb, int chunk, int peer, long long bytes)
+{
+    append(kind, name, group, t0_abs, t1_abs, mb, chunk, peer, bytes);
+}
+
+void tt_events_add_comm(const char *op, const char *group, const char *purpose, double t0_abs,
+                        double t1_abs, int peer, long long bytes)
+{
+    tt_event *e = append(TT_EV_COMM, op, group, t0_abs, t1_abs, -1, -1, peer, bytes);
+    if (e && purpose)
+        snprintf(e->purpose, sizeof e->purpose, "%s", purpose);
 }
 
 tt_event *tt_events_take(int *n)

@@ -5,10 +5,12 @@
  * GEMMs. Two habits make that work with the project's plain -O2 build (no
  * -ffast-math, no -march):
  *
- *  - Element-wise loops run in blocks of VL floats copied into local arrays.
- *    At -O2 gcc only vectorizes loops it can replace completely (no scalar
- *    epilogue, no run-time alias check); a fixed-length loop over locals is
- *    such a loop, and the locals also make in-place calls (out == inp) safe.
+ *  - Element-wise loops run in blocks of VL floats, each block a loop of
+ *    fixed length VL marked TT_IVDEP (core/vec.h). At -O2 gcc only
+ *    vectorizes loops it can replace completely (no scalar epilogue, no
+ *    run-time alias check); a fixed-length loop whose iterations are
+ *    declared independent is such a loop. In-place calls (out == inp) stay
+ *    safe: every iteration reads its element before writing it.
  *  - exp is our own (exp_approx): a polynomial plus an exponent built from
  *    bits, i.e. only +, *, / and integer ops, which gcc vectorizes, where a
  *    call to expf or tanhf per element cannot be.
@@ -130,11 +132,9 @@ void layernorm_forward(float *out /* N,C */, float *mean /* N */, float *rstd /*
 
         i = 0;
         for (; i + VL <= C; i += VL) {
-            float xb[VL], ob[VL];
-            memcpy(xb, x + i, sizeof xb);
+            TT_IVDEP
             for (int j = 0; j < VL; j++)
-                ob[j] = (xb[j] - m) * rs * w[i + j] + b[i + j];
-            memcpy(o + i, ob, sizeof ob);
+                o[i + j] = (x[i + j] - m) * rs * w[i + j] + b[i + j];
         }
         for (; i < C; i++)
             o[i] = (x[i] - m) * rs * w[i] + b[i];
@@ -176,22 +176,14 @@ void layernorm_backward(float *dinp /* N,C */, float *dw /* C */, float *db /* C
 
         i = 0;
         for (; i + VL <= C; i += VL) {
-            float xb[VL], gb[VL], dxb[VL], dwb[VL], dbb[VL];
-            memcpy(xb, x + i, sizeof xb);
-            memcpy(gb, g + i, sizeof gb);
-            memcpy(dxb, dx + i, sizeof dxb);
-            memcpy(dwb, dw + i, sizeof dwb);
-            memcpy(dbb, db + i, sizeof dbb);
+            TT_IVDEP
             for (int j = 0; j < VL; j++) {
-                float xh = (xb[j] - m) * rs;
-                float dn = gb[j] * w[i + j];
-                dwb[j] += gb[j] * xh;
-                dbb[j] += gb[j];
-                dxb[j] += rs * (dn - mdn - xh * mdnx);
+                const float xh = (x[i + j] - m) * rs;
+                const float gj = g[i + j], dn = gj * w[i + j];
+                dw[i + j] += gj * xh;
+                db[i + j] += gj;
+                dx[i + j] += rs * (dn - mdn - xh * mdnx);
             }
-            memcpy(dx + i, dxb, sizeof dxb);
-            memcpy(dw + i, dwb, sizeof dwb);
-            memcpy(db + i, dbb, sizeof dbb);
         }
         for (; i < C; i++) {
             float xh = (x[i] - m) * rs;
@@ -272,11 +264,9 @@ void gelu_forward(float *out /* N */, const float *inp /* N */, int N)
 {
     int i = 0;
     for (; i + VL <= N; i += VL) {
-        float xb[VL];
-        memcpy(xb, inp + i, sizeof xb);
+        TT_IVDEP
         for (int j = 0; j < VL; j++)
-            xb[j] = gelu_one(xb[j]);
-        memcpy(out + i, xb, sizeof xb);
+            out[i + j] = gelu_one(inp[i + j]);
     }
     for (; i < N; i++)
         out[i] = gelu_one(inp[i]);
@@ -288,13 +278,9 @@ void gelu_backward(float *dinp /* N */, const float *inp /* N */, const float *d
 {
     int i = 0;
     for (; i + VL <= N; i += VL) {
-        float xb[VL], gb[VL], db[VL];
-        memcpy(xb, inp + i, sizeof xb);
-        memcpy(gb, dout + i, sizeof gb);
-        memcpy(db, dinp + i, sizeof db);
+        TT_IVDEP
         for (int j = 0; j < VL; j++)
-            db[j] += gb[j] * gelu_grad_one(xb[j]);
-        memcpy(dinp + i, db, sizeof db);
+            dinp[i + j] += dout[i + j] * gelu_grad_one(inp[i + j]);
     }
     for (; i < N; i++)
         dinp[i] += dout[i] * gelu_grad_one(inp[i]);
@@ -397,12 +383,9 @@ TT_INLINE void ce_backward_rows(float *dlogits, const float *probs, const int *t
         const float dt = owned ? d[t] : 0.0f;
         int j = 0;
         for (; j + VL <= V; j += VL) {
-            float pb[VL], dbk[VL];
-            memcpy(pb, p + j, sizeof pb);
-            memcpy(dbk, d + j, sizeof dbk);
+            TT_IVDEP
             for (int l = 0; l < VL; l++)
-                dbk[l] += dloss * pb[l];
-            memcpy(d + j, dbk, sizeof dbk);
+                d[j + l] += dloss * p[j + l];
         }
         for (; j < V; j++)
             d[j] += dloss * p[j];

@@ -21,6 +21,22 @@
 #define TT_INLINE static inline
 #endif
 
+/* The next loop's iterations are independent, so it may be vectorized
+ * without a run-time overlap check. Our element-wise loops read and write
+ * element j in the same iteration (out may equal an input, never overlap it
+ * at an offset), which is exactly what the pragma promises. Writing them as
+ * plain loops over the arrays, not over local copies of each block, matters:
+ * gcc copies a block with 16-byte moves and reads it back in 32-byte ones,
+ * which stalls store-to-load forwarding (GELU ran at 2.3 ns a float that
+ * way, 0.85 ns this way, on an AVX2 machine). */
+#if defined(__clang__)
+#define TT_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define TT_IVDEP _Pragma("GCC ivdep")
+#else
+#define TT_IVDEP
+#endif
+
 /* Block length of the element-wise loops: a multiple of every SIMD width
  * (4, 8, 16 floats) so each block maps onto whole vector registers. */
 #define VL 16
@@ -90,17 +106,14 @@ TT_INLINE float exp_nan(float x)
     return r;
 }
 
-/* out = a + b; out may be a or b (each block is read before it is written). */
+/* out = a + b; out may be a or b (element j is read before it is written). */
 TT_INLINE void vec_sum(float *out, const float *a, const float *b, int n)
 {
     int i = 0;
     for (; i + VL <= n; i += VL) {
-        float ab[VL], bb[VL];
-        memcpy(ab, a + i, sizeof ab);
-        memcpy(bb, b + i, sizeof bb);
+        TT_IVDEP
         for (int j = 0; j < VL; j++)
-            ab[j] += bb[j];
-        memcpy(out + i, ab, sizeof ab);
+            out[i + j] = a[i + j] + b[i + j];
     }
     for (; i < n; i++)
         out[i] = a[i] + b[i];
@@ -172,13 +185,12 @@ TT_INLINE double exp_shift_sum(float *y, const float *x, float shift, int n)
     double acc[VL] = {0};
     int j = 0;
     for (; j + VL <= n; j += VL) {
-        float e[VL];
-        memcpy(e, x + j, sizeof e);
+        TT_IVDEP
         for (int l = 0; l < VL; l++) {
-            e[l] = exp_nan(e[l] - shift);
-            acc[l] += (double)e[l];
+            const float e = exp_nan(x[j + l] - shift);
+            acc[l] += (double)e;
+            y[j + l] = e;
         }
-        memcpy(y + j, e, sizeof e);
     }
     if (j < n) {
         const int rem = n - j;
@@ -201,11 +213,9 @@ TT_INLINE void scale_row(float *y, float a, int n)
 {
     int j = 0;
     for (; j + VL <= n; j += VL) {
-        float e[VL];
-        memcpy(e, y + j, sizeof e);
+        TT_IVDEP
         for (int l = 0; l < VL; l++)
-            e[l] *= a;
-        memcpy(y + j, e, sizeof e);
+            y[j + l] *= a;
     }
     for (; j < n; j++)
         y[j] *= a;

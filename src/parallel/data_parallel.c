@@ -3,7 +3,9 @@
 #include "tt/parallel/data_parallel.h"
 #include "tt/comm/comm.h"
 #include "tt/core/common.h"
+#include "tt/core/events.h"
 #include "tt/core/faults.h"
+#include "tt/core/vclock.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -148,6 +150,10 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
         }
         return;
     }
+    /* From here this GPU does nothing but wait for the DP sum: the trace
+     * shows that span as a wait (communication), whatever part of the rings
+     * ran beside the backward before it; 0 s when they all ended earlier. */
+    const double t_wait = tt_clock_now();
     if (!ov.on) { /* no hook attached: the same calls, one after another */
         float *grads = tt_params_buffer(p, TT_G);
         const size_t b = bucket_floats(bucket_bytes);
@@ -157,6 +163,8 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
             tt_iallreduce(g, TT_GROUP_DP, grads + off, (int)n, MPI_FLOAT, MPI_SUM, &r);
             tt_coll_wait(g, &r, 0.0);
         }
+        tt_events_add(TT_EV_WAIT, "all-reduce", "DP", t_wait, tt_clock_now(), -1, -1, -1,
+                      4 * (long long)p->total);
         return;
     }
     if (ov.overlap) {
@@ -174,6 +182,8 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
             tt_coll_wait(g, &ov.req[b], 0.0);
         }
     }
+    tt_events_add(TT_EV_WAIT, "all-reduce", "DP", t_wait, tt_clock_now(), -1, -1, -1,
+                  4 * (long long)p->total);
     memset(ov.started, 0, (size_t)ov.nb);
     memset(ov.done, 0, (size_t)ov.nunits * sizeof *ov.done);
     ov.nstarted = 0;

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 
 /* Every counted transfer becomes an event while the log records. */
-static void observe_comm(int group, tt_op op, long long bytes, double t0, double t1, int peer)
+static void observe_comm(int group, tt_op op, long long bytes, double t0, double t1, int peer,
+                         const char *purpose)
 {
-    tt_events_add(TT_EV_COMM, tt_op_names[op], tt_group_names[group], t0, t1, -1, -1, peer,
-                  bytes);
+    tt_events_add_comm(tt_op_names[op], tt_group_names[group], purpose, t0, t1, peer, bytes);
 }
 
 void tt_trace_begin(const tt_grid *g)

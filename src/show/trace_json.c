@@ -34,7 +34,8 @@ static double usec(double seconds) { return seconds > 0 ? seconds * 1e6 : 0.0; }
  * coordinates and sorted by world rank, with three threads so that
  * communication nested inside a forward (TP all-reduces) gets its own track
  * instead of overlapping the compute, and a non-blocking collective that
- * runs beside both (the overlapped DP all-reduce) a third. Returns the
+ * runs beside both (the overlapped DP all-reduce) a third; the wait for it
+ * at the end of the step is on the communication track. Returns the
  * separator the next entry needs. */
 static const char *write_gpu_tracks(FILE *f, const tt_grid *g)
 {
@@ -61,11 +62,16 @@ static const char *write_gpu_tracks(FILE *f, const tt_grid *g)
 }
 
 /* The args a transfer or collective adds: the raw operation, group, byte
- * count and peer, for queries the display name cannot answer. */
+ * count and peer, for queries the display name cannot answer, and the
+ * purpose of a named call ("loss all-reduce"). */
 static void write_comm_args(FILE *f, const tt_grid *g, const tt_event *v, const char *group)
 {
     fprintf(f, ",\"op\":");
     json_str(f, v->name);
+    if (v->purpose[0]) {
+        fprintf(f, ",\"purpose\":");
+        json_str(f, v->purpose);
+    }
     fprintf(f, ",\"group\":");
     json_str(f, group);
     fprintf(f, ",\"bytes\":%lld,\"peer\":%d", v->bytes, v->peer);
@@ -76,27 +82,39 @@ static void write_comm_args(FILE *f, const tt_grid *g, const tt_event *v, const 
     }
 }
 
-/* One complete ("X") event of world rank r, on its compute or comm track. */
+/* One complete ("X") event of world rank r, on its compute or comm track. A
+ * wait for collectives started earlier is communication: on the comm track,
+ * in its group's category, with what it waited for ("waits_for", not "op",
+ * and "bytes_waited_for": the bytes are the collectives' own events'). */
 static void write_event(FILE *f, const tt_grid *g, const tt_event *v, int r, const char *sep)
 {
     char name[160];
     tt_trace_event_name(g, v, name, sizeof name);
-    int comm = v->kind == TT_EV_COMM;
-    const char *cat = comm ? (v->group[0] ? v->group : "other")
-                      : v->kind == TT_EV_OPTIMIZER ? "optimizer" : "compute";
+    int comm = v->kind == TT_EV_COMM, wait = v->kind == TT_EV_WAIT;
+    const char *cat = comm || wait ? (v->group[0] ? v->group : "other")
+                      : v->kind == TT_EV_OPTIMIZER ? "optimizer"
+                      : v->kind == TT_EV_PAUSED  ? "oracle" : "compute";
     fprintf(f, "%s{\"name\":", sep);
     json_str(f, name);
     fprintf(f, ",\"cat\":");
     json_str(f, cat);
     double dur = v->t1 > v->t0 ? v->t1 - v->t0 : 0.0;
     fprintf(f, ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%d",
-            r, comm ? (v->peer == TT_PEER_BESIDE ? 2 : 1) : 0, usec(v->t0), dur * 1e6, v->step);
+            r, comm ? (v->peer == TT_PEER_BESIDE ? 2 : 1) : wait ? 1 : 0, usec(v->t0), dur * 1e6,
+            v->step);
     if (v->mb >= 0)
         fprintf(f, ",\"mb\":%d", v->mb);
     if (v->chunk >= 0)
         fprintf(f, ",\"chunk\":%d", v->chunk);
     if (comm)
         write_comm_args(f, g, v, cat);
+    if (wait) {
+        fprintf(f, ",\"waits_for\":");
+        json_str(f, v->name);
+        fprintf(f, ",\"group\":");
+        json_str(f, cat);
+        fprintf(f, ",\"bytes_waited_for\":%lld", v->bytes);
+    }
     fprintf(f, "}}");
 }
 

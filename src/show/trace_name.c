@@ -38,7 +38,19 @@ void tt_trace_event_name(const tt_grid *g, const tt_event *v, char *buf, size_t 
         } else if (v->peer == TT_PEER_BESIDE) {
             snprintf(peer, sizeof peer, " (non-blocking, beside compute)");
         }
-        snprintf(buf, n, "%s %s %s%s", v->name, v->group[0] ? v->group : "other", size, peer);
+        /* A named call by what it is for, its group after it, as a wait's:
+         * "loss all-reduce (other) 8 B" (the bare "all-reduce other 8 B"
+         * says neither which one nor why a GPU spent long in it). */
+        if (v->purpose[0])
+            snprintf(buf, n, "%s (%s) %s%s", v->purpose, v->group[0] ? v->group : "other", size,
+                     peer);
+        else
+            snprintf(buf, n, "%s %s %s%s", v->name, v->group[0] ? v->group : "other", size, peer);
+        break;
+    case TT_EV_WAIT:
+        /* The group first, as the legend says it: "DP all-reduce (wait)". */
+        fmt_bytes(size, sizeof size, v->bytes);
+        snprintf(buf, n, "%s %s (wait) %s", v->group[0] ? v->group : "other", v->name, size);
         break;
     default:
         snprintf(buf, n, "%s", v->name);

@@ -1,7 +1,8 @@
 /* trace_svg.c - one training step of a captured trace as a self-contained SVG
  * Gantt chart (rank 0 only): a row per virtual GPU on a common time axis,
  * compute boxes numbered by micro-batch, a communication strip under each
- * row, the measured idle fraction at its right and a legend underneath.
+ * row (a named call's purpose written over it), the measured idle fraction
+ * at its right and a legend underneath.
  *
  * Plain SVG without script or stylesheet, so any browser shows it and a test
  * can parse it with an XML reader. The chart is measured first
@@ -15,6 +16,7 @@
 #include "tt/core/vclock.h"
 
 #include <math.h>
+#include <string.h>
 
 static void xml_text(FILE *f, const char *s)
 {
@@ -64,11 +66,13 @@ static void write_heading(FILE *f, const tt_svg_layout *L)
     /* Two lines, so the guide stays clear of the idle column's heading
      * however narrow the plot. */
     fprintf(f, "<text x=\"12\" y=\"42\" font-size=\"11.5\" fill=\"#555\">"
-               "Boxes: compute, numbered by micro-batch. Strip under each row: communication. "
-               "Empty: idle.</text>\n"
+               "Boxes: compute, numbered by micro-batch%s%s. Strip under each row: "
+               "communication. Empty: idle.</text>\n"
                "<text x=\"12\" y=\"57\" font-size=\"11.5\" fill=\"#555\">"
                "Right: idle = 1 - (forward+backward) / window from the pipeline's first "
-               "forward to its last backward (or W).</text>\n");
+               "forward to its last backward (or W).</text>\n",
+            L->has_wait ? "; pale red: waiting for the DP all-reduce" : "",
+            L->has_oracle ? "; sand: the oracle's work, clocks paused (wall time only)" : "");
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#555\" text-anchor=\"middle\">idle</text>\n",
             PLOT_X + L->plot_w + IDLE_W / 2 + 4, TOP - 4);
 }
@@ -140,8 +144,37 @@ static void write_tooltip(FILE *f, const tt_svg_layout *L, const tt_event *x)
     fprintf(f, ": %.3f ms</title></rect>\n", (x->t1 - x->t0) * 1e3);
 }
 
+/* Text centred in a box of width bw at bx, in the middle of the box area of
+ * the row at y, in the largest size from 10 down to 7 units that fits (a
+ * character is about 0.58 em in sans-serif); else the short form, if any;
+ * else nothing (the tooltip still names it). */
+static void write_box_label(FILE *f, const char *cls, const char *text, const char *shrt,
+                            double bx, double bw, int y)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        const char *s = pass ? shrt : text;
+        if (!s || !*s)
+            return;
+        double fs = (bw - 4) / (0.58 * (double)strlen(s));
+        if (fs > 10)
+            fs = 10;
+        if (fs < 7)
+            continue;
+        fprintf(f, "<text class=\"%s\" x=\"%.2f\" y=\"%.2f\" font-size=\"%.1f\" "
+                   "text-anchor=\"middle\" fill=\"#444\">",
+                cls, bx + bw / 2, y + BOX_Y + BOX_H / 2 + fs * 0.36, fs);
+        xml_text(f, s);
+        fprintf(f, "</text>\n");
+        return;
+    }
+}
+
 /* A transfer or collective in the strip under the row at y; a non-blocking
- * one, which runs beside the compute, in its own strip over the boxes. */
+ * one, which runs beside the compute, in its own strip over the boxes. A
+ * named blocking call (the loss's and the gradient norm's all-reduces) is
+ * labelled over its strip, where the GPU has nothing else to draw while it
+ * waits in the call: "loss all-reduce", or "loss" or "norm" (the first
+ * word's last part) where the whole does not fit. */
 static void write_comm(FILE *f, const tt_svg_layout *L, const tt_event *x, int y)
 {
     double bx, bw;
@@ -153,6 +186,13 @@ static void write_comm(FILE *f, const tt_svg_layout *L, const tt_event *x, int y
             y + (beside ? BESIDE_Y : COMM_Y), bw < 0.8 ? 0.8 : bw, beside ? BESIDE_H : COMM_H);
     fill(f, group_colour(x->group));
     write_tooltip(f, L, x);
+    if (x->purpose[0] && !beside) {
+        char shrt[sizeof x->purpose];
+        size_t n = strcspn(x->purpose, " ");
+        snprintf(shrt, sizeof shrt, "%.*s", (int)n, x->purpose);
+        const char *dash = strrchr(shrt, '-');
+        write_box_label(f, "comm-label", x->purpose, dash ? dash + 1 : shrt, bx, bw, y);
+    }
 }
 
 /* The micro-batch number centred in a box, shrunk to fit (a digit is about
@@ -171,12 +211,20 @@ static void write_mb_number(FILE *f, const tt_event *x, double bx, double bw, in
             bx + bw / 2, y + BOX_Y + BOX_H / 2 + fs * 0.36, fs, num);
 }
 
-/* A forward, backward or optimizer step as a box in the row at y. */
+/* A forward, backward, optimizer step, wait or the oracle's paused work as
+ * a box in the row at y. An optimizer event or wait of 0 s is not drawn: a
+ * wait whose rings had ended before it, or the gradient norm of a replica
+ * that counts no tensor. */
 static void write_box(FILE *f, const tt_svg_layout *L, const tt_event *x, int y)
 {
     double bx, bw;
     event_span(L, x, &bx, &bw);
+    if ((x->kind == TT_EV_WAIT || x->kind == TT_EV_OPTIMIZER || x->kind == TT_EV_PAUSED) &&
+        !(x->t1 > x->t0))
+        return;
     rgb c = x->kind == TT_EV_OPTIMIZER ? C_OPT
+            : x->kind == TT_EV_WAIT  ? C_WAIT
+            : x->kind == TT_EV_PAUSED ? C_ORACLE
             : chunk_shade(x->kind == TT_EV_FORWARD ? C_FWD : tt_event_is_w(x) ? C_W : C_BWD,
                           x->chunk >= 0 ? x->chunk / L->g->pp : 0, L->v);
     fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" ", bx, y + BOX_Y,
@@ -189,6 +237,9 @@ static void write_box(FILE *f, const tt_svg_layout *L, const tt_event *x, int y)
     write_tooltip(f, L, x);
     if (x->kind != TT_EV_OPTIMIZER && x->mb >= 0)
         write_mb_number(f, x, bx, bw, y);
+    /* The wall time no GPU of the model spends: say whose it is. */
+    if (x->kind == TT_EV_PAUSED)
+        write_box_label(f, "oracle-label", x->name, "oracle", bx, bw, y);
 }
 
 /* The idle fraction of row r over its own span of the step ("-" when the

@@ -24,7 +24,7 @@ static void measure_rows(tt_svg_layout *L, const int *counts)
     for (int r = 0; r < W; r++)
         L->win_lo[r] = INFINITY, L->win_hi[r] = -INFINITY;
     L->t_lo = INFINITY, L->t_hi = -INFINITY;
-    L->max_boxes = 0, L->v = 1, L->has_w = 0;
+    L->max_boxes = 0, L->v = 1, L->has_w = 0, L->has_wait = 0, L->has_oracle = 0;
     for (int r = 0; r < W; r++) {
         L->row_lo[r] = INFINITY, L->row_hi[r] = -INFINITY;
         int boxes = 0;
@@ -34,6 +34,10 @@ static void measure_rows(tt_svg_layout *L, const int *counts)
                 continue;
             L->row_lo[r] = fmin(L->row_lo[r], x->t0);
             L->row_hi[r] = fmax(L->row_hi[r], x->t1);
+            /* A wait is drawn when it lasted (0 s: the rings had ended). */
+            L->has_wait |= x->kind == TT_EV_WAIT && x->t1 > x->t0;
+            L->has_oracle |= x->kind == TT_EV_PAUSED && x->t1 > x->t0;
+            /* Only forwards and backwards are busy: a wait is communication. */
             if (x->kind == TT_EV_FORWARD || x->kind == TT_EV_BACKWARD) {
                 L->busy[r] += x->t1 - x->t0;
                 L->win_lo[r] = fmin(L->win_lo[r], x->t0);
@@ -89,6 +93,34 @@ static legend_item *add_legend_item(tt_svg_layout *L, rgb c, int strip)
     return it;
 }
 
+/* A group's legend entry: "other communication: loss all-reduce,
+ * gradient-norm all-reduce" with the purposes of the step's named calls in
+ * the group (the strip's label is drawn only where it fits), ", others"
+ * when unnamed calls share the colour. */
+static void name_group(const tt_svg_layout *L, legend_item *it, const char *grp)
+{
+    size_t n = (size_t)snprintf(it->text, sizeof it->text, "%s communication", grp);
+    const char *seen[4];
+    int k = 0, unnamed = 0;
+    for (int i = 0; i < L->first[L->g->world_size]; i++) {
+        const tt_event *x = &L->ev[i];
+        if (x->step != L->step || x->kind != TT_EV_COMM || strcmp(x->group, grp) != 0)
+            continue;
+        int j = 0;
+        while (j < k && strcmp(seen[j], x->purpose) != 0)
+            j++;
+        if (!x->purpose[0])
+            unnamed = 1;
+        else if (j == k && k < 4)
+            seen[k++] = x->purpose;
+    }
+    for (int j = 0; j < k && n < sizeof it->text; j++)
+        n += (size_t)snprintf(it->text + n, sizeof it->text - n, "%s%s", j ? ", " : ": ",
+                              seen[j]);
+    if (k && unnamed && n < sizeof it->text)
+        snprintf(it->text + n, sizeof it->text - n, ", others");
+}
+
 /* The legend's entries, wrapped into lines across the chart's width; the
  * number of lines sets the chart's height. At most eight shades a direction
  * are listed, which is what bounds items[]. */
@@ -107,11 +139,17 @@ static void lay_out_legend(tt_svg_layout *L)
     if (L->has_w)
         snprintf(add_legend_item(L, C_W, 0)->text, sizeof L->items[0].text,
                  "W (weight gradients)");
-    snprintf(add_legend_item(L, C_OPT, 0)->text, sizeof L->items[0].text, "optimizer step");
+    snprintf(add_legend_item(L, C_OPT, 0)->text, sizeof L->items[0].text,
+             "optimizer (gradient norm; clip + AdamW)");
+    if (L->has_wait)
+        snprintf(add_legend_item(L, C_WAIT, 0)->text, sizeof L->items[0].text,
+                 "DP all-reduce (wait)");
+    if (L->has_oracle)
+        snprintf(add_legend_item(L, C_ORACLE, 0)->text, sizeof L->items[0].text,
+                 "oracle (--validate or spot check; clocks paused)");
     const char *groups[] = {"TP", "PP", "DP", "other"};
     for (int k = 0; k < 4; k++)
-        snprintf(add_legend_item(L, group_colour(groups[k]), 1)->text, sizeof L->items[0].text,
-                 "%s communication", groups[k]);
+        name_group(L, add_legend_item(L, group_colour(groups[k]), 1), groups[k]);
     /* Text width estimated at 0.57 em per character: no font metrics in
      * plain SVG, so this errs on the wide side. */
     int line = 0;

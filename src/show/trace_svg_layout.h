@@ -36,6 +36,13 @@ typedef struct {
 static const rgb C_FWD = {0x5b, 0x8f, 0xd6}, C_BWD = {0xf2, 0x9b, 0x45}, C_OPT = {0x4d, 0x4d, 0x4d};
 /* W (weight gradients) of a zero-bubble schedule, apart from B's orange. */
 static const rgb C_W = {0xb8, 0x9b, 0x2e};
+/* A wait for collectives started earlier (the overlapped DP all-reduce): a
+ * box, because the GPU does nothing else meanwhile, in a pale shade of its
+ * group's colour (DP red), so it reads as communication, not compute. */
+static const rgb C_WAIT = {0xf0, 0xa8, 0xa8};
+/* The oracle's work while the clock is paused (--clock wall only): pale
+ * sand, apart from every colour of the GPUs' own work. */
+static const rgb C_ORACLE = {0xe8, 0xdc, 0xb0};
 
 /* A backward event that is a W (pipeline_run.c names them so). */
 static inline int tt_event_is_w(const tt_event *x)
@@ -69,7 +76,7 @@ static inline rgb chunk_shade(rgb c, int i, int v)
 typedef struct {
     rgb c;
     int strip;     /* drawn as a thin comm strip rather than a box */
-    char text[64];
+    char text[96];
     double x;      /* left edge of the swatch */
     int line;      /* which line of the legend the entry wrapped to */
 } legend_item;
@@ -80,17 +87,21 @@ typedef struct {
     int step;
     int *first;              /* ev[first[r] .. first[r+1]) are world rank r's */
     double *row_lo, *row_hi; /* each row's own extent within the step */
-    double *busy;            /* each row's forward+backward seconds */
+    double *busy;            /* each row's forward+backward seconds (not the
+                                optimizer, not a wait: communication) */
     double *win_lo, *win_hi; /* the pipeline window of each row's DP replica:
                                 its first forward to its last backward */
     double t_lo, t_hi;       /* the step over all rows: the common time axis */
     int empty;               /* no event of the step on any row */
     int max_boxes;           /* the most compute boxes on one row */
     int has_w;               /* a zero-bubble schedule: backwards are B and W apart */
+    int has_wait;            /* a wait for the DP all-reduce drawn on some row */
+    int has_oracle;          /* the oracle's paused work drawn on some row */
     int v;                   /* chunks per pipeline stage (the shades) */
     double span_ms, px_per_ms;
     int plot_w, plot_h, axis_y, legend_y, width, height;
-    legend_item items[24];   /* 2 x 8 compute shades, W, optimizer, 4 groups */
+    legend_item items[24];   /* 2 x 8 compute shades, W, optimizer, wait, oracle,
+                                4 groups */
     int n_items, last_line;
 } tt_svg_layout;
 

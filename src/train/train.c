@@ -21,23 +21,51 @@
  * ZeRO each replica holds the sum of its own shard only, and counts that. */
 static double grad_norm(const tt_model *m, const tt_grid *g)
 {
-    if (!g || g->world_size == 1)
-        return sqrt(tt_grad_sumsq(&m->P, 0, 0));
-    double ss = tt_grad_sumsq(&m->P, g->dp_rank, g->tp_rank);
-    tt_allreduce(g, TT_GROUP_OTHER, &ss, 1, MPI_DOUBLE, MPI_SUM);
+    const int one = !g || g->world_size == 1;
+    const double t0 = tt_clock_now();
+    double ss = tt_grad_sumsq(&m->P, one ? 0 : g->dp_rank, one ? 0 : g->tp_rank);
+    /* The sum of squares is the optimizer's compute; the all-reduce after it
+     * is communication (its own event, through comm's observer), where a
+     * GPU may wait long for the others: not drawn as optimizer work. */
+    tt_events_add(TT_EV_OPTIMIZER, "gradient norm", NULL, t0, tt_clock_now(), -1, -1, -1, 0);
+    if (!one)
+        tt_allreduce_named(g, TT_GROUP_OTHER, "gradient-norm all-reduce", &ss, 1, MPI_DOUBLE,
+                           MPI_SUM);
     return sqrt(ss);
 }
 
 /* A value computed on the ranks of the last stage (identical on its TP
- * ranks), summed over the DP replicas: each replica's share counted once. */
+ * ranks), summed over the DP replicas: each replica's share counted once.
+ * The loss (of training and of eval): every rank waits here for the last
+ * stage, so the trace names it. */
 double tt_sum_from_last_stage(const tt_grid *g, const tt_model *m, double v)
 {
     if (!g)
         return v;
     if (g->tp_rank != 0 || !m->sh.last_stage)
         v = 0.0;
-    tt_allreduce(g, TT_GROUP_OTHER, &v, 1, MPI_DOUBLE, MPI_SUM);
+    tt_allreduce_named(g, TT_GROUP_OTHER, "loss all-reduce", &v, 1, MPI_DOUBLE, MPI_SUM);
     return v;
+}
+
+/* The oracle's work inside a step (--validate, or a spot-checked step) runs
+ * with the clock paused: no time for the modelled GPUs, and no events. On
+ * the wall clock (--clock wall) it still takes time, so one event covers it
+ * and a wall trace shows what fills the gap (under the virtual clock it
+ * lasts 0 s and is not recorded). */
+static double oracle_begin(void)
+{
+    const double t0 = tt_clock_now();
+    tt_vclock_pause();
+    return t0;
+}
+
+static void oracle_end(double t0)
+{
+    tt_vclock_resume(); /* first: the log records nothing while paused */
+    const double t1 = tt_clock_now();
+    if (t1 > t0)
+        tt_events_add(TT_EV_PAUSED, "oracle (paused clock)", NULL, t0, t1, -1, -1, -1, 0);
 }
 
 tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_validator *val)
@@ -62,26 +90,26 @@ tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_val
         tt_dp_sync_grads(g, &m->P, rc->dp_bucket);
     tt_inject_after_backward(m, g); /* a planted fault (--inject-bug), or nothing */
     if (val) {
-        tt_vclock_pause();
+        const double o = oracle_begin();
         tt_validate_grads(val, m, c, step, st.loss);
-        tt_vclock_resume();
+        oracle_end(o);
     }
-    double t_opt = tt_clock_now();
     st.grad_norm = grad_norm(m, g);
     if (val) {
-        tt_vclock_pause();
+        const double o = oracle_begin();
         tt_validate_norm(val, m, step, st.grad_norm);
-        tt_vclock_resume();
+        oracle_end(o);
     }
+    const double t_opt = tt_clock_now();
     st.lr = tt_lr_at(&rc->optim, step, rc->steps);
     tt_adamw_step(&m->P, &rc->optim, st.lr, step + 1, tt_clip_coef(rc->optim.clip, st.grad_norm));
     tt_events_add(TT_EV_OPTIMIZER, "optimizer step", NULL, t_opt, tt_clock_now(), -1, -1, -1, 0);
     if (g) /* ZeRO: each replica updated its own shard; all of them take all */
         tt_zero_gather_weights(g, &m->P);
     if (val) {
-        tt_vclock_pause();
+        const double o = oracle_begin();
         tt_validate_update(val, step);
-        tt_vclock_resume();
+        oracle_end(o);
     }
     /* The step ends when its slowest GPU is done: every clock moves there, so
      * the next step starts together (uncounted: clocks only). */

@@ -20,7 +20,7 @@ typedef enum {
     TT_FLAG_INT,    /* whole number in [lo, hi], stored as int */
     TT_FLAG_LONG,   /* ... stored as long */
     TT_FLAG_U64,    /* ... read as a long, stored as uint64_t (--seed) */
-    TT_FLAG_DOUBLE, /* finite number in [dlo, dhi] */
+    TT_FLAG_DOUBLE, /* finite number in [dlo, dhi] (or 0, with zero_off) */
     TT_FLAG_SIZE,   /* bytes, optional K/M/G suffix, stored as size_t */
     TT_FLAG_STRING, /* non-empty text; the pointer into argv is stored */
     TT_FLAG_CHOICE, /* exactly one word of words[] */
@@ -48,6 +48,7 @@ typedef struct {
     size_t field;              /* offsetof(tt_run_config, ...) */
     long lo, hi;               /* range of INT, LONG, U64; SWITCH: the value stored */
     double dlo, dhi;           /* range of DOUBLE */
+    int zero_off;              /* DOUBLE: 0 (off) is taken too, below dlo (--watchdog) */
     const tt_flag_word *words; /* CHOICE, LIST: ended by a NULL word */
     int (*set)(tt_run_config *c, const char *flag, const char *val, tt_err *e); /* CUSTOM */
     void (*show)(const tt_run_config *d, char *buf, size_t n); /* default text, if odd */
@@ -60,6 +61,10 @@ typedef struct {
      * before it ("--beta1 X, --beta2 X"). */
     const char *help;
 } tt_flag;
+
+/* The field of a configuration c that row f stores into, read-only (the
+ * parser's checks and --help read it; only the parser writes). */
+#define TT_FLAG_CFIELD(c, f, type) ((const type *)((const char *)(c) + (f)->field))
 
 extern const tt_flag tt_flags[];
 extern const size_t tt_flag_count;

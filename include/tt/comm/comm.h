@@ -66,6 +66,12 @@ MPI_Comm tt_group_comm(const tt_grid *g, int where);
 /* In-place all-reduce of count elements. */
 void tt_allreduce(const tt_grid *g, int where, void *buf, int count, MPI_Datatype type,
                   MPI_Op op);
+/* The same, with what it is for ("loss all-reduce"), which the observer is
+ * given: for the few bookkeeping calls a trace would otherwise show only as
+ * "all-reduce other". purpose must outlive the call (a string literal). The
+ * plain call passes none, so the TP path pays nothing for this. */
+void tt_allreduce_named(const tt_grid *g, int where, const char *purpose, void *buf, int count,
+                        MPI_Datatype type, MPI_Op op);
 /* recv gets every rank's count elements, in group-rank order. */
 void tt_allgather(const tt_grid *g, int where, const void *send, void *recv, int count,
                   MPI_Datatype type);
@@ -156,13 +162,14 @@ void *tt_gather_var_to_root(const tt_grid *g, const void *mine, int bytes, int *
 
 /* Called after every counted transfer: the group it is booked in, the
  * operation, bytes, start and end (tt_clock_now(): the virtual clock unless
- * --clock wall), and the peer's world rank (point-to-point), -1, or
+ * --clock wall), the peer's world rank (point-to-point), -1, or
  * TT_PEER_BESIDE for a non-blocking collective that ran beside compute (its
- * span is the collective's, not time the GPU spent in it). NULL removes the
+ * span is the collective's, not time the GPU spent in it), and the purpose
+ * a named call gave (tt_allreduce_named), else NULL. NULL removes the
  * observer. */
 #define TT_PEER_BESIDE (-2)
 typedef void (*tt_comm_observer)(int group, tt_op op, long long bytes, double t0, double t1,
-                                 int peer);
+                                 int peer, const char *purpose);
 void tt_comm_set_observer(tt_comm_observer f);
 
 #endif
