@@ -174,10 +174,21 @@ def block_b(tp):
             + rl(25 * N * Hl, 3 * N * Hl) + (2 * ar(4 * N * C) if tp > 1 else 0))
 def emb_f(tp): return rl(0, 2 * N * C) + rl(N * C, 3 * N * C) + (ar(4 * N * C) if tp > 1 else 0)
 def emb_b(): return rl(N * C, 2 * N * C + T * C) + rl(N * C, 3 * N * C)
-def head_f(tp):  # tp 2: the vocab-parallel loss charges only its three all-reduces
-    return ln_f(N, C) + lin_f(N, C, V // tp) + (rl(5 * N * V, 2 * N * V) if tp == 1 else 3 * ar(4 * N))
+# The loss: one GPU, 5 FLOPs and 2 floats per column forward, 2 and 3
+# backward. tp 2: each rank's slice of Vl = V / 2 columns (all real), its
+# forward in three passes (max; subtract, exp, add; scale: 1, 3 and 1 of the
+# 5 FLOPs, and the 2 floats in the same ratio) with the three all-reduces of
+# N floats between them; the backward the one-GPU count over the slice.
+def ce_f(tp):
+    Vl = V // tp
+    if tp == 1:
+        return rl(5 * N * V, 2 * N * V)
+    return (rl(1 * N * Vl, 2 / 5 * N * Vl) + 2 * ar(4 * N)
+            + rl(3 * N * Vl, 6 / 5 * N * Vl) + ar(4 * N) + rl(1 * N * Vl, 2 / 5 * N * Vl))
+def ce_b(tp): return rl(2 * N * (V // tp), 3 * N * (V // tp))
+def head_f(tp): return ln_f(N, C) + lin_f(N, C, V // tp) + ce_f(tp)
 def head_b(tp):
-    return ln_b(N, C) + lin_b(N, C, V // tp) + (rl(2 * N * V, 3 * N * V) if tp == 1 else ar(4 * N * C))
+    return ln_b(N, C) + lin_b(N, C, V // tp) + ce_b(tp) + (ar(4 * N * C) if tp > 1 else 0)
 def params(tp):  # this GPU's floats: both ends, one block (ln, row-parallel biases replicated)
     Cl = C // tp
     blk = 4 * C + 3 * (C * Cl + Cl) + Cl * C + C + 4 * C * Cl + 4 * Cl + 4 * Cl * C + C

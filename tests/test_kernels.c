@@ -22,9 +22,11 @@
  * makes eps matter at the 4% level).
  *
  * Besides: accumulation (+=) semantics of every backward, the causal property
- * of attention, the vocabulary slice of the embedding and the padded
- * vocabulary of the cross-entropy. */
+ * of attention, the vocabulary slice of the embedding, the padded
+ * vocabulary of the cross-entropy and what its vocabulary-parallel passes
+ * charge the virtual clock. */
 #include "tt/core/kernels.h"
+#include "tt/core/vclock.h"
 
 #include "check_run.h"
 
@@ -1019,6 +1021,70 @@ START_TEST(test_crossentropy_padding)
 }
 END_TEST
 
+/* The vocabulary-parallel passes charge the virtual clock what the one-GPU
+ * kernel charges for the same Vl columns (Vr real): the three forward passes
+ * together as crossentropy_forward(Vp = Vl, V = Vr), each a nonzero share in
+ * the ratio 1 : 3 : 1 (the clock moves at each pass, between the TP
+ * all-reduces); the slice backward as crossentropy_backward. The one-GPU
+ * kernels are the reference, and a by-hand roofline of their counts (5 FLOPs
+ * per real column and 2 floats per column forward, 2 and 3 backward) checks
+ * that reference. Both sides of the roofline: a cluster where these kernels
+ * are memory-bound and one where they are compute-bound. */
+START_TEST(test_crossentropy_slice_clock)
+{
+    enum { SN = 4, SVL = 8, SVR = 6 };
+    const double bw = _i == 0 ? 1e9 : 1e12; /* bytes/s: memory-bound, compute-bound */
+    const tt_cluster cl = {.name = "test", .gpus_per_server = 1, .peak_flops = 1e9,
+                           .peak_flops_fp32 = 1e9, .gemm_efficiency = 0.5,
+                           .memory_bandwidth = bw, .gpu_memory_bytes = 1e9};
+    float logits[SN * SVL], probs[SN * SVL], dl[SN * SVL], mx[SN], tl[SN], se[SN], losses[SN];
+    int tg[SN];
+    rng_seed(23);
+    fill(logits, NULL, SN * SVL, -2, 2);
+    for (int n = 0; n < SN; n++)
+        tg[n] = (3 * n + 1) % SVR;
+    tt_vclock_setup(&cl, TT_CLOCK_VIRTUAL, 0);
+    tt_vclock_run(1);
+
+    double t[4];
+    t[0] = tt_vclock_now();
+    crossentropy_slice_max(mx, tl, logits, tg, SN, SVL, SVR, 0);
+    t[1] = tt_vclock_now();
+    crossentropy_slice_exp(probs, se, logits, mx, SN, SVL, SVR);
+    t[2] = tt_vclock_now();
+    crossentropy_slice_finish(losses, probs, se, mx, tl, SN, SVL, SVR);
+    t[3] = tt_vclock_now();
+    crossentropy_forward(losses, probs, logits, tg, SN, SVL, SVR);
+    const double fwd1 = tt_vclock_now() - t[3];
+    const double fl = 5.0 * SN * SVR / (1e9 * 0.5), mem = 4.0 * 2 * SN * SVL / bw;
+    const double hand = fl > mem ? fl : mem;
+    ck_assert_msg(fabs(fwd1 - hand) <= 1e-12 * hand, "crossentropy_forward charged %.9g s, by hand %.9g",
+                  fwd1, hand);
+    const double share[3] = {1, 3, 1};
+    for (int p = 0; p < 3; p++)
+        ck_assert_msg(fabs((t[p + 1] - t[p]) - share[p] / 5 * fwd1) <= 1e-12 * fwd1,
+                      "slice pass %d charged %.9g s, want %g/5 of %.9g", p, t[p + 1] - t[p],
+                      share[p], fwd1);
+
+    memset(dl, 0, sizeof dl);
+    double b0 = tt_vclock_now();
+    crossentropy_slice_backward(dl, probs, tg, 0.25f, SN, SVL, SVR, 0);
+    const double bslice = tt_vclock_now() - b0;
+    b0 = tt_vclock_now();
+    crossentropy_backward(dl, probs, tg, 0.25f, SN, SVL, SVR);
+    const double b1 = tt_vclock_now() - b0;
+    const double bfl = 2.0 * SN * SVR / (1e9 * 0.5), bmem = 4.0 * 3 * SN * SVL / bw;
+    ck_assert_msg(fabs(b1 - (bfl > bmem ? bfl : bmem)) <= 1e-12 * b1,
+                  "crossentropy_backward charged %.9g s", b1);
+    ck_assert_msg(fabs(bslice - b1) <= 1e-12 * b1, "slice backward charged %.9g s, one GPU %.9g",
+                  bslice, b1);
+    tt_vclock_run(0);
+    printf("  %-40s forward %.3g s = %.3g + %.3g + %.3g, backward %.3g s\n",
+           _i == 0 ? "crossentropy slices, memory-bound" : "crossentropy slices, compute-bound",
+           fwd1, t[1] - t[0], t[2] - t[1], t[3] - t[2], bslice);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Non-finite inputs must not be hidden: a diverging run has to show up as a
  * NaN loss, not as plausible numbers. */
@@ -1080,6 +1146,7 @@ static Suite *kernels_suite(void)
         {"residual", test_residual, 1},
         {"crossentropy", test_crossentropy, 2},
         {"crossentropy_padding", test_crossentropy_padding, 1},
+        {"crossentropy_slice_clock", test_crossentropy_slice_clock, 2},
         {"nan_propagation", test_nan_propagation, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -332,8 +332,11 @@ void crossentropy_forward(float *losses /* N */, float *probs /* N,Vp */,
 /* The vocabulary-parallel cross-entropy's passes over this rank's slice of
  * the vocabulary (comm/tensor_parallel.c sums their per-row results over the
  * TP group in between). Vr of the Vl columns are real (the rest pad the
- * vocabulary to a multiple of tp); v0 is the slice's first token id. They
- * charge no virtual time, as the cost model (model/cost.c) assumes. */
+ * vocabulary to a multiple of tp); v0 is the slice's first token id. Each
+ * forward pass charges its share of the one-GPU kernel's count over the
+ * slice (tt_kcost_crossentropy_slice_fwd), so the clock advances between the
+ * all-reduces as the work is done; the backward charges the whole one-GPU
+ * count over the slice. The cost model (model/cost.c) prices the same. */
 TT_SIMD
 void crossentropy_slice_max(float *mx /* N */, float *tl /* N */, const float *logits /* N,Vl */,
                             const int *targets /* N */, int N, int Vl, int Vr, int v0)
@@ -344,6 +347,7 @@ void crossentropy_slice_max(float *mx /* N */, float *tl /* N */, const float *l
         const int t = targets[n] - v0;
         tl[n] = t >= 0 && t < Vr ? x[t] : 0.0f; /* only the owner contributes */
     }
+    CHARGE(tt_kcost_crossentropy_slice_fwd(N, Vr, Vl, 0));
 }
 
 TT_SIMD
@@ -356,6 +360,7 @@ void crossentropy_slice_exp(float *probs /* N,Vl */, float *se /* N */,
         se[n] = (float)exp_shift_sum(p, logits + (size_t)n * Vl, mx[n], Vr);
         memset(p + Vr, 0, (size_t)(Vl - Vr) * sizeof *p);
     }
+    CHARGE(tt_kcost_crossentropy_slice_fwd(N, Vr, Vl, 1));
 }
 
 TT_SIMD
@@ -367,6 +372,7 @@ void crossentropy_slice_finish(float *losses /* N */, float *probs /* N,Vl */,
         scale_row(probs + (size_t)n * Vl, 1.0f / se[n], Vr);
         losses[n] = (float)(log((double)se[n]) + (double)mx[n] - (double)tl[n]);
     }
+    CHARGE(tt_kcost_crossentropy_slice_fwd(N, Vr, Vl, 2));
 }
 
 /* dlogits += dloss (probs - onehot(target)) over the first V columns of
@@ -410,5 +416,6 @@ void crossentropy_slice_backward(float *dlogits /* N,Vl */, const float *probs /
                                  int v0)
 {
     ce_backward_rows(dlogits, probs, targets, dloss, N, Vl, Vr, v0);
+    CHARGE(tt_kcost_crossentropy_bwd(N, Vr, Vl));
 }
 

@@ -131,11 +131,18 @@ tt_chunk_seconds tt_chunk_cost(const tt_config *cfg, const tt_cost_ctx *x, doubl
             coll(&f, TT_COLL_ALLGATHER, N * C);
         k(&f, tt_kcost_linear_fwd(N, C, Vl));
         if (x->tp > 1) {
-            /* vocab_crossentropy: the row maxima, the target logits and the
-             * sums of exponentials are summed over the TP group (its
-             * element-wise work is not charged by the emulator). */
-            for (int i = 0; i < 3; i++)
-                coll(&f, TT_COLL_ALLREDUCE, N);
+            /* vocab_crossentropy: three passes over the slice, with the row
+             * maxima and target logits, then the sums of exponentials,
+             * summed over the TP group in between. The first rank's slice
+             * is all real columns (Vl <= V), the slowest of the group, which
+             * the all-reduces and the backward's next one wait for. */
+            k(&f, tt_kcost_crossentropy_slice_fwd(N, Vl, Vl, 0));
+            coll(&f, TT_COLL_ALLREDUCE, N);
+            coll(&f, TT_COLL_ALLREDUCE, N);
+            k(&f, tt_kcost_crossentropy_slice_fwd(N, Vl, Vl, 1));
+            coll(&f, TT_COLL_ALLREDUCE, N);
+            k(&f, tt_kcost_crossentropy_slice_fwd(N, Vl, Vl, 2));
+            k(&b, tt_kcost_crossentropy_bwd(N, Vl, Vl));
         } else {
             k(&f, tt_kcost_crossentropy_fwd(N, cfg->V, Vp));
             k(&b, tt_kcost_crossentropy_bwd(N, cfg->V, Vp));

@@ -33,6 +33,11 @@ tt_kcost tt_kcost_residual_bwd(double N);
 /* V real vocabulary columns of Vp (padded) */
 tt_kcost tt_kcost_crossentropy_fwd(double N, double V, double Vp);
 tt_kcost tt_kcost_crossentropy_bwd(double N, double V, double Vp);
+/* The vocabulary-parallel cross-entropy's forward passes over a slice of Vl
+ * columns, Vr real (pass 0: row maxima, 1: exponentials and their sums, 2:
+ * scaling): shares of tt_kcost_crossentropy_fwd(N, Vr, Vl) that add up to it.
+ * Its backward is tt_kcost_crossentropy_bwd(N, Vr, Vl). */
+tt_kcost tt_kcost_crossentropy_slice_fwd(double N, double Vr, double Vl, int pass);
 /* The optimizer's passes over n parameters: the clipping norm's sum of
  * squares and AdamW (memory-bound: w, m, v read and written, g read). */
 tt_kcost tt_kcost_sumsq(double n);
