@@ -4,7 +4,6 @@
  * chart and narration fits in 100 characters, a wide chart cut into blocks
  * that together hold every time step once. Single process, no MPI. */
 #include <check.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

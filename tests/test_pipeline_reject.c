@@ -7,7 +7,6 @@
  * memory bound passes the check and fails the bound. Single process, no MPI.
  * (The schedules themselves: test_pipeline.c.) */
 #include <check.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
