@@ -62,7 +62,7 @@ END_TEST
  * stage s named g<s>, into a string the caller frees. */
 static char *gantt_of(tt_schedule_kind kind, int p, int m, int v)
 {
-    tt_action_list L[PMAX];
+    tt_action_list L[PMAX] = {{0}};
     build_all(L, kind, p, m, v);
     tt_sim_result r;
     tt_err e;
