@@ -17,10 +17,11 @@ typedef enum {
     TT_EV_WAIT,                      /* blocked on non-blocking collectives started
                                         earlier (name = operation, group, bytes):
                                         communication, not compute nor bubble */
-    TT_EV_PAUSED                     /* the --validate oracle's work inside a step,
-                                        while the clock is paused: no time on the
-                                        virtual clock, so recorded only under
-                                        --clock wall, where it takes time */
+    TT_EV_PAUSED                     /* the oracle's work inside a step (--validate
+                                        or a spot-checked step), while the clock is
+                                        paused: no time on the virtual clock,
+                                        so recorded only under --clock wall,
+                                        where it takes time */
 } tt_event_kind;
 
 typedef struct {
