@@ -160,7 +160,8 @@ void tt_slot_reserve(tt_model *m, int slots, int blocks, int heads)
         add_head(m, head_new(m));
     /* A slot with the blocks of a micro-batch of the longest chunk, booked
      * together: an out-of-memory message then names what one more
-     * micro-batch needs, as before the pools were apart. */
+     * micro-batch needs (tt_slot_acquire books the same way), not one
+     * block's share of it. */
     while (m->nslots < slots || m->nblocks < blocks) {
         size_t bytes = 0;
         if (m->nslots < slots)
