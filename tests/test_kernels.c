@@ -189,8 +189,8 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* LayerNorm                                                                 */
 
-/* Sizes (_i): the brief's small one, and one with rows wider than the
- * kernels' vector block of 16 floats plus a remainder. */
+/* Sizes (_i): kernel_check.h's small one (N x C), and one with rows wider
+ * than the kernels' vector block of 16 floats plus a remainder. */
 static const int ln_n[2] = {N, 6}, ln_c[2] = {C, MAXC};
 
 typedef struct {

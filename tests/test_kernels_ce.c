@@ -43,7 +43,8 @@ static void ref_crossentropy(double *losses, double *probs, const double *logits
 
 static const int ce_targets[N] = {0, 6, 3, 1, 6, 2, 5, 4, 0, 3};
 #define CE_DLOSS 0.3f
-/* Sizes (_i): the brief's, and a vocabulary wider than the vector block. */
+/* Sizes (_i): kernel_check.h's small one (N rows, VV of VP columns real),
+ * and a vocabulary wider than the vector block. */
 enum { MAXVP = 40 };
 static const int ce_n[2] = {N, 6}, ce_vp[2] = {VP, MAXVP}, ce_v[2] = {VV, 37};
 

@@ -19,8 +19,9 @@ cfg="--layers 2 --dim 32 --heads 4 --seq 16 --batch 16 --steps 3 --warmup 2 --sa
 # weights and moments at the end. Under stages 1 and 2 the DP replicas' weights
 # are also bit-identical; under ZeRO-3 (the weights sharded too, each unit
 # gathered before its forward and its backward) there are no whole replicas
-# to compare. The layouts of the brief, the last one with everything at once
-# (tp, interleaved pp, dp, full recomputation).
+# to compare. Each stage on dp alone, with tp and with pp (interleaved;
+# stages 1 and 2 also 1f1b), the last row with everything at once (tp,
+# interleaved pp, dp, full recomputation).
 # Columns: ranks | the layout and ZeRO stage after $cfg.
 while IFS='|' read -r np args <&3; do
     case " $args " in
