@@ -28,45 +28,25 @@
  * the vector work itself. Entries past the diagonal may hold anything (stale
  * memory, even NaN bits), which the masks keep out of every result. */
 
-/* Block j0 of a row of length T into b[VL]; past T (only when T is not a
- * multiple of VL) it is padded with zeros. */
-TT_INLINE void load_block(float b[VL], const float *row, int j0, int T)
-{
-    if (j0 + VL <= T) {
-        memcpy(b, row + j0, VL * sizeof *b);
-    } else {
-        memset(b, 0, VL * sizeof *b);
-        memcpy(b, row + j0, (size_t)(T - j0) * sizeof *b);
-    }
-}
-
-/* (a whole block is a fixed-size copy the compiler turns into one vector
- * store; a variable size would call memcpy for every block) */
-TT_INLINE void store_block(float *row, const float b[VL], int j0, int T)
-{
-    if (j0 + VL <= T)
-        memcpy(row + j0, b, VL * sizeof *b);
-    else
-        memcpy(row + j0, b, (size_t)(T - j0) * sizeof *b);
-}
-
 /* Block j0 of a row, as a pointer the loops below work on in place: the row
  * itself where the block lies inside it, else (only when T is not a multiple
- * of VL) a zero-padded copy in tmp that put_block writes back. The loops
- * read and write through it directly rather than through local copies of
- * each block (core/vec.h, TT_IVDEP, says why). */
+ * of VL) a copy of the row's last T - j0 entries in tmp, padded with zeros,
+ * that put_block writes back. The loops read and write through it directly
+ * rather than through local copies of each block (core/vec.h, TT_IVDEP,
+ * says why). */
 TT_INLINE float *get_block(float *row, int j0, int T, float tmp[VL])
 {
     if (j0 + VL <= T)
         return row + j0;
-    load_block(tmp, row, j0, T);
+    memset(tmp, 0, VL * sizeof *tmp);
+    memcpy(tmp, row + j0, (size_t)(T - j0) * sizeof *tmp);
     return tmp;
 }
 
 TT_INLINE void put_block(float *row, const float *blk, int j0, int T)
 {
     if (j0 + VL > T)
-        store_block(row, blk, j0, T);
+        memcpy(row + j0, blk, (size_t)(T - j0) * sizeof *blk);
 }
 
 /* v where column col is causally visible (col < n), else the bits of
