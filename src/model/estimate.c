@@ -44,12 +44,11 @@ void tt_shard_memory_of(const tt_config *cfg, const tt_shard_spec *sh, int Bmax,
     const uint64_t block = tt_bufs_bytes(cfg, sh, B, TT_BUFS_BLOCK, 0);
     out->block_bytes = block;
     out->own_bytes = tt_bufs_bytes(cfg, sh, B, TT_BUFS_SLOT, 0);
-    for (int j = 0; j < nchunks && j < TT_MAX_CHUNKS; j++) {
-        int b = sh->nchunks > 1 ? sh->chunk_begin[j] : sh->layer_begin;
-        int e = sh->nchunks > 1 ? sh->chunk_end[j] : sh->layer_end;
-        uint64_t nb = e > b ? (uint64_t)(e - b) : 0;
-        out->slot_bytes[j] = tt_add_sat(tt_mul_sat(nb, block), out->own_bytes);
-    }
+    int nb[TT_MAX_CHUNKS];
+    tt_chunk_blocks(sh, nb);
+    for (int j = 0; j < nchunks && j < TT_MAX_CHUNKS; j++)
+        out->slot_bytes[j] =
+            tt_add_sat(tt_mul_sat(nb[j] > 0 ? (uint64_t)nb[j] : 0, block), out->own_bytes);
     out->head_bytes = sh->last_stage ? tt_bufs_bytes(cfg, sh, B, TT_BUFS_HEAD, 1) : 0;
     out->scratch_bytes = tt_bufs_bytes(cfg, sh, B, TT_BUFS_SCRATCH, 0);
     out->work_bytes = tt_bufs_bytes(cfg, sh, B, TT_BUFS_WORK, 0);

@@ -120,7 +120,8 @@ void tt_model_init(tt_model *m, const tt_config *cfg, const tt_shard_spec *sh, i
     tt_params_set_zero(&m->P, sh->zero_stage, sh->dp_size, sh->dp_rank);
     tt_params_alloc(&m->P);
     tt_params_init(&m->P, seed, cfg->L);
-    for (int j = 0; j < m->nchunks; j++) /* a slot's room for blocks (slots.c) */
+    m->nb_max = 1; /* a slot's room for blocks (slots.c): at least one */
+    for (int j = 0; j < m->nchunks; j++)
         m->nb_max = m->chunk_len[j] > m->nb_max ? m->chunk_len[j] : m->nb_max;
     /* Activations come per slot (tt_slot_acquire); the gradient scratch is
      * shared by all slots, sized for Bmax sequences. */

@@ -24,9 +24,8 @@
 static tt_slot *slot_new(tt_model *m)
 {
     tt_slot *s = tt_calloc(1, sizeof *s);
-    const int nb = m->nb_max > 0 ? m->nb_max : 1;
-    s->acts = tt_calloc((size_t)nb, sizeof *s->acts);
-    s->lent = tt_calloc((size_t)nb, sizeof *s->lent);
+    s->acts = tt_calloc((size_t)m->nb_max, sizeof *s->acts);
+    s->lent = tt_calloc((size_t)m->nb_max, sizeof *s->lent);
     s->bytes = tt_bufs_alloc(m, s, TT_BUFS_SLOT, 0, NULL);
     return s;
 }
@@ -166,7 +165,7 @@ void tt_slot_reserve(tt_model *m, int slots, int blocks, int heads)
         size_t bytes = 0;
         if (m->nslots < slots)
             bytes += add_slot(m, slot_new(m))->bytes;
-        for (int l = 0; l < (m->nb_max > 0 ? m->nb_max : 1) && m->nblocks < blocks; l++)
+        for (int l = 0; l < m->nb_max && m->nblocks < blocks; l++)
             bytes += add_block(m, block_new(m))->bytes;
         book(m, bytes);
     }

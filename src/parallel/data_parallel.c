@@ -163,30 +163,28 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
             tt_iallreduce(g, TT_GROUP_DP, grads + off, (int)n, MPI_FLOAT, MPI_SUM, &r);
             tt_coll_wait(g, &r, 0.0);
         }
-        tt_events_add(TT_EV_WAIT, "all-reduce", "DP", t_wait, tt_clock_now(), -1, -1, -1,
-                      4 * (long long)p->total);
-        return;
-    }
-    if (ov.overlap) {
-        /* What the backward has not started (a unit it never finished). */
-        for (long b = ov.nb - 1; b >= 0; b--)
-            if (!ov.started[b])
-                start_bucket(g, p, b);
-        /* In start order: each bucket's ring follows the previous one's. */
-        double end = 0.0;
-        for (long i = 0; i < ov.nstarted; i++)
-            end = tt_coll_wait(g, &ov.req[ov.order[i]], end);
     } else {
-        for (long b = 0; b < ov.nb; b++) { /* front to back, each waited for at once */
-            start_bucket(g, p, b);
-            tt_coll_wait(g, &ov.req[b], 0.0);
+        if (ov.overlap) {
+            /* What the backward has not started (a unit it never finished). */
+            for (long b = ov.nb - 1; b >= 0; b--)
+                if (!ov.started[b])
+                    start_bucket(g, p, b);
+            /* In start order: each bucket's ring follows the previous one's. */
+            double end = 0.0;
+            for (long i = 0; i < ov.nstarted; i++)
+                end = tt_coll_wait(g, &ov.req[ov.order[i]], end);
+        } else {
+            for (long b = 0; b < ov.nb; b++) { /* front to back, each waited for at once */
+                start_bucket(g, p, b);
+                tt_coll_wait(g, &ov.req[b], 0.0);
+            }
         }
+        memset(ov.started, 0, (size_t)ov.nb);
+        memset(ov.done, 0, (size_t)ov.nunits * sizeof *ov.done);
+        ov.nstarted = 0;
     }
     tt_events_add(TT_EV_WAIT, "all-reduce", "DP", t_wait, tt_clock_now(), -1, -1, -1,
                   4 * (long long)p->total);
-    memset(ov.started, 0, (size_t)ov.nb);
-    memset(ov.done, 0, (size_t)ov.nunits * sizeof *ov.done);
-    ov.nstarted = 0;
 }
 
 void tt_zero_reduce_unit(void *grid, tt_params *p, int tensor)

@@ -131,7 +131,7 @@ typedef struct {
     int Bmax;
     int nslots, slots_cap, slots_in_use, slots_peak;
     tt_slot **slots;
-    int nb_max;            /* the most blocks of a local chunk (a slot's acts) */
+    int nb_max;            /* the most blocks of a local chunk, at least 1 (a slot's acts) */
     int nblocks, blocks_cap;
     tt_block_slot **blocks; /* the block pool (see tt_slot) */
     int nheads, heads_cap;
