@@ -23,6 +23,15 @@
 # kernel: it gave the Haswell row's hashes (OpenBLAS builds its Zen target
 # from the Haswell kernels), an independent match with the recorded bits.
 #
+# Re-recorded in session 8 (both rows, on a Zen machine, with and without
+# OPENBLAS_CORETYPE=Haswell, giving the same hash again): the attention's
+# per-head products moved from cblas_sgemm to src/core/small_gemm.c, whose
+# sums run in another order than OpenBLAS's small-matrix paths (its own
+# test_kernels_gemm checks those bits against the stated FMA chain, and
+# --validate the whole model against float64). The row for OpenBLAS's
+# Cooperlake kernel (AVX-512) was dropped: no machine here can run that
+# kernel to record it again, so such a machine now skips --steps 2.
+#
 # Exit status: 0 pass, 1 mismatch, 77 skipped (other machine facts for
 # --steps 2 and --steps 0 as recorded, or no sha256).
 . "$TT_SRCDIR/testlib.sh"
@@ -33,9 +42,8 @@ OPENBLAS_NUM_THREADS=1
 export OPENBLAS_NUM_THREADS
 
 # cpu model name | OPENBLAS_CORETYPE | openblas_get_config() | sha256 of --steps 2 | of --steps 0
-golden='AMD EPYC|Haswell|OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64|e1ff868c9cd3a8fba068f5eafcc0e19ef03ac915b7ddc7babfb96ee9cffdd805|c37366a6e7ba432a35e5b14cc809faa7e13b9030a0d6c9901b06a13211bba2bf
-AMD EPYC|unset|OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Cooperlake MAX_THREADS=64|4738b4be947159c206e0fe5e8469e4c88d92ef523ba80aab9233a4025a3b40e6|c37366a6e7ba432a35e5b14cc809faa7e13b9030a0d6c9901b06a13211bba2bf
-AMD EPYC|unset|OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64|e1ff868c9cd3a8fba068f5eafcc0e19ef03ac915b7ddc7babfb96ee9cffdd805|c37366a6e7ba432a35e5b14cc809faa7e13b9030a0d6c9901b06a13211bba2bf'
+golden='AMD EPYC|Haswell|OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64|bd4ae509b2ae5bf71b2632d09ff6fd3c9fc7cb4bc7cd22de2f5d4dc4360c6291|c37366a6e7ba432a35e5b14cc809faa7e13b9030a0d6c9901b06a13211bba2bf
+AMD EPYC|unset|OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64|bd4ae509b2ae5bf71b2632d09ff6fd3c9fc7cb4bc7cd22de2f5d4dc4360c6291|c37366a6e7ba432a35e5b14cc809faa7e13b9030a0d6c9901b06a13211bba2bf'
 # the --steps 0 hash, the same in every row (no BLAS call)
 steps0=c37366a6e7ba432a35e5b14cc809faa7e13b9030a0d6c9901b06a13211bba2bf
 

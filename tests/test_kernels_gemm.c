@@ -4,9 +4,14 @@
  * and on one longer than the kernel's row blocks, and its causal property.
  * Forwards against double-precision references written here, gradients
  * against finite differences, backwards accumulating (+=): kernel_check.h.
+ * The attention's own small matrix product (src/core/small_gemm.c) is checked
+ * alone over every tail of its register blocks: against a double reference,
+ * and, where it runs its FMA kernel, bit for bit against the contract it
+ * states (one fused multiply-add chain per element, k in order).
  * Last, non-finite inputs must not be hidden, in GELU, the cross-entropy and
  * attention. */
 #include "tt/core/kernels.h"
+#include "core/small_gemm.h"
 
 #include "check_run.h"
 #include "kernel_check.h"
@@ -341,6 +346,76 @@ START_TEST(test_nan_propagation)
 }
 END_TEST
 
+
+/* ------------------------------------------------------------------------ */
+/* The attention's small matrix product                                     */
+
+/* C = alpha A B (+ C): every M, N tail of the 4 x 16 blocks, both layouts of
+ * each operand, both modes. The double reference bounds the error by K ulps
+ * of sum |a b| (a sequential float sum's bound); the FMA kernel must also
+ * equal its stated chain, fmaf(a, b, acc) over k in order from 0 and then
+ * fmaf(alpha, acc, accumulate ? C : 0), computed here one element at a time. */
+START_TEST(test_small_gemm)
+{
+    const int Ms[] = {1, 3, 4, 5, 9}, Ns[] = {1, 7, 8, 9, 15, 16, 17, 33}, Ks[] = {1, 5, 16, 37};
+    const int fast = tt_small_gemm_fast();
+    int cases = 0;
+    double worst = 0;
+    uint64_t seed = 31;
+    for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
+        for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+            for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+                for (int mode = 0; mode < 8; mode++) {
+                    const int M = Ms[mi], N = Ns[ni], K = Ks[ki];
+                    const int ta = mode & 1, tb = (mode >> 1) & 1, acc = mode >> 2;
+                    const float alpha = acc ? 1.0f : 0.25f;
+                    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+                    float *Cm = malloc(sizeof(float) * M * N), *C0 = malloc(sizeof(float) * M * N);
+                    rng_seed(seed++);
+                    fill(A, NULL, (size_t)M * K, -1, 1);
+                    fill(B, NULL, (size_t)K * N, -1, 1);
+                    fill(C0, NULL, (size_t)M * N, -1, 1);
+                    memcpy(Cm, C0, sizeof(float) * M * N);
+                    /* A(i,k) and B(k,n) in either layout */
+                    const int sa_i = ta ? 1 : K, sa_k = ta ? M : 1;
+                    const int sb_k = tb ? 1 : N, sb_n = tb ? K : 1;
+                    tt_small_gemm(Cm, N, A, sa_i, sa_k, B, sb_k, sb_n, M, N, K, alpha, acc);
+                    for (int i = 0; i < M; i++)
+                        for (int n = 0; n < N; n++) {
+                            double ref = 0, mag = 0;
+                            float chain = 0;
+                            for (int k = 0; k < K; k++) {
+                                const float a = A[i * sa_i + k * sa_k], b = B[k * sb_k + n * sb_n];
+                                ref += (double)a * b;
+                                mag += fabs((double)a * b);
+                                chain = fmaf(a, b, chain);
+                            }
+                            const float c0 = C0[i * N + n], got = Cm[i * N + n];
+                            ref = alpha * ref + (acc ? c0 : 0.0);
+                            const float want = fmaf(alpha, chain, acc ? c0 : 0.0f);
+                            const double err = fabs(got - ref);
+                            const double bound = (K + 2) * 0x1p-24 * (alpha * mag + fabs(ref));
+                            ck_assert_msg(err <= bound, "M%d N%d K%d mode %d (%d,%d): %g off, bound %g",
+                                          M, N, K, mode, i, n, err, bound);
+                            if (fast)
+                                ck_assert_msg(memcmp(&got, &want, sizeof got) == 0,
+                                              "M%d N%d K%d mode %d (%d,%d): %a, the chain gives %a",
+                                              M, N, K, mode, i, n, got, want);
+                            const double scale = alpha * mag + fabs(ref);
+                            if (scale > 0 && err / scale > worst)
+                                worst = err / scale;
+                        }
+                    cases++;
+                    free(A);
+                    free(B);
+                    free(Cm);
+                    free(C0);
+                }
+    printf("  %-40s %d shapes x layouts, worst error %.1e of |alpha| sum|ab| + |C|; %s\n", "small gemm", cases,
+           worst, fast ? "bits equal to the FMA chain" : "cblas_sgemm (no AVX2+FMA here)");
+}
+END_TEST
+
 int main(void)
 {
     const kernel_case cases[] = {
@@ -348,6 +423,7 @@ int main(void)
         {"attention", test_attention_small, 1},
         {"attention_long", test_attention_long, 1},
         {"attention_causal", test_attention_causal, 1},
+        {"small_gemm", test_small_gemm, 1},
         {"nan_propagation", test_nan_propagation, 1},
     };
     return tt_check_run(kernel_suite("kernels_gemm", cases, sizeof cases / sizeof cases[0]));

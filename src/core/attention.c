@@ -1,16 +1,17 @@
-/* attention.c - causal self-attention, forward and backward: the two
- * matrix products per head go to cblas_sgemm, the causal softmax and its
+/* attention.c - causal self-attention, forward and backward: the matrix
+ * products per head go to core/small_gemm (sized for them, not for the
+ * linear layers' large products that cblas_sgemm does), the causal softmax and its
  * backward are written with the vector helpers of vec.h (see kernels.c for
  * the habits that make them fast and bit-exact across ISA clones). */
 #include "tt/core/kernels.h"
 #include "tt/core/kcost.h"
 #include "tt/core/vclock.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "core/small_gemm.h"
 #include "core/vec.h"
 
 /* ------------------------------------------------------------------------ */
@@ -179,17 +180,16 @@ void attention_forward(float *out /* B,T,NH*hs */, float *att /* B,NH,T,T */,
             const float *Q = q + off, *K = k + off, *V = v + off; /* T,hs (ld) */
             float *O = out + off;                                 /* T,hs (ld) */
             float *P = att + ((size_t)b * NH + h) * T * T;        /* T,T */
+            const float *Kt = tt_small_gemm_pack(K, 1, ld, hs, T); /* hs,T */
             for (int i0 = 0; i0 < T; i0 += ATT_BT) {
                 const int i1 = i0 + ATT_BT < T ? i0 + ATT_BT : T;
                 /* P[i0:i1, 0:i1] = scale Q[i0:i1] K[0:i1]^T */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, hs,
-                            scale, Q + (size_t)i0 * ld, ld, K, ld,
-                            0.0f, P + (size_t)i0 * T, T);
+                tt_small_gemm(P + (size_t)i0 * T, T, Q + (size_t)i0 * ld, ld, 1, Kt, T, 1,
+                              i1 - i0, i1, hs, scale, 0);
                 causal_softmax_rows(P, i0, i1, T);
                 /* O[i0:i1] = P[i0:i1, 0:i1] V[0:i1] */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, hs, i1,
-                            1.0f, P + (size_t)i0 * T, T, V, ld,
-                            0.0f, O + (size_t)i0 * ld, ld);
+                tt_small_gemm(O + (size_t)i0 * ld, ld, P + (size_t)i0 * T, T, 1, V, ld, 1,
+                              i1 - i0, hs, i1, 1.0f, 0);
             }
         }
     /* Charged as the model-FLOPs formula counts attention: both products over
@@ -213,25 +213,22 @@ void attention_backward(float *dq /* B,T,NH*hs */, float *dk /* B,T,NH*hs */,
             float *dQ = dq + off, *dK = dk + off, *dV = dv + off; /* T,hs (ld) */
             const float *P = att + ((size_t)b * NH + h) * T * T;  /* T,T */
             float *dS = scratch;                                  /* T,T */
+            const float *Vt = tt_small_gemm_pack(V, 1, ld, hs, T); /* hs,T */
             for (int i0 = 0; i0 < T; i0 += ATT_BT) {
                 const int i1 = i0 + ATT_BT < T ? i0 + ATT_BT : T;
                 const int m = i1 - i0;
                 const float *Pb = P + (size_t)i0 * T;
                 float *dSb = dS + (size_t)i0 * T;
                 /* dP[i0:i1, 0:i1] = dO[i0:i1] V[0:i1]^T (into dS, then in place) */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, i1, hs,
-                            1.0f, dO + (size_t)i0 * ld, ld, V, ld, 0.0f, dSb, T);
+                tt_small_gemm(dSb, T, dO + (size_t)i0 * ld, ld, 1, Vt, T, 1, m, i1, hs, 1.0f, 0);
                 causal_softmax_backward_rows(dS, P, scale, i0, i1, T);
                 /* dQ[i0:i1] += dS[i0:i1, 0:i1] K[0:i1] */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, i1,
-                            1.0f, dSb, T, K, ld, 1.0f, dQ + (size_t)i0 * ld, ld);
+                tt_small_gemm(dQ + (size_t)i0 * ld, ld, dSb, T, 1, K, ld, 1, m, hs, i1, 1.0f, 1);
                 /* dK[0:i1] += dS[i0:i1, 0:i1]^T Q[i0:i1] */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, hs, m,
-                            1.0f, dSb, T, Q + (size_t)i0 * ld, ld, 1.0f, dK, ld);
+                tt_small_gemm(dK, ld, dSb, 1, T, Q + (size_t)i0 * ld, ld, 1, i1, hs, m, 1.0f, 1);
                 /* dV[0:i1] += P[i0:i1, 0:i1]^T dO[i0:i1] (P is zero above the
                  * diagonal, as stored by the forward) */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, hs, m,
-                            1.0f, Pb, T, dO + (size_t)i0 * ld, ld, 1.0f, dV, ld);
+                tt_small_gemm(dV, ld, Pb, 1, T, dO + (size_t)i0 * ld, ld, 1, i1, hs, m, 1.0f, 1);
             }
         }
     const tt_kcost kc = tt_kcost_attention_bwd(B, T, NH, ld);
