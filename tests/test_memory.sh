@@ -56,6 +56,23 @@ tt 2 $il --gpu-mem 1890559
 [ "$fits" -eq 0 ] && [ "$status" -eq 1 ] && ok "interleaved: peak 1890560 bytes by hand fits, one byte less does not" ||
     not_ok "interleaved with --gpu-mem 1890560: exit $fits (want 0); 1890559: exit $status (want 1)"
 
+# zb-v's turn: the same model, pp 2, M 4, chunks in a V (stage 0 holds
+# chunks 0 and 3, stage 1 chunks 1 and 2). Comm buffers, each 4 N C = 6144
+# bytes, one per send to the other stage and per gradient received, per
+# micro-batch: stage 0 sends chunk 0's activation and chunk 3's gradient and
+# receives chunk 0's gradient, 3 x 4 = 12 buffers, 73728 bytes; stage 1
+# receives the gradients of chunks 1 and 2 and sends chunk 1's gradient and
+# chunk 2's activation to stage 0, 4 x 4 = 16, 98304 bytes. Chunk 1 to chunk 2
+# and back stays on stage 1: no buffer of its own (the activation is copied
+# from slot to slot, the gradient written into chunk 1's receive buffer), not
+# the 24 buffers (147456 bytes) two sends to itself per micro-batch would add.
+tt 2 --layers 4 --dim 48 --heads 4 --seq 16 --batch 8 --micro-batches 4 --pp 2 --schedule zb-v --steps 1 --quiet --sample-len 0 --eval-every 0 --no-spot-check --report memory
+c0=$(awk '$1 ~ /^gpu0\(/ && NF >= 8 && $2 !~ /%$/ { print $6 }' "$work/out")
+c1=$(awk '$1 ~ /^gpu1\(/ && NF >= 8 && $2 !~ /%$/ { print $6 }' "$work/out")
+want=$(awk 'BEGIN { printf "%.3f %.3f", 73728 / 1048576, 98304 / 1048576 }')
+[ "$status" -eq 0 ] && [ "$c0 $c1" = "$want" ] && ok "zb-v: comm buffers $c0 and $c1 MiB, the V's turn holds the gradient's only" ||
+    not_ok "zb-v comm buffers '$c0 $c1' MiB, by hand $want (12 and 16 buffers of 6144 bytes)"
+
 # Chunks of different blocks: pp 3, v 2, M 6, blocks per chunk 1,1,1,2,2,1,
 # so stage 1 holds chunk 1 (one block) and chunk 4 (two), same dims and
 # N = (12 / 6) x 16 = 32. Its warm-up forwards 2 (p-1-1) + (v-1) p = 5

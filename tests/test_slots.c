@@ -6,7 +6,8 @@
  * that lands its input to the one that gives it back) and the numbers worked
  * by hand below, and the bytes reserved equal the most bytes held at once,
  * with chunks of one block and with chunks of 1 and 2 blocks (the default
- * split of 8 blocks over 3 x 2 chunks is uneven). Then a real model's pools,
+ * split of 8 blocks over 3 x 2 chunks is uneven), and the transfer buffers
+ * equal the count worked by hand below. Then a real model's pools,
  * reserved so, serve a whole stage's list without allocating (blocks and
  * the head's buffers lent to whichever slot holds them, never two at once).
  * Single process, no MPI.
@@ -79,23 +80,32 @@ static held count_held(const tt_action_list *l, int p, int K, int m, const int *
  * 2021), one of them the head's on the last stage; zb-h1 1F1B's first-stage
  * peak p on every stage (Qi et al. 2023: W fills the cool-down), all head
  * pairs on the last stage; zb-v 2p half-stage chunks on every stage, the
- * head's (on stage 0, the V's end) one at a time. */
+ * head's (on stage 0, the V's end) one at a time.
+ * Transfer buffers, m of each kind per local chunk: a chunk with a next one
+ * sends its activation and receives its output gradient, a chunk with a
+ * previous one sends its input gradient back; a send to the chunk's own
+ * stage (zb-v's turn, chunks p-1 and p on stage p-1) holds none, its
+ * gradient landing in the receive's buffer. One chunk per stage: stage 0 2m,
+ * the last m, the others 3m. Interleaved (chunks s and s+p): chunk 0 2m,
+ * chunk 2p-1 m, the others 3m. zb-v (chunks s and 2p-1-s): stage 0 2m + m,
+ * a middle stage 3m + 3m, stage p-1 (m + m) + (m + m), not the 6m that two
+ * sends to itself would add. */
 static const struct {
     const char *name;
-    int p, m, pairs[4], heads[4];
+    int p, m, pairs[4], heads[4], buffers[4];
 } by_hand[] = {
-    {"naive", 2, 4, {1, 1}, {0, 1}},
-    {"naive", 4, 8, {1, 1, 1, 1}, {0, 0, 0, 1}},
-    {"gpipe", 2, 4, {4, 4}, {0, 4}},
-    {"gpipe", 4, 8, {8, 8, 8, 8}, {0, 0, 0, 8}},
-    {"1f1b", 2, 4, {2, 1}, {0, 1}},
-    {"1f1b", 4, 8, {4, 3, 2, 1}, {0, 0, 0, 1}},
-    {"interleaved", 2, 4, {5, 3}, {0, 1}},
-    {"interleaved", 4, 8, {11, 9, 7, 5}, {0, 0, 0, 1}},
-    {"zb-h1", 2, 4, {2, 2}, {0, 2}},
-    {"zb-h1", 4, 8, {4, 4, 4, 4}, {0, 0, 0, 4}},
-    {"zb-v", 2, 4, {4, 4}, {1, 0}},
-    {"zb-v", 4, 8, {8, 8, 8, 8}, {1, 0, 0, 0}},
+    {"naive", 2, 4, {1, 1}, {0, 1}, {8, 4}},
+    {"naive", 4, 8, {1, 1, 1, 1}, {0, 0, 0, 1}, {16, 24, 24, 8}},
+    {"gpipe", 2, 4, {4, 4}, {0, 4}, {8, 4}},
+    {"gpipe", 4, 8, {8, 8, 8, 8}, {0, 0, 0, 8}, {16, 24, 24, 8}},
+    {"1f1b", 2, 4, {2, 1}, {0, 1}, {8, 4}},
+    {"1f1b", 4, 8, {4, 3, 2, 1}, {0, 0, 0, 1}, {16, 24, 24, 8}},
+    {"interleaved", 2, 4, {5, 3}, {0, 1}, {20, 16}},
+    {"interleaved", 4, 8, {11, 9, 7, 5}, {0, 0, 0, 1}, {40, 48, 48, 32}},
+    {"zb-h1", 2, 4, {2, 2}, {0, 2}, {8, 4}},
+    {"zb-h1", 4, 8, {4, 4, 4, 4}, {0, 0, 0, 4}, {16, 24, 24, 8}},
+    {"zb-v", 2, 4, {4, 4}, {1, 0}, {12, 16}},
+    {"zb-v", 4, 8, {8, 8, 8, 8}, {1, 0, 0, 0}, {24, 48, 48, 32}},
 };
 
 START_TEST(reserve_equals_peak)
@@ -126,6 +136,9 @@ START_TEST(reserve_equals_peak)
                 tt_stage_buffers r;
                 tt_schedule_buffers(&l, p, v, nb, &r);
                 h = count_held(&l, p, K, m, nb, block_w, head_w);
+                ck_assert_msg(r.buffers == by_hand[c].buffers[s],
+                              "%s p %d m %d stage %d: %d transfer buffers, by hand %d", what, p,
+                              m, s, r.buffers, by_hand[c].buffers[s]);
                 ck_assert_msg(r.slots == h.pairs && r.blocks == h.blocks && r.heads == h.heads,
                               "%s p %d m %d stage %d, blocks %d,%d: reserves %d slots, %d "
                               "blocks, %d heads; holds %d, %d, %d",

@@ -9,7 +9,10 @@
  * the end of the step) and receives block until the matching send arrives,
  * both on the pipeline communicator, whose ranks are the stage numbers. Each
  * message's tag names (direction, chunk, micro-batch), so a receive can only
- * match the transfer it is waiting for.
+ * match the transfer it is waiting for. Between two chunks of one stage (the
+ * turn of zb-v's V) nothing travels and no send buffer is held: the receive
+ * copies the activation from the producer's slot, and the backward writes
+ * the gradient straight into the buffer the consumer reads.
  *
  * `pipe` is the executor; p is the number of stages (the grid's pp), K = p*v
  * the number of chunks, M the micro-batches per step. */
@@ -28,8 +31,8 @@
 /* Everything the schedule needs, allocated before the first step: the
  * activation slots, blocks' activations and head's buffers for the most it
  * holds at once (tt_schedule_buffers; at least one of each per chunk, for
- * eval), and a buffer per transfer that is not received into a slot (sends,
- * and the gradients that arrive for a backward). */
+ * eval), and a buffer per transfer that is not received into a slot (sends
+ * to another stage, and the gradients that arrive for a backward). */
 static void allocate_for_list(tt_pipe *pipe)
 {
     const tt_run_config *rc = pipe->rc;
@@ -39,7 +42,7 @@ static void allocate_for_list(tt_pipe *pipe)
     for (int i = 0; i < pipe->list.n; i++) {
         const tt_action *a = &pipe->list.a[i];
         const int j = a->chunk / pipe->p, key = a->mb * pipe->v + j;
-        if (tt_action_needs_buffer(a)) {
+        if (tt_action_needs_buffer(a, pipe->stage)) {
             pipe->buf[i] = tt_mem_alloc(TT_MEM_COMM, n * sizeof(float),
                                         a->kind == TT_ACT_RECV_GRAD ? "a gradient to receive"
                                         : a->kind == TT_ACT_SEND_ACT ? "an activation to send"
@@ -50,6 +53,14 @@ static void allocate_for_list(tt_pipe *pipe)
             if (a->kind == TT_ACT_SEND_GRAD)
                 pipe->grad_out[key] = pipe->buf[i];
         }
+    }
+    /* A gradient sent to this stage itself (the V's turn, chunk k to k-1):
+     * chunk k's backward writes it into chunk k-1's receive buffer. */
+    for (int i = 0; i < pipe->list.n; i++) {
+        const tt_action *a = &pipe->list.a[i];
+        if (a->kind == TT_ACT_SEND_GRAD && a->peer == pipe->stage)
+            pipe->grad_out[a->mb * pipe->v + a->chunk / pipe->p] =
+                pipe->grad_in[a->mb * pipe->v + (a->chunk - 1) / pipe->p];
     }
     if (pipe->m->Bmax > 0)
         tt_slot_reserve(pipe->m, need.slots, need.blocks, need.heads);
@@ -169,27 +180,30 @@ static int tag_of(const tt_pipe *pipe, int dir, int k, int mb)
 
 /* Posts a non-blocking send of n floats from the action's own buffer (the
  * buffer is not touched again until the step's sends are complete). To this
- * stage itself (the turn of zb-v's V) nothing travels: the buffer is left
- * for the receive under the message's tag. */
+ * stage itself (the V's turn) the send has no buffer: src is left for the
+ * receive under the tag. It lives until then: the producer's slot is held
+ * until its backward, which waits for the receiver's gradient; the
+ * gradient's src is the receive's own buffer. */
 static void post_send(tt_pipe *pipe, int i, const float *src, size_t n, int dest, int tag)
 {
-    if (src != pipe->buf[i])
-        memcpy(pipe->buf[i], src, n * sizeof(float));
     if (dest == pipe->stage) {
-        pipe->local[tag] = pipe->buf[i];
+        pipe->local[tag] = src;
         return;
     }
+    if (src != pipe->buf[i])
+        memcpy(pipe->buf[i], src, n * sizeof(float));
     tt_isend(pipe->g, pipe->buf[i], (int)n, MPI_FLOAT, dest, tag, &pipe->reqs[pipe->nreq++]);
 }
 
 /* The matching receive: from another stage a blocking MPI receive, from this
- * one a copy of what post_send left (the checked list puts the send first). */
+ * one a copy of what post_send left (the checked list puts the send first),
+ * none when it is already in place (the V's gradient). */
 static void take(tt_pipe *pipe, float *dst, size_t n, int src, int tag)
 {
-    if (src == pipe->stage)
-        memcpy(dst, pipe->local[tag], n * sizeof(float));
-    else
+    if (src != pipe->stage)
         tt_recv(pipe->g, dst, (int)n, MPI_FLOAT, src, tag);
+    else if (dst != pipe->local[tag])
+        memcpy(dst, pipe->local[tag], n * sizeof(float));
 }
 
 static void complete_sends(tt_pipe *pipe)
@@ -210,7 +224,8 @@ typedef struct {
     size_t n;      /* floats in one micro-batch's activation (or its gradient) */
     double loss;   /* sum of (mean loss x sequences) over the micro-batches */
     int held;      /* (mb, chunk) pairs forwarded and not yet backwarded */
-    const float *last_act_sent; /* the buffer of this step's previous activation send */
+    const float *last_act_sent; /* the buffer of this step's previous activation send
+                                   (to this stage itself: what it handed over) */
 } step_state;
 
 /* Runs action i of this stage's list. Chunk 0 reads the tokens and the last
@@ -248,7 +263,7 @@ static void run_action(tt_pipe *pipe, int i, step_state *st)
         if (st->last_act_sent && tt_fault_active(TT_FAULT_STALE_ACTIVATION))
             x = st->last_act_sent;
         post_send(pipe, i, x, st->n, a->peer, tag_of(pipe, DIR_ACT, a->chunk + 1, a->mb));
-        st->last_act_sent = pipe->buf[i];
+        st->last_act_sent = pipe->buf[i] ? pipe->buf[i] : x; /* to itself: no buffer */
         break;
     }
     case TT_ACT_RECV_GRAD:

@@ -254,10 +254,14 @@ int tt_schedule_check(const tt_action_list *lists, int p, int m, int v, double f
     return rc;
 }
 
-int tt_action_needs_buffer(const tt_action *a)
+int tt_action_needs_buffer(const tt_action *a, int stage)
 {
-    return a->kind == TT_ACT_SEND_ACT || a->kind == TT_ACT_SEND_GRAD ||
-           a->kind == TT_ACT_RECV_GRAD;
+    /* A send to its own stage (the turn of zb-v's V) holds nothing: the
+     * receive reads the activation from the producer's slot and the
+     * backward writes the gradient into the receive's buffer. */
+    if (a->kind == TT_ACT_SEND_ACT || a->kind == TT_ACT_SEND_GRAD)
+        return a->peer != stage;
+    return a->kind == TT_ACT_RECV_GRAD;
 }
 
 /* +1 if the action takes a slot of its local chunk (the input of (mb, chunk)
@@ -298,7 +302,7 @@ void tt_schedule_buffers(const tt_action_list *l, int p, int v, const int *nb,
         out->slots = slots > out->slots ? slots : out->slots;
         out->blocks = blocks > out->blocks ? blocks : out->blocks;
         out->heads = heads > out->heads ? heads : out->heads;
-        out->buffers += tt_action_needs_buffer(a);
+        out->buffers += tt_action_needs_buffer(a, tt_chunk_stage(l->place, p, a->chunk));
     }
     /* Eval runs a batch through every chunk at once: a slot each, and the
      * head's buffers on the stage with the loss. */

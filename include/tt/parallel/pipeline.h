@@ -168,8 +168,9 @@ void tt_sim_result_free(tt_sim_result *res);
  * slots, one per pair (at least v, for eval); blocks' activations, nb[j] per
  * pair of local chunk j (NULL: 1; at least every chunk's once); the head's
  * buffers, one per pair of the model's last chunk p v - 1 (at least one on
- * its stage, else 0); and the transfer buffers (sends and received
- * gradients, each one micro-batch wide), all of the step's. Under the
+ * its stage, else 0); and the transfer buffers (sends to another stage and
+ * received gradients, each one micro-batch wide), all of the step's: zb-v's
+ * turn costs its stage one per micro-batch, the gradient's. Under the
  * interleaved schedule the chunks peak at different times: stage 0 holds
  * p v + p - 1 chunk micro-batches at once, not the p v + p of the per-chunk
  * maxima (Korthikanti et al. 2022: L (1 + (p-1)/(p v)) layers' activations),
@@ -182,8 +183,10 @@ void tt_schedule_buffers(const tt_action_list *l, int p, int v, const int *nb /*
 /* The most a stage holds at once when a micro-batch of local chunk j weighs
  * bytes[j] (the same taking and giving back as tt_schedule_buffers). */
 double tt_schedule_peak_held(const tt_action_list *l, int p, int v, const double *bytes);
-/* 1 for the transfers that get a buffer of their own (not received into a slot). */
-int tt_action_needs_buffer(const tt_action *a);
+/* 1 for the transfers of stage `stage` that get a buffer of their own: the
+ * sends to another stage and the gradient receives (an activation is
+ * received into its slot; a send to the stage itself holds no buffer). */
+int tt_action_needs_buffer(const tt_action *a, int stage);
 
 /* Idle fraction the theory predicts for the schedule:
  * naive (p-1)/p; gpipe and 1f1b (p-1)/(m+p-1); interleaved (p-1)/(v m + p-1). */

@@ -46,14 +46,16 @@ typedef struct {
     tt_sim_result sim;         /* the checked simulation, forward 1, backward 2
                                   (B 1 and W 1 when split) */
     tt_slot **held;            /* [M*v] activations of (mb, local chunk) */
-    float **buf;               /* [list.n] transfer buffer of each send / gradient
-                                  receive, allocated once (comm buffers) */
+    float **buf;               /* [list.n] transfer buffer of each send to another
+                                  stage / gradient receive, allocated once (comm
+                                  buffers); NULL for the rest */
     size_t buf_size;           /* bytes of each of them */
     float **grad_in;           /* [M*v] where (mb, chunk)'s output gradient arrives */
     float **grad_out;          /* [M*v] where its input gradient waits to be sent */
-    float **local;             /* [2*K*M] by message tag: where a transfer between two
+    const float **local;       /* [2*K*M] by message tag: where a transfer between two
                                   chunks of this stage left its data (zb-v's V
-                                  turns on one stage: a copy, not a message) */
+                                  turns on one stage: the producer's slot output or
+                                  the receive's own buffer, not a message) */
     MPI_Request *reqs;         /* [list.n] sends in flight */
     int nreq;
     /* the last step, measured */
