@@ -17,7 +17,9 @@
 # line, getrusage over its steps after the first): CPU in user code and in
 # the kernel, context switches, and the cores left idle (what the step's
 # wall time offered less what the ranks used): where the cores went when the
-# throughput falls short, the layout's own work or the waiting.
+# throughput falls short, the layout's own work or the waiting. Last, the
+# layout's ceiling: the throughput it would have if its user CPU alone filled
+# the cores, which no way of waiting can beat.
 # Usage: bench_dp.sh TT_BIN [ROUNDS]
 set -u
 bin=$1
@@ -77,8 +79,10 @@ echo "$layouts" | while IFS=: read -r name np poll flags; do
         'BEGIN { printf "median %-15s on %2d ranks: %6.1f ms/step wall, throughput %.2f of dp2 on 2 ranks; a step used %.1f ms user + %.1f ms kernel CPU, %d context switches\n", n, np, m, b / m, u, k, sw }'
     # cores left idle: what the step's wall time offered (ranks up to the
     # cores) less what its ranks used; with the kernel's share, what waiting
-    # cost, as opposed to the layout's own work (its user CPU)
-    awk -v np="$np" -v c="$cores" -v m="$m" -v u="$u" -v k="$k" \
+    # cost, as opposed to the layout's own work (its user CPU). The ceiling:
+    # the throughput if its user CPU filled the cores with nothing idle and
+    # nothing in the kernel, the most a better way of waiting could give.
+    awk -v np="$np" -v c="$cores" -v m="$m" -v u="$u" -v k="$k" -v b="$base" \
         'BEGIN { n = np < c ? np : c; idle = 1 - (u + k) / (n * m); if (idle < 0) idle = 0;
-                 printf "       %15s cores unused by its ranks %.1f%%, in the kernel %.1f%% of the step\n", "", 100 * idle, 100 * k / (n * m) }'
+                 printf "       %15s cores unused by its ranks %.1f%%, in the kernel %.1f%% of the step; its user CPU alone on %d core%s: %.2f of dp2\n", "", 100 * idle, 100 * k / (n * m), n, n > 1 ? "s" : "", b / (u / n) }'
 done
