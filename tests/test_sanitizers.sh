@@ -186,6 +186,8 @@ san_case "dp 2, --report comm,memory,shards" 2 --dp 2 --steps 3 --report comm,me
 san_case "interleaved pp 2 x dp 2, --trace, --timeline, --log, --save" 4 --pp 2 --dp 2 \
     --schedule interleaved --virtual-stages 2 --steps 3 --trace "$work/t.json" \
     --timeline "$work/t.svg" --log "$work/t.csv" --save "$work/b.st"
+san_case "zb-v pp 2 x tp 2 (the V's turn on one stage), --validate" 4 --pp 2 --tp 2 \
+    --schedule zb-v --steps 3 --validate
 # An error path too: a damaged checkpoint is refused on every rank (exit 1).
 cp "$work/b.st" "$work/c.st"
 printf 'X' | dd of="$work/c.st" bs=1 seek=$(( $(wc -c < "$work/c.st") - 3 )) conv=notrunc 2>/dev/null
