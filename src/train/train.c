@@ -5,6 +5,7 @@
  * checks the gradients and follows the update). */
 #include "tt/train/train.h"
 #include "tt/comm/comm.h"
+#include "tt/comm/watchdog.h"
 #include "tt/core/events.h"
 #include "tt/core/vclock.h"
 #include "tt/parallel/data_parallel.h"
@@ -113,8 +114,10 @@ tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_val
     }
     /* The step ends when its slowest GPU is done: every clock moves there, so
      * the next step starts together (uncounted: clocks only). */
-    if (g && tt_vclock_ticking())
+    if (g && tt_vclock_ticking()) {
+        tt_watch_purpose("clocks' maximum that ends the step", 0, 0);
         tt_vclock_set(tt_clock_max(g, TT_GROUP_OTHER, tt_vclock_now()));
+    }
     st.seconds = tt_clock_now() - t0;
     st.wall_seconds = tt_now() - w0;
     tt_vclock_run(0);
