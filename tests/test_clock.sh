@@ -11,7 +11,10 @@
 #     writes the same trace, byte for byte, and the same time columns.
 #  4. The oracle, eval and sampling never advance the clocks: --validate with
 #     eval every step gives the same step times as a run without them.
-#  5. --clock wall labels its figures as wall clock.
+#  5. --clock wall labels its figures as wall clock, and a step's reported
+#     time leaves out the --validate oracle's work (the trace's oracle
+#     events) but nothing else: it is the span of the step's events less
+#     the oracle's time.
 #  6. On classroom, whole steps equal a hand computation from kcost.c's
 #     counts over the kernels forward.c calls (one GPU; dp 2 with two
 #     buckets overlapped; tp 2; pp 2 1F1B with unequal stages), the trace's
@@ -144,6 +147,35 @@ if [ "$status" -eq 0 ] && grep -q "wall clock" "$work/wall.svg" && grep -q " wal
     ok "--clock wall: the table and the timeline say wall clock"
 else
     not_ok "--clock wall is not labelled (exit $status)"
+fi
+# The step time runs from before the step's first event to after its last,
+# so on the wall clock it is the span of rank 0's events (the --log row is
+# rank 0's) plus a few microseconds of setup (zeroing the gradients) outside
+# any event, less the oracle's paused work. Bounds: not below the span less
+# the oracle (nothing else left out; 1 us of the trace's rounding), and over
+# it by less than half the oracle's time (a step time that kept the oracle's
+# work would be over it by all of it).
+tt 2 $small --pp 2 --layers 2 --clock wall --validate --trace "$work/wallv.json" --log "$work/wallv.csv"
+verdict=$(python3 - "$work/wallv.json" "$work/wallv.csv" <<'EOF'
+import csv, json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and e["pid"] == 0]
+ms = {int(r["step"]): float(r["ms"]) for r in csv.DictReader(open(sys.argv[2]))}
+out = []
+for s in sorted({e["args"]["step"] for e in ev}):
+    mine = [e for e in ev if e["args"]["step"] == s]
+    span = max(e["ts"] + e["dur"] for e in mine) - min(e["ts"] for e in mine)
+    oracle = sum(e["dur"] for e in mine if e.get("cat") == "oracle")
+    rep = ms[s] * 1e3  # us, as the trace
+    good = oracle > 0 and span - 1 <= rep + oracle <= span + oracle / 2
+    out.append("%s step %d: %.0f us reported, events span %.0f us, oracle %.0f us"
+               % ("ok" if good else "BAD", s, rep, span, oracle))
+print("; ".join(out) if out else "BAD: no events of rank 0")
+EOF
+)
+if [ "$status" -eq 0 ] && [ -n "$verdict" ] && ! echo "$verdict" | grep -q BAD; then
+    ok "--clock wall --validate: the step time leaves the oracle out ($verdict)"
+else
+    not_ok "--clock wall --validate: exit $status; $verdict"
 fi
 
 # 6. step times by hand. The expected values are computed below in Python,

@@ -119,8 +119,8 @@ if [ "$built" -ne 0 ]; then
 fi
 ar rcs "$b/libtt.a" "$b"/*.o
 units="test_kernels test_kernels_gemm test_kernels_ce test_model test_optim_data test_checkpoint
-    test_flags test_traffic test_pipeline test_pipeline_reject test_pipeline_zb test_pipeline_narrate
-    test_slots"
+    test_checkpoint_bad test_flags test_flags_values test_traffic test_pipeline test_pipeline_reject
+    test_pipeline_zb test_pipeline_narrate test_slots"
 mpi_units="test_tensor_parallel_np2 test_checkpoint_mpi_np4"
 link() { # link NAME SOURCE: one program against the library
     $TT_SAN_CC $cflags $cppflags "$2" "$b/libtt.a" $libs -o "$b/$1" >>"$work/err" 2>&1

@@ -2,7 +2,7 @@
 # tests/test_watchdog.sh - the hang report: with --inject-bug stall the last
 # rank stops for 30 s before its first communication of step 1; with
 # --watchdog 3 the rank left waiting for it must report the wait (operation,
-# peer, tag, step, micro-batch) and end the job with exit 1 well before the
+# peer, tag, step, micro-batch, and what the call is for) and end the job with exit 1 well before the
 # stall would end. Without the watchdog the job would sit there, so the time
 # bound is what proves the report ended it. A normal run with --watchdog 3 is
 # unchanged (same checkpoint as with the watchdog off). Limits under 1 s are
@@ -42,17 +42,33 @@ stalled() {
 # micro-batches, then waits for the gradient of micro-batch 0 from stage 1
 # (gpu1), the message the stalled rank never sends. Its tag is the
 # executor's (direction x chunks + chunk) x micro-batches + micro-batch =
-# (1 x 2 + 0) x 2 + 0 = 4.
+# (1 x 2 + 0) x 2 + 0 = 4, and the report names what it is for: the
+# gradient (direction 1) of micro-batch 0 into chunk 0, stage 0's one chunk.
+# The last messages of the peer decode the same way: tag 5 = (1 x 2 + 0) x 2
+# + 1, micro-batch 1's gradient into chunk 0, the last step 0 received; tag
+# 3 = (0 x 2 + 1) x 2 + 1, micro-batch 1's activation into chunk 1, the last
+# of step 1's forwards.
 stalled "pp 2, stage 1 stalled" "tiny_transformer: watchdog: gpu0(dp0,pp0,tp0) (world rank 0) has waited
 (--watchdog 3); ending the job
 waiting in: recv on the PP group from gpu1(dp0,pp1,tp0) (world rank 1), tag 4, step 1, micro-batch 0
+  for: the gradient of micro-batch 0 back into chunk 0
 what this GPU last saw of that peer:
-gpu1(dp0,pp1,tp0): last received from it a message with tag 5 (step 0, micro-batch 1)" --pp 2
+gpu1(dp0,pp1,tp0): last received from it the gradient of micro-batch 1 back into chunk 0 (tag 5, step 0, micro-batch 1)
+last sent to it the activation of micro-batch 1 into chunk 1 (tag 3, step 1, micro-batch 1)" --pp 2
 
 # Two DP replicas: replica 0 waits in a collective with the stalled one.
+# After its micro-batches (one stage: no transfers; the DP buckets the
+# backward starts are not waited for yet) the first collective of a step
+# over both replicas is the loss's sum (train.c: the loss before the DP
+# sync), so that is the one it names. The last collective both completed on
+# DP is step 0's last gradient bucket: 42880 parameters x 4 B in buckets of
+# 64 KiB (16384 floats) are ceil(42880 / 16384) = 3 buckets, which
+# --no-overlap waits for front to back, so bucket 2 of 3 (numbered from 0).
 stalled "dp 2, replica 1 stalled" "tiny_transformer: watchdog: gpu0(dp0,pp0,tp0) (world rank 0) has waited
 waiting in: all-reduce on
-gpu1(dp1,pp0,tp0)}, step 1" --dp 2
+gpu1(dp1,pp0,tp0)}, step 1
+  for: the loss all-reduce
+DP the gradient all-reduce of bucket 2 of 3 (all-reduce, step 0)" --dp 2 --dp-bucket 64K --no-overlap
 
 # Unaffected: the watchdog on or off, the same checkpoint and no report.
 tt 2 $cfg --pp 2 --watchdog 0 --save "$work/off.st"

@@ -306,7 +306,8 @@ const tt_flag tt_flags[] = {
     {DOUBLE("--watchdog", watchdog, 1.0, 1e9), .zero_off = 1, .metavar = "SECONDS", IN(OUTPUT),
      .help = "a GPU blocked in one communication this long prints\n"
              "what it waits for (operation, group, peer, tag, step,\n"
-             "micro-batch) and what it last saw of its peers, then\n"
+             "micro-batch, what the call is for) and what it last\n"
+             "saw of its peers, then\n"
              "ends the job with exit 1; at least 1; 0 = off\n"
              "(default %D)"},
     {SIZE("--gpu-mem", gpu_mem), .metavar = "SIZE", IN(OUTPUT),

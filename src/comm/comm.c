@@ -70,7 +70,10 @@ void tt_comm_book(int where, tt_op op, long long bytes, double t0, double t1, in
 void tt_allreduce_named(const tt_grid *g, int where, const char *what, void *buf, int count_,
                         MPI_Datatype type, MPI_Op op)
 {
+    /* The watchdog names it too, if the job hangs here ("the loss
+     * all-reduce"): the purpose is a literal without %, a format as is. */
     purpose = what;
+    tt_watch_purpose(what, 0, 0);
     tt_allreduce(g, where, buf, count_, type, op);
     purpose = NULL;
 }

@@ -32,6 +32,13 @@
  * test gives, yet bounded, so a run with the watchdog off still ends. */
 #define STALL_SECONDS 30
 
+/* What a call is for (tt_watch_purpose): a format with up to two %d and its
+ * numbers, formatted only when a report is written. */
+typedef struct {
+    const char *what; /* NULL: not known */
+    int a, b;
+} watch_purpose;
+
 /* The grid's communicators, in the order of the reports. */
 enum { G_TP, G_PP, G_DP, G_WORLD, NG };
 
@@ -40,6 +47,7 @@ typedef struct {
     const char *op;
     long step;
     double t; /* when it completed, monotonic seconds */
+    watch_purpose why;
 } watch_event;
 
 typedef struct {
@@ -47,6 +55,7 @@ typedef struct {
     const char *op;
     long step;
     double since;
+    watch_purpose why;
 } watch_call;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -61,6 +70,7 @@ static watch_event coll[NG];            /* last collective per group */
 /* The context: read by the main thread only, except under mu. */
 static long ctx_step = -1;
 static int ctx_mb = -1;
+static watch_purpose ctx_why;
 
 static double mono(void)
 {
@@ -112,19 +122,38 @@ static void add_when(text *t, long step, int mb)
         add(t, "step %ld, micro-batch %d", step, mb);
 }
 
+/* "the activation of micro-batch 3 into chunk 2": the caller's format, whose
+ * numbers are the purpose's own (a format with fewer %d ignores the rest). */
+static void add_purpose(text *t, const watch_purpose *w)
+{
+    add(t, "the ");
+    add(t, w->what, w->a, w->b);
+}
+
 /* "a message with tag 5 (step 0, micro-batch 1) 3.1 s ago", or for a
- * collective "all-reduce (step 2) 0.4 s ago". */
+ * collective "all-reduce (step 2) 0.4 s ago"; by its purpose when known:
+ * "the gradient of micro-batch 1 back into chunk 0 (tag 5, step 0,
+ * micro-batch 1) 3.1 s ago", "the loss all-reduce (all-reduce, step 2)". */
 static void add_event(text *t, const watch_event *e, double now)
 {
     if (!e->valid) {
         add(t, "nothing");
         return;
     }
-    if (e->kind == TT_WATCH_SEND || e->kind == TT_WATCH_RECV)
-        add(t, "a message with tag %d", e->tag);
-    else
-        add(t, "%s", e->op);
-    add(t, " (");
+    const int msg = e->kind == TT_WATCH_SEND || e->kind == TT_WATCH_RECV;
+    if (e->why.what) {
+        add_purpose(t, &e->why);
+        if (msg)
+            add(t, " (tag %d, ", e->tag);
+        else
+            add(t, " (%s, ", e->op);
+    } else {
+        if (msg)
+            add(t, "a message with tag %d", e->tag);
+        else
+            add(t, "%s", e->op);
+        add(t, " (");
+    }
     add_when(t, e->step, e->mb);
     add(t, ") %.1f s ago", now - e->t);
 }
@@ -185,6 +214,11 @@ static void report(double now)
     add(&t, ", ");
     add_when(&t, c->step, c->mb);
     add(&t, "\n");
+    if (c->why.what) {
+        add(&t, "  for: ");
+        add_purpose(&t, &c->why);
+        add(&t, "\n");
+    }
     if (c->peer >= 0) {
         add(&t, "  what this GPU last saw of that peer:\n");
         add_peer(&t, c->peer, now);
@@ -300,10 +334,13 @@ void tt_watch_begin(tt_watch_kind kind, const char *op, MPI_Comm comm, int peer,
 {
     if (tt_fault_active(TT_FAULT_STALL))
         stall_here();
+    /* A purpose is this call's only (tt_watch_purpose), watched or not. */
+    const watch_purpose why = ctx_why;
+    ctx_why.what = NULL;
     if (!on)
         return;
     pthread_mutex_lock(&mu);
-    now_in = (watch_call){kind, group_of(comm), peer, tag, ctx_mb, op, ctx_step, mono()};
+    now_in = (watch_call){kind, group_of(comm), peer, tag, ctx_mb, op, ctx_step, mono(), why};
     armed = 1;
     pthread_mutex_unlock(&mu);
 }
@@ -315,7 +352,7 @@ void tt_watch_end(void)
     pthread_mutex_lock(&mu);
     if (armed) {
         const watch_call *c = &now_in;
-        watch_event e = {1, c->kind, c->tag, c->mb, c->op, c->step, mono()};
+        watch_event e = {1, c->kind, c->tag, c->mb, c->op, c->step, mono(), c->why};
         if (c->kind == TT_WATCH_COLLECTIVE)
             coll[c->group] = e;
         else if (c->peer >= 0 && c->peer < grid->world_size)
@@ -329,4 +366,9 @@ void tt_watch_context(long step, int mb)
 {
     ctx_step = step;
     ctx_mb = mb;
+}
+
+void tt_watch_purpose(const char *what, int a, int b)
+{
+    ctx_why = (watch_purpose){what, a, b};
 }

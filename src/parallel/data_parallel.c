@@ -2,6 +2,7 @@
  * and the replica checks. */
 #include "tt/parallel/data_parallel.h"
 #include "tt/comm/comm.h"
+#include "tt/comm/watchdog.h"
 #include "tt/core/common.h"
 #include "tt/core/events.h"
 #include "tt/core/faults.h"
@@ -10,6 +11,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* What the DP calls are for, as a --watchdog report names a stuck one. */
+#define WHY_BUCKET "gradient all-reduce of bucket %d of %d"
+#define WHY_UNIT_RS "gradient reduce-scatter of unit %d (ZeRO)"
+#define WHY_UNIT_AG "weight all-gather of unit %d (ZeRO)"
 
 static size_t bucket_floats(size_t bucket_bytes)
 {
@@ -29,8 +35,10 @@ long tt_dp_buckets(size_t n_floats, size_t bucket_bytes)
 
 /* ZeRO: unit u's reduce-scatter over DP, in place on its padded run `run`
  * (n floats): MPI leaves this rank's summed piece at the start of it. */
-static void reduce_scatter_unit(const tt_grid *g, const tt_params *p, float *run, size_t n)
+static void reduce_scatter_unit(const tt_grid *g, const tt_params *p, int u, float *run,
+                                size_t n)
 {
+    tt_watch_purpose(WHY_UNIT_RS, u, 0);
     tt_reduce_scatter(g, TT_GROUP_DP, MPI_IN_PLACE, run, (int)(n / (size_t)p->z.parts),
                       MPI_FLOAT);
 }
@@ -144,7 +152,7 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
         for (int u = 0; u < p->z.nunits; u++) {
             size_t begin, n, lo;
             tt_zero_unit(p, u, &begin, &n, &lo);
-            reduce_scatter_unit(g, p, grads + begin, n);
+            reduce_scatter_unit(g, p, u, grads + begin, n);
             if (lo != begin)
                 memmove(grads + lo, grads + begin, n / (size_t)p->z.parts * sizeof(float));
         }
@@ -161,6 +169,7 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
             const size_t n = p->total - off < b ? p->total - off : b;
             tt_coll_req r;
             tt_iallreduce(g, TT_GROUP_DP, grads + off, (int)n, MPI_FLOAT, MPI_SUM, &r);
+            tt_watch_purpose(WHY_BUCKET, (int)(off / b), (int)tt_dp_buckets(p->total, bucket_bytes));
             tt_coll_wait(g, &r, 0.0);
         }
     } else {
@@ -171,11 +180,14 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
                     start_bucket(g, p, b);
             /* In start order: each bucket's ring follows the previous one's. */
             double end = 0.0;
-            for (long i = 0; i < ov.nstarted; i++)
+            for (long i = 0; i < ov.nstarted; i++) {
+                tt_watch_purpose(WHY_BUCKET, (int)ov.order[i], (int)ov.nb);
                 end = tt_coll_wait(g, &ov.req[ov.order[i]], end);
+            }
         } else {
             for (long b = 0; b < ov.nb; b++) { /* front to back, each waited for at once */
                 start_bucket(g, p, b);
+                tt_watch_purpose(WHY_BUCKET, (int)b, (int)ov.nb);
                 tt_coll_wait(g, &ov.req[b], 0.0);
             }
         }
@@ -201,7 +213,7 @@ void tt_zero_reduce_unit(void *grid, tt_params *p, int tensor)
     if (tt_fault_active(TT_FAULT_DP_NO_SYNC)) /* planted: this replica's own share only */
         sum = scratch + (lo - begin);
     else
-        reduce_scatter_unit(g, p, scratch, n);
+        reduce_scatter_unit(g, p, u, scratch, n);
     for (size_t e = 0; e < piece; e++)
         own[e] += sum[e];
     memset(scratch, 0, n * sizeof(float));
@@ -219,6 +231,7 @@ void tt_zero_gather_unit(void *grid, tt_params *p, int tensor)
     /* Gathered even when the unit is already there (the head's forward is
      * followed by its backward): every use pays its gather, as DESIGN
      * section 10 counts them; a run that kept it would save 4 x unit bytes. */
+    tt_watch_purpose(WHY_UNIT_AG, u, 0);
     tt_allgather(g, TT_GROUP_DP, tt_params_buffer(p, TT_W) + begin / (size_t)p->z.parts,
                  p->wgather, (int)piece, MPI_FLOAT);
     p->wunit = u;
@@ -244,6 +257,7 @@ void tt_zero_gather_weights(const tt_grid *g, tt_params *p)
     for (int u = 0; u < p->z.nunits; u++) {
         size_t begin, n, lo;
         tt_zero_unit(p, u, &begin, &n, &lo);
+        tt_watch_purpose(WHY_UNIT_AG, u, 0);
         tt_allgather(g, TT_GROUP_DP, MPI_IN_PLACE, w + begin, (int)(n / (size_t)p->z.parts),
                      MPI_FLOAT);
     }

@@ -172,6 +172,12 @@ void tt_pipe_free(tt_pipe *pipe)
 
 enum { DIR_ACT = 0, DIR_GRAD = 1 };
 
+/* A transfer's purpose for --watchdog (the chunk is its tag's, the receiver's). */
+#define WHY_ACT "activation of micro-batch %d into chunk %d"
+#define WHY_GRAD "gradient of micro-batch %d back into chunk %d"
+#define WHY_FORWARD_ONLY "activation of a forward-only batch (eval, generation) into chunk %d"
+#define WHY_WINDOW "clocks' maximum for the bubble window"
+
 /* The tag of the transfer into (or out of) global chunk k for micro-batch mb. */
 static int tag_of(const tt_pipe *pipe, int dir, int k, int mb)
 {
@@ -241,6 +247,7 @@ static void run_action(tt_pipe *pipe, int i, step_state *st)
     switch (a->kind) {
     case TT_ACT_RECV_ACT:
         pipe->held[key] = tt_slot_acquire(m, j, mbs);
+        tt_watch_purpose(WHY_ACT, a->mb, a->chunk);
         take(pipe, slot_input(pipe->held[key]), st->n, a->peer,
              tag_of(pipe, DIR_ACT, a->chunk, a->mb));
         break;
@@ -262,11 +269,13 @@ static void run_action(tt_pipe *pipe, int i, step_state *st)
          * one, so the next stage gets the previous micro-batch's activation */
         if (st->last_act_sent && tt_fault_active(TT_FAULT_STALE_ACTIVATION))
             x = st->last_act_sent;
+        tt_watch_purpose(WHY_ACT, a->mb, a->chunk + 1);
         post_send(pipe, i, x, st->n, a->peer, tag_of(pipe, DIR_ACT, a->chunk + 1, a->mb));
         st->last_act_sent = pipe->buf[i] ? pipe->buf[i] : x; /* to itself: no buffer */
         break;
     }
     case TT_ACT_RECV_GRAD:
+        tt_watch_purpose(WHY_GRAD, a->mb, a->chunk);
         take(pipe, pipe->grad_in[key], st->n, a->peer, tag_of(pipe, DIR_GRAD, a->chunk, a->mb));
         break;
     case TT_ACT_BWD:
@@ -291,6 +300,7 @@ static void run_action(tt_pipe *pipe, int i, step_state *st)
         st->held--;
         break;
     case TT_ACT_SEND_GRAD:
+        tt_watch_purpose(WHY_GRAD, a->mb, a->chunk - 1);
         post_send(pipe, i, pipe->grad_out[key], st->n, a->peer,
                   tag_of(pipe, DIR_GRAD, a->chunk - 1, a->mb));
         break;
@@ -324,6 +334,7 @@ double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss)
         double t0 = tt_clock_now();
         tt_watch_context(step, a->mb);
         run_action(pipe, i, &st);
+        tt_watch_purpose(NULL, 0, 0); /* left unused by a copy within this stage */
         const int compute = a->kind == TT_ACT_FWD || a->kind == TT_ACT_BWD || a->kind == TT_ACT_W;
         if (use_fixed && compute)
             tt_vclock_advance(fixed[a->kind == TT_ACT_FWD ? 0 : a->kind == TT_ACT_BWD ? 1 : 2]);
@@ -351,7 +362,9 @@ double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss)
      * forward to its last backward or W, over all its stages (and TP ranks). */
     pipe->window_seconds = pipe->step_seconds;
     if (pipe->g && tt_vclock_ticking() && pipe->list.n > 0) {
+        tt_watch_purpose(WHY_WINDOW, 0, 0);
         double lo = -tt_clock_max(pipe->g, TT_GROUP_PP, -first);
+        tt_watch_purpose(WHY_WINDOW, 0, 0);
         double hi = tt_clock_max(pipe->g, TT_GROUP_PP, last);
         pipe->window_seconds = hi - lo;
     }
@@ -400,12 +413,15 @@ double tt_pipe_forward(tt_pipe *pipe, const int *idx, const int *targets, int B)
         tt_slot *s = slots[j] = tt_slot_acquire(m, j, B);
         if (from == pipe->stage)
             memcpy(slot_input(s), slots[(k - 1) / pipe->p]->x_out, n * sizeof(float));
-        else if (k > 0)
+        else if (k > 0) {
+            tt_watch_purpose(WHY_FORWARD_ONLY, k, 0);
             tt_recv(pipe->g, slot_input(s), (int)n, MPI_FLOAT, from, tag_of(pipe, DIR_ACT, k, 0));
+        }
         double l = tt_chunk_forward(m, s, idx, targets);
-        if (k < pipe->K - 1 && to != pipe->stage)
+        if (k < pipe->K - 1 && to != pipe->stage) {
+            tt_watch_purpose(WHY_FORWARD_ONLY, k + 1, 0);
             tt_send(pipe->g, s->x_out, (int)n, MPI_FLOAT, to, tag_of(pipe, DIR_ACT, k + 1, 0));
-        else
+        } else
             loss = l, m->logits = s->logits;
         if (k == pipe->K - 1 && targets && B != Breal) {
             double sum = 0.0; /* the real sequences' mean, as tt_chunk_forward's */

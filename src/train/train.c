@@ -5,6 +5,7 @@
  * checks the gradients and follows the update). */
 #include "tt/train/train.h"
 #include "tt/comm/comm.h"
+#include "tt/comm/watchdog.h"
 #include "tt/core/events.h"
 #include "tt/core/vclock.h"
 #include "tt/parallel/data_parallel.h"
@@ -52,7 +53,10 @@ double tt_sum_from_last_stage(const tt_grid *g, const tt_model *m, double v)
  * with the clock paused: no time for the modelled GPUs, and no events. On
  * the wall clock (--clock wall) it still takes time, so one event covers it
  * and a wall trace shows what fills the gap (under the virtual clock it
- * lasts 0 s and is not recorded). */
+ * lasts 0 s and is not recorded). oracle_end returns that time, which the
+ * step leaves out of its own: checking a step must not make it look slower
+ * than it trained (the other ranks wait for rank 0's reference inside the
+ * oracle too, in tt_validate_grads' broadcast, so each leaves its wait out). */
 static double oracle_begin(void)
 {
     const double t0 = tt_clock_now();
@@ -60,12 +64,14 @@ static double oracle_begin(void)
     return t0;
 }
 
-static void oracle_end(double t0)
+static double oracle_end(double t0)
 {
     tt_vclock_resume(); /* first: the log records nothing while paused */
     const double t1 = tt_clock_now();
-    if (t1 > t0)
-        tt_events_add(TT_EV_PAUSED, "oracle (paused clock)", NULL, t0, t1, -1, -1, -1, 0);
+    if (t1 <= t0)
+        return 0.0;
+    tt_events_add(TT_EV_PAUSED, "oracle (paused clock)", NULL, t0, t1, -1, -1, -1, 0);
+    return t1 - t0;
 }
 
 tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_validator *val)
@@ -80,6 +86,7 @@ tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_val
     tt_vclock_run(1);
     const double t0 = tt_clock_now();
     const float dloss = 1.0f / (float)((double)rc->batch * rc->model.T); /* global mean */
+    double oracle = 0.0; /* the oracle's time in this step (wall clock only) */
 
     tt_params_zero_grads(&m->P);
     tt_events_set_step((int)step);
@@ -92,13 +99,13 @@ tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_val
     if (val) {
         const double o = oracle_begin();
         tt_validate_grads(val, m, c, step, st.loss);
-        oracle_end(o);
+        oracle += oracle_end(o);
     }
     st.grad_norm = grad_norm(m, g);
     if (val) {
         const double o = oracle_begin();
         tt_validate_norm(val, m, step, st.grad_norm);
-        oracle_end(o);
+        oracle += oracle_end(o);
     }
     const double t_opt = tt_clock_now();
     st.lr = tt_lr_at(&rc->optim, step, rc->steps);
@@ -109,13 +116,15 @@ tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_val
     if (val) {
         const double o = oracle_begin();
         tt_validate_update(val, step);
-        oracle_end(o);
+        oracle += oracle_end(o);
     }
     /* The step ends when its slowest GPU is done: every clock moves there, so
      * the next step starts together (uncounted: clocks only). */
-    if (g && tt_vclock_ticking())
+    if (g && tt_vclock_ticking()) {
+        tt_watch_purpose("clocks' maximum that ends the step", 0, 0);
         tt_vclock_set(tt_clock_max(g, TT_GROUP_OTHER, tt_vclock_now()));
-    st.seconds = tt_clock_now() - t0;
+    }
+    st.seconds = tt_clock_now() - t0 - oracle;
     st.wall_seconds = tt_now() - w0;
     tt_vclock_run(0);
     return st;

@@ -68,8 +68,9 @@ void tt_allreduce(const tt_grid *g, int where, void *buf, int count, MPI_Datatyp
                   MPI_Op op);
 /* The same, with what it is for ("loss all-reduce"), which the observer is
  * given: for the few bookkeeping calls a trace would otherwise show only as
- * "all-reduce other". purpose must outlive the call (a string literal). The
- * plain call passes none, so the TP path pays nothing for this. */
+ * "all-reduce other". purpose must outlive the call (a string literal) and
+ * hold no % (the watchdog's report uses it as a format). The plain call
+ * passes none, so the TP path pays nothing for this. */
 void tt_allreduce_named(const tt_grid *g, int where, const char *purpose, void *buf, int count,
                         MPI_Datatype type, MPI_Op op);
 /* recv gets every rank's count elements, in group-rank order. */

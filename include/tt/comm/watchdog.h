@@ -1,11 +1,13 @@
 /* tt/comm/watchdog.h - the hang report of --watchdog SECONDS: a rank that
  * stays in one blocking communication that long prints what it waits for
- * (operation, group, peer and its grid coordinates, tag, step, micro-batch)
- * and what it last saw of its peers, then ends its process with status 1, so
+ * (operation, group, peer and its grid coordinates, tag, step, micro-batch,
+ * and what the call is for when its caller said) and what it last saw of its
+ * peers, then ends its process with status 1, so
  * that mpirun ends the whole job.
  *
  * comm.c brackets each blocking MPI call with tt_watch_begin/tt_watch_end;
- * the executor tells the step and micro-batch at hand (tt_watch_context). A
+ * the executor tells the step and micro-batch at hand (tt_watch_context), and
+ * the callers that know it what a call is for (tt_watch_purpose). A
  * helper thread that never calls MPI checks the deadline on the monotonic
  * clock, so the report comes out while the main thread is still blocked in
  * MPI. Before tt_watch_start (unit tests, tools) every hook is a no-op. */
@@ -43,5 +45,13 @@ void tt_watch_end(void);
 /* The training step and micro-batch the next calls belong to (mb -1: none,
  * e.g. the DP sync after the micro-batches). */
 void tt_watch_context(long step, int mb);
+/* What the next watched call is for; that call takes it, so it names no
+ * other (what NULL: nothing said, for a caller whose call turned out not to
+ * communicate). what is a printf format that outlives the run (a string
+ * literal) with at most two %d, filled with a and b, and reads after "the":
+ * "activation of micro-batch %d into chunk %d". It is formatted only in a
+ * report, so saying it costs a healthy run three stores. Main thread only,
+ * as the calls are. */
+void tt_watch_purpose(const char *what, int a, int b);
 
 #endif

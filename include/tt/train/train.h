@@ -16,8 +16,9 @@ typedef struct {
     double loss;       /* mean training loss of the global batch */
     double lr;
     double grad_norm;  /* before clipping */
-    double seconds;    /* tt_clock_now() time: virtual unless --clock wall */
-    double wall_seconds;
+    double seconds;    /* tt_clock_now() time: virtual unless --clock wall,
+                        * and without the oracle's (--validate, spot check) */
+    double wall_seconds; /* the whole step on the wall clock, oracle included */
 } tt_step_stats;
 
 /* One optimizer step `step` (from 0) on the global batch of the sampler,
