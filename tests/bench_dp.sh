@@ -84,5 +84,5 @@ echo "$layouts" | while IFS=: read -r name np poll flags; do
     # nothing in the kernel, the most a better way of waiting could give.
     awk -v np="$np" -v c="$cores" -v m="$m" -v u="$u" -v k="$k" -v b="$base" \
         'BEGIN { n = np < c ? np : c; idle = 1 - (u + k) / (n * m); if (idle < 0) idle = 0;
-                 printf "       %15s cores unused by its ranks %.1f%%, in the kernel %.1f%% of the step; its user CPU alone on %d core%s: %.2f of dp2\n", "", 100 * idle, 100 * k / (n * m), n, n > 1 ? "s" : "", b / (u / n) }'
+                 printf "       %15s cores unused by its ranks %.1f%%, in the kernel %.1f%% of the step; its user CPU alone on %d core%s: %.2f of dp2\n", "", 100 * idle, 100 * k / (n * m), n, (n > 1 ? "s" : ""), b / (u / n) }'
 done
