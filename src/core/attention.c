@@ -18,8 +18,9 @@
 /* Causal self-attention                                                     */
 
 /* Query rows are processed in blocks of ATT_BT: block [i0, i1) only attends to
- * keys [0, i1), so the GEMMs skip most of the masked upper triangle while
- * each call stays large enough for the BLAS to be efficient. */
+ * keys [0, i1), so the products skip most of the masked upper triangle while
+ * each call stays large enough to pay for its overhead (the BLAS's, where
+ * small_gemm falls back to cblas_sgemm). */
 #define ATT_BT 32
 
 /* The attention softmaxes work on whole VL-blocks of a row, covering the
