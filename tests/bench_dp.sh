@@ -19,7 +19,8 @@
 # wall time offered less what the ranks used): where the cores went when the
 # throughput falls short, the layout's own work or the waiting. Last, the
 # layout's ceiling: the throughput it would have if its user CPU alone filled
-# the cores, which no way of waiting can beat.
+# the cores, which better waiting can beat only by the user CPU that waiting
+# spends (MPI's progress loops spin in user code).
 # Usage: bench_dp.sh TT_BIN [ROUNDS]
 set -u
 bin=$1
@@ -81,7 +82,8 @@ echo "$layouts" | while IFS=: read -r name np poll flags; do
     # cores) less what its ranks used; with the kernel's share, what waiting
     # cost, as opposed to the layout's own work (its user CPU). The ceiling:
     # the throughput if its user CPU filled the cores with nothing idle and
-    # nothing in the kernel, the most a better way of waiting could give.
+    # nothing in the kernel, the most a better way of waiting could give
+    # unless the waits themselves spin in user code.
     awk -v np="$np" -v c="$cores" -v m="$m" -v u="$u" -v k="$k" -v b="$base" \
         'BEGIN { n = np < c ? np : c; idle = 1 - (u + k) / (n * m); if (idle < 0) idle = 0;
                  printf "       %15s cores unused by its ranks %.1f%%, in the kernel %.1f%% of the step; its user CPU alone on %d core%s: %.2f of dp2\n", "", 100 * idle, 100 * k / (n * m), n, (n > 1 ? "s" : ""), b / (u / n) }'

@@ -350,14 +350,21 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* The attention's small matrix product                                     */
 
-/* C = alpha A B (+ C): every M, N tail of the 4 x 16 blocks, both layouts of
- * each operand, both modes. The double reference bounds the error by K ulps
- * of sum |a b| (a sequential float sum's bound); the FMA kernel must also
- * equal its stated chain, fmaf(a, b, acc) over k in order from 0 and then
- * fmaf(alpha, acc, accumulate ? C : 0), computed here one element at a time. */
+/* C = alpha A B (+ C): every M, N tail of the 4 x 16 blocks, K from 0, both
+ * layouts of each operand, both modes, alpha 1 and one that is no power of
+ * two (so a scaling anywhere else than the last fmaf changes bits). Every
+ * leading dimension is 3 more than its row (rows misaligned, and a stride
+ * confused with a dimension reads the wrong elements), and C's padding must
+ * come back untouched (the masked tails write no column past N). The double
+ * reference bounds the error by K ulps of sum |a b| (a sequential float sum's
+ * bound); the FMA kernel must also equal its stated chain, fmaf(a, b, acc)
+ * over k in order from 0 and then fmaf(alpha, acc, accumulate ? C : 0),
+ * computed here one element at a time. */
 START_TEST(test_small_gemm)
 {
-    const int Ms[] = {1, 3, 4, 5, 9}, Ns[] = {1, 7, 8, 9, 15, 16, 17, 33}, Ks[] = {1, 5, 16, 37};
+    const int Ms[] = {1, 3, 4, 5, 9}, Ns[] = {1, 7, 8, 9, 15, 16, 17, 33};
+    const int Ks[] = {0, 1, 5, 16, 37}, pad = 3;
+    const float alphas[2] = {1.0f, 0.35355339f}; /* 1/sqrt(8), a head of 8's scale */
     const int fast = tt_small_gemm_fast();
     int cases = 0;
     double worst = 0;
@@ -365,21 +372,29 @@ START_TEST(test_small_gemm)
     for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
         for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
             for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
-                for (int mode = 0; mode < 8; mode++) {
+                for (int mode = 0; mode < 16; mode++) {
                     const int M = Ms[mi], N = Ns[ni], K = Ks[ki];
-                    const int ta = mode & 1, tb = (mode >> 1) & 1, acc = mode >> 2;
-                    const float alpha = acc ? 1.0f : 0.25f;
-                    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
-                    float *Cm = malloc(sizeof(float) * M * N), *C0 = malloc(sizeof(float) * M * N);
+                    const int ta = mode & 1, tb = (mode >> 1) & 1, acc = (mode >> 2) & 1;
+                    const float alpha = alphas[mode >> 3];
+                    /* A(i,k) and B(k,n) in either layout, C with ldc > N */
+                    const int sa_i = ta ? 1 : K + pad, sa_k = ta ? M + pad : 1;
+                    const int sb_k = tb ? 1 : N + pad, sb_n = tb ? K + pad : 1, ldc = N + pad;
+                    const size_t na = ta ? (size_t)K * sa_k : (size_t)M * sa_i;
+                    const size_t nb = tb ? (size_t)N * sb_n : (size_t)K * sb_k;
+                    const size_t nc = (size_t)M * ldc;
+                    float *A = malloc(sizeof(float) * (na + 1)), *B = malloc(sizeof(float) * (nb + 1));
+                    float *Cm = malloc(sizeof(float) * nc), *C0 = malloc(sizeof(float) * nc);
                     rng_seed(seed++);
-                    fill(A, NULL, (size_t)M * K, -1, 1);
-                    fill(B, NULL, (size_t)K * N, -1, 1);
-                    fill(C0, NULL, (size_t)M * N, -1, 1);
-                    memcpy(Cm, C0, sizeof(float) * M * N);
-                    /* A(i,k) and B(k,n) in either layout */
-                    const int sa_i = ta ? 1 : K, sa_k = ta ? M : 1;
-                    const int sb_k = tb ? 1 : N, sb_n = tb ? K : 1;
-                    tt_small_gemm(Cm, N, A, sa_i, sa_k, B, sb_k, sb_n, M, N, K, alpha, acc);
+                    fill(A, NULL, na, -1, 1);
+                    fill(B, NULL, nb, -1, 1);
+                    fill(C0, NULL, nc, -1, 1);
+                    memcpy(Cm, C0, sizeof(float) * nc);
+                    tt_small_gemm(Cm, ldc, A, sa_i, sa_k, B, sb_k, sb_n, M, N, K, alpha, acc);
+                    for (int i = 0; i < M; i++)
+                        for (int n = N; n < ldc; n++)
+                            ck_assert_msg(memcmp(&Cm[i * ldc + n], &C0[i * ldc + n], sizeof *Cm) == 0,
+                                          "M%d N%d K%d mode %d: padding (%d,%d) written", M, N, K,
+                                          mode, i, n);
                     for (int i = 0; i < M; i++)
                         for (int n = 0; n < N; n++) {
                             double ref = 0, mag = 0;
@@ -390,7 +405,7 @@ START_TEST(test_small_gemm)
                                 mag += fabs((double)a * b);
                                 chain = fmaf(a, b, chain);
                             }
-                            const float c0 = C0[i * N + n], got = Cm[i * N + n];
+                            const float c0 = C0[i * ldc + n], got = Cm[i * ldc + n];
                             ref = alpha * ref + (acc ? c0 : 0.0);
                             const float want = fmaf(alpha, chain, acc ? c0 : 0.0f);
                             const double err = fabs(got - ref);
@@ -411,8 +426,9 @@ START_TEST(test_small_gemm)
                     free(Cm);
                     free(C0);
                 }
-    printf("  %-40s %d shapes x layouts, worst error %.1e of |alpha| sum|ab| + |C|; %s\n", "small gemm", cases,
-           worst, fast ? "bits equal to the FMA chain" : "cblas_sgemm (no AVX2+FMA here)");
+    printf("  %-40s %d shapes x layouts, worst error %.1e of alpha sum|ab| + |result|; %s\n",
+           "small gemm", cases, worst,
+           fast ? "bits equal to the FMA chain" : "cblas_sgemm (no AVX2+FMA here)");
 }
 END_TEST
 

@@ -65,7 +65,8 @@ tt 2 $il --gpu-mem 1890559
 # chunk 2's activation to stage 0, 4 x 4 = 16, 98304 bytes. Chunk 1 to chunk 2
 # and back stays on stage 1: no buffer of its own (the activation is copied
 # from slot to slot, the gradient written into chunk 1's receive buffer), not
-# the 24 buffers (147456 bytes) two sends to itself per micro-batch would add.
+# the 24 buffers (147456 bytes) it would keep if its two sends to itself per
+# micro-batch held 8 more.
 tt 2 --layers 4 --dim 48 --heads 4 --seq 16 --batch 8 --micro-batches 4 --pp 2 --schedule zb-v --steps 1 --quiet --sample-len 0 --eval-every 0 --no-spot-check --report memory
 c0=$(awk '$1 ~ /^gpu0\(/ && NF >= 8 && $2 !~ /%$/ { print $6 }' "$work/out")
 c1=$(awk '$1 ~ /^gpu1\(/ && NF >= 8 && $2 !~ /%$/ { print $6 }' "$work/out")

@@ -88,8 +88,8 @@ static held count_held(const tt_action_list *l, int p, int K, int m, const int *
  * gradient landing in the receive's buffer. One chunk per stage: stage 0 2m,
  * the last m, the others 3m. Interleaved (chunks s and s+p): chunk 0 2m,
  * chunk 2p-1 m, the others 3m. zb-v (chunks s and 2p-1-s): stage 0 2m + m,
- * a middle stage 3m + 3m, stage p-1 (m + m) + (m + m), not the 6m that two
- * sends to itself would add. */
+ * a middle stage 3m + 3m, stage p-1 (m + m) + (m + m), not the 6m it would
+ * keep if its two sends to itself held buffers (2m more). */
 static const struct {
     const char *name;
     int p, m, pairs[4], heads[4], buffers[4];

@@ -18,8 +18,9 @@
 /* Causal self-attention                                                     */
 
 /* Query rows are processed in blocks of ATT_BT: block [i0, i1) only attends to
- * keys [0, i1), so the GEMMs skip most of the masked upper triangle while
- * each call stays large enough for the BLAS to be efficient. */
+ * keys [0, i1), so the products skip most of the masked upper triangle while
+ * each call stays large enough to pay for its overhead (the BLAS's, where
+ * small_gemm falls back to cblas_sgemm). */
 #define ATT_BT 32
 
 /* The attention softmaxes work on whole VL-blocks of a row, covering the
@@ -170,8 +171,9 @@ void attention_forward(float *out /* B,T,NH*hs */, float *att /* B,NH,T,T */,
                        const float *q /* B,T,NH*hs */, const float *k /* B,T,NH*hs */,
                        const float *v /* B,T,NH*hs */, int B, int T, int NH, int hs)
 {
-    /* A head is a column slice of the [T, NH*hs] rows, so every GEMM reads it
-     * in place with leading dimension ld, no transposition copies. */
+    /* A head is a column slice of the [T, NH*hs] rows, read in place with
+     * leading dimension ld; only K is copied, transposed once per head into
+     * small_gemm's buffer (the kernel wants B's rows contiguous). */
     const int ld = NH * hs;
     const float scale = 1.0f / sqrtf((float)hs);
     for (int b = 0; b < B; b++)

@@ -1,8 +1,9 @@
 /* kernels.c - the forward/backward kernels of the GPT on plain float arrays.
  *
- * Every matrix product goes to cblas_sgemm; everything else (LayerNorm, GELU,
- * softmax, residuals) is written here so that it costs little next to the
- * GEMMs. Two habits make that work with the project's plain -O2 build (no
+ * The linear layers' matrix products go to cblas_sgemm (the attention's
+ * small per-head ones to core/small_gemm.c); everything else (LayerNorm,
+ * GELU, softmax, residuals) is written here so that it costs little next to
+ * the GEMMs. Two habits make that work with the project's plain -O2 build (no
  * -ffast-math, no -march):
  *
  *  - Element-wise loops run in blocks of VL floats, each block a loop of

@@ -151,6 +151,13 @@ const float *tt_small_gemm_pack(const float *B, int sb_k, int sb_n, int K, int N
     return buf;
 }
 
+/* A leading dimension cblas accepts: the stride, at least the row's n and 1. */
+static int ld_at_least(int stride, int n)
+{
+    const int m = n > 1 ? n : 1;
+    return stride > m ? stride : m;
+}
+
 void tt_small_gemm(float *Cm, int ldc, const float *A, int sa_i, int sa_k, const float *B,
                    int sb_k, int sb_n, int M, int N, int K, float alpha, int accumulate)
 {
@@ -158,7 +165,7 @@ void tt_small_gemm(float *Cm, int ldc, const float *A, int sa_i, int sa_k, const
         return;
 #ifdef TT_HAVE_FMA_KERNEL
     if (have_fma()) {
-        if (sb_n != 1) {
+        if (sb_n != 1 && K > 0) { /* (K = 0 reads no B: nothing to pack) */
             B = tt_small_gemm_pack(B, sb_k, sb_n, K, N);
             sb_k = N;
         }
@@ -166,9 +173,14 @@ void tt_small_gemm(float *Cm, int ldc, const float *A, int sa_i, int sa_k, const
         return;
     }
 #endif
-    /* Each operand is row-major (its second stride 1) or transposed. */
+    /* Each operand is row-major (its second stride 1) or transposed. cblas
+     * refuses a leading dimension under its rows' length (or under 1) even
+     * where a single row or column never uses it: A with M = 1 or B with
+     * K = 1 may come with a first stride of 1, and K may be 0. */
     const int transA = sa_k != 1, transB = sb_n != 1;
+    const int lda = transA ? ld_at_least(K > 1 ? sa_k : 1, M) : ld_at_least(M > 1 ? sa_i : 1, K);
+    const int ldb = transB ? ld_at_least(N > 1 ? sb_n : 1, K) : ld_at_least(K > 1 ? sb_k : 1, N);
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-                transB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, transA ? sa_k : sa_i, B,
-                transB ? sb_n : sb_k, accumulate ? 1.0f : 0.0f, Cm, ldc);
+                transB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb,
+                accumulate ? 1.0f : 0.0f, Cm, ldc);
 }

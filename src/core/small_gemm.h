@@ -1,5 +1,6 @@
-/* small_gemm.h - (internal) the attention's small matrix products, bit for
- * bit what OpenBLAS's x86 kernels give (small_gemm.c says how and why). */
+/* small_gemm.h - (internal) the attention's small matrix products: on
+ * AVX2+FMA CPUs a kernel of ours with fixed sums, not OpenBLAS's bits;
+ * elsewhere cblas_sgemm (small_gemm.c says how and why). */
 #ifndef TT_CORE_SMALL_GEMM_H
 #define TT_CORE_SMALL_GEMM_H
 
@@ -11,8 +12,10 @@ void tt_small_gemm(float *C, int ldc, const float *A, int sa_i, int sa_k, const 
                    int sb_k, int sb_n, int M, int N, int K, float alpha, int accumulate);
 
 /* B(k, n) = B[k sb_k + n sb_n] for k < K, n < N copied to a row-major
- * K x N block in a buffer of this module's, valid until the next call of
- * either function: the operand packed once for several products. */
+ * K x N block in a buffer of this module's: the operand packed once for
+ * several products. Valid until the next call of this function, or of
+ * tt_small_gemm with a transposed B (sb_n != 1, which packs into it too);
+ * products whose B is row-major leave it alone, as attention.c relies on. */
 const float *tt_small_gemm_pack(const float *B, int sb_k, int sb_n, int K, int N);
 
 /* 1 when tt_small_gemm runs its own kernel, 0 when it calls cblas_sgemm. */
