@@ -350,7 +350,8 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* The attention's small matrix product                                     */
 
-/* C = alpha A B (+ C): every M, N tail of the 4 x 16 blocks, K from 0, both
+/* C = alpha A B (+ C): every row block (8, 4, 2, 1 rows: M 15 uses all of
+ * them) and column tail of the 16-column blocks, K from 0, both
  * layouts of each operand, both modes, alpha 1 and one that is no power of
  * two (so a scaling anywhere else than the last fmaf changes bits). Every
  * leading dimension is 3 more than its row (rows misaligned, and a stride
@@ -362,7 +363,7 @@ END_TEST
  * computed here one element at a time. */
 START_TEST(test_small_gemm)
 {
-    const int Ms[] = {1, 3, 4, 5, 9}, Ns[] = {1, 7, 8, 9, 15, 16, 17, 33};
+    const int Ms[] = {1, 3, 4, 5, 9, 15}, Ns[] = {1, 7, 8, 9, 15, 16, 17, 33};
     const int Ks[] = {0, 1, 5, 16, 37}, pad = 3;
     const float alphas[2] = {1.0f, 0.35355339f}; /* 1/sqrt(8), a head of 8's scale */
     const int fast = tt_small_gemm_fast();
