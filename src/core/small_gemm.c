@@ -1,8 +1,10 @@
 /* small_gemm.c - the attention's per-head matrix products, which are too
  * small for a BLAS to pay for its packing and dispatch: at T = 64 and a head
- * of 16 they are 32x64x16 products, which OpenBLAS ran at 15-25 GFLOP/s
- * against 65-85 on the linear layers' shapes. Here the attention of the bench
- * model (12 layers) takes about 20 ms a step instead of 37.
+ * of 16 they are 32x64x16 products. Here they take about half of OpenBLAS's
+ * time (36 heads of the bench model's shapes: 0.26 ms against 0.47, packing
+ * aside), and the bench model's attention, softmaxes included, 18.0 ms a
+ * step instead of 24.7 (the default model's, a rank of dp 2: 9.8 instead of
+ * 13.9); minima of 30 runs of each, alternated in one process.
  *
  * The sums are ours and fixed: one fused multiply-add chain per output
  * element over k in order from zero, then fma(alpha, chain, C or 0), on
