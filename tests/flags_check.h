@@ -9,18 +9,25 @@
 
 #include "tt/app/flags.h"
 
-/* Parses the arguments given (NULL-terminated) after a program name. */
-static inline int parse(tt_run_config *c, tt_err *e, FILE *out, ...)
+/* Parses the arguments in ap (NULL-terminated) after a program name. */
+static inline int vparse(tt_run_config *c, tt_err *e, FILE *out, va_list ap)
 {
     char *argv[16] = {"tiny_transformer"};
     int argc = 1;
-    va_list ap;
-    va_start(ap, out);
     for (char *a; argc < 15 && (a = va_arg(ap, char *)) != NULL;)
         argv[argc++] = a;
-    va_end(ap);
     e->msg[0] = '\0';
     return tt_config_parse(c, argc, argv, out, e);
+}
+
+/* Parses the arguments given (NULL-terminated) after a program name. */
+static inline int parse(tt_run_config *c, tt_err *e, FILE *out, ...)
+{
+    va_list ap;
+    va_start(ap, out);
+    const int rc = vparse(c, e, out, ap);
+    va_end(ap);
+    return rc;
 }
 
 #endif

@@ -22,16 +22,13 @@
 /* The message of a parse that must fail. */
 static void expect_error(const char *msg, ...)
 {
-    char *argv[8] = {"tiny_transformer"};
-    int argc = 1;
+    tt_run_config c;
+    tt_err e;
     va_list ap;
     va_start(ap, msg);
-    for (char *a; argc < 7 && (a = va_arg(ap, char *)) != NULL;)
-        argv[argc++] = a;
+    const int rc = vparse(&c, &e, NULL, ap);
     va_end(ap);
-    tt_run_config c;
-    tt_err e = {{0}};
-    ck_assert_int_eq(tt_config_parse(&c, argc, argv, NULL, &e), -1);
+    ck_assert_int_eq(rc, -1);
     ck_assert_str_eq(e.msg, msg);
 }
 
