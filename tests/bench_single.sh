@@ -2,7 +2,8 @@
 # tests/bench_single.sh - `make bench`, first part: one virtual GPU against the
 # sgemm rate of its own shapes and against PyTorch eager on the same model.
 # Each round runs one round of bench_train (sgemm on the model's shapes, then
-# three training steps) and then three steps of bench_torch.py, so both see
+# three training steps, then the attention's products through our kernel and
+# through cblas_sgemm) and then three steps of bench_torch.py, so both see
 # the same machine load; the figures are medians over all rounds' steps, wall
 # clock. PyTorch is skipped with a note when python3 cannot import torch.
 # PyTorch runs twice a round: as installed, and with glibc's malloc told to
@@ -34,6 +35,8 @@ while [ "$r" -le "$rounds" ]; do
     line=$(grep '^round 1:' "$tmp/ours")
     echo "$line" | sed 's/.*sgemm \([0-9.]*\) GFLOP.*/\1/' >> "$tmp/gemm"
     echo "$line" | sed 's/.*steps //; s/ ms$//' | tr ' ' '\n' >> "$tmp/ours_ms"
+    # the attention's products through small_gemm and through cblas_sgemm
+    grep '^attention 1:' "$tmp/ours" | sed 's/.*small_gemm \([0-9.]*\) ms, cblas_sgemm \([0-9.]*\) ms.*/\1 \2/' >> "$tmp/att"
     printf 'round %d: ours %s' "$r" "$(echo "$line" | sed 's/^round 1: //')"
     if [ -n "$py" ]; then
         "$py" "$torch_py" 1 3 > "$tmp/torch" || exit 1
@@ -53,6 +56,10 @@ g=$(median < "$tmp/gemm")
 o=$(median < "$tmp/ours_ms")
 awk -v g="$g" -v o="$o" -v f="$flop" -v n="$tokens" 'BEGIN {
     printf "ours:  %.1f ms/step (median, wall), %.0f tokens/s, %.1f GFLOP/s = %.1f%% of the sgemm rate on the model shapes (%.1f GFLOP/s)\n", o, n / (o / 1e3), f / (o / 1e3), 100 * f / (o / 1e3) / g, g }'
+a1=$(cut -d' ' -f1 "$tmp/att" | median)
+a2=$(cut -d' ' -f2 "$tmp/att" | median)
+awk -v a="$a1" -v b="$a2" 'BEGIN {
+    printf "attention products (one step, the model shapes, fastest of 3 alternated each round, median): small_gemm %.2f ms, cblas_sgemm %.2f ms: %.2fx\n", a, b, b / a }'
 if [ -n "$py" ]; then
     t=$(median < "$tmp/torch_ms")
     t2=$(median < "$tmp/torch2_ms")

@@ -8,12 +8,18 @@
  * speed survives the rest of the step (attention, LayerNorm, GELU, softmax,
  * AdamW). Rounds alternate sgemm and training so both see the same machine
  * load; medians are reported. Step times are wall clock (the virtual GPU
- * clocks model the classroom cluster, not this CPU). */
+ * clocks model the classroom cluster, not this CPU).
+ *
+ * Each round also times the attention's per-head products (one step's
+ * worth, forward and backward, on the model's shapes) both ways, through
+ * core/small_gemm (what attention.c uses) and through cblas_sgemm with the
+ * same operands, alternated, so the kernel's gain is measured side by side. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/small_gemm.h"
 #include "tt/core/common.h"
 #include "tt/core/data.h"
 #include "tt/model/model.h"
@@ -46,6 +52,47 @@ static double time_gemms(const gemm_shape *s, int ns, float *A, float *Bm, float
                         s[i].transB ? CblasTrans : CblasNoTrans, s[i].M, s[i].N, s[i].K, 1.0f,
                         A, lda, Bm, ldb, 1.0f, Cm, s[i].N);
             *flops += 2.0 * s[i].M * s[i].N * s[i].K;
+        }
+    return tt_now() - t0;
+}
+
+/* One step's attention products, as attention.c makes them: per batch row
+ * and head, query blocks of 32 rows, S = Q K^T, O = P V, then dP = dO V^T,
+ * dQ += dS K, dK += dS^T Q, dV += P^T dO. With blas, the same products
+ * through cblas_sgemm (the transposed operands read in place), as before
+ * small_gemm. Returns seconds; *flops gets the FLOPs done. */
+static double time_attention(int blas, int B, int T, int NH, int hs, int L, const float *X,
+                             float *P, float *Y, double *flops)
+{
+    const int ld = NH * hs;
+    const CBLAS_TRANSPOSE N_ = CblasNoTrans, T_ = CblasTrans;
+    double t0 = tt_now();
+    *flops = 0;
+    for (int l = 0; l < L; l++)
+        for (int bh = 0; bh < B * NH; bh++) {
+            const float *q = X + (size_t)(bh / NH) * T * ld + (size_t)(bh % NH) * hs;
+            const float *Kt = blas ? NULL : tt_small_gemm_pack(q, 1, ld, hs, T);
+            for (int i0 = 0; i0 < T; i0 += 32) {
+                const int i1 = i0 + 32 < T ? i0 + 32 : T, m = i1 - i0;
+                const float *qb = q + (size_t)i0 * ld;
+                float *pb = P + (size_t)i0 * T, *yb = Y + (size_t)i0 * ld;
+                if (blas) {
+                    cblas_sgemm(CblasRowMajor, N_, T_, m, i1, hs, 0.25f, qb, ld, q, ld, 0.0f, pb, T);
+                    cblas_sgemm(CblasRowMajor, N_, N_, m, hs, i1, 1.0f, pb, T, q, ld, 0.0f, yb, ld);
+                    cblas_sgemm(CblasRowMajor, N_, T_, m, i1, hs, 1.0f, qb, ld, q, ld, 0.0f, pb, T);
+                    cblas_sgemm(CblasRowMajor, N_, N_, m, hs, i1, 1.0f, pb, T, q, ld, 1.0f, yb, ld);
+                    cblas_sgemm(CblasRowMajor, T_, N_, i1, hs, m, 1.0f, pb, T, qb, ld, 1.0f, Y, ld);
+                    cblas_sgemm(CblasRowMajor, T_, N_, i1, hs, m, 1.0f, pb, T, qb, ld, 1.0f, Y, ld);
+                } else {
+                    tt_small_gemm(pb, T, qb, ld, 1, Kt, T, 1, m, i1, hs, 0.25f, 0);
+                    tt_small_gemm(yb, ld, pb, T, 1, q, ld, 1, m, hs, i1, 1.0f, 0);
+                    tt_small_gemm(pb, T, qb, ld, 1, Kt, T, 1, m, i1, hs, 1.0f, 0);
+                    tt_small_gemm(yb, ld, pb, T, 1, q, ld, 1, m, hs, i1, 1.0f, 1);
+                    tt_small_gemm(Y, ld, pb, 1, T, qb, ld, 1, i1, hs, m, 1.0f, 1);
+                    tt_small_gemm(Y, ld, pb, 1, T, qb, ld, 1, i1, hs, m, 1.0f, 1);
+                }
+                *flops += 2.0 * m * i1 * hs * 6;
+            }
         }
     return tt_now() - t0;
 }
@@ -111,6 +158,11 @@ int main(int argc, char **argv)
     double gemm_flops;
     time_gemms(shapes, ns, A, Bm, Cm, &gemm_flops); /* warm-up */
     tt_train_step(&pipe, &corpus, 0, NULL);
+    const int NH = rc.model.NH, hs = C / NH, T = rc.model.T;
+    float *attX = tt_calloc((size_t)N * C, sizeof(float)), *attP = tt_calloc((size_t)T * T, sizeof(float)),
+          *attY = tt_calloc((size_t)T * C, sizeof(float));
+    for (size_t i = 0; i < (size_t)N * C; i++)
+        attX[i] = (float)((i * 3 % 17) - 8) * 0.01f;
     double *gemm_rate = tt_calloc((size_t)rounds, sizeof(double));
     double *step_time = tt_calloc((size_t)rounds * steps_per_round, sizeof(double));
     long step = 1;
@@ -122,6 +174,14 @@ int main(int argc, char **argv)
         printf("round %d: sgemm %.1f GFLOP/s, steps %.1f %.1f %.1f ms\n", r + 1, gemm_rate[r],
                step_time[r * steps_per_round] * 1e3, step_time[r * steps_per_round + 1] * 1e3,
                step_time[r * steps_per_round + 2] * 1e3);
+        /* the attention's products both ways, alternated, fastest of three each */
+        double best[2] = {1e30, 1e30}, aflops = 0;
+        for (int k = 0; k < 6; k++) {
+            const double ta = time_attention(k % 2, rc.batch, T, NH, hs, L, attX, attP, attY, &aflops);
+            best[k % 2] = ta < best[k % 2] ? ta : best[k % 2];
+        }
+        printf("attention %d: small_gemm %.2f ms, cblas_sgemm %.2f ms a step (%.1f, %.1f GFLOP/s)\n",
+               r + 1, best[0] * 1e3, best[1] * 1e3, aflops / best[0] * 1e-9, aflops / best[1] * 1e-9);
         fflush(stdout);
     }
     double g = median(gemm_rate, rounds);
@@ -138,6 +198,9 @@ int main(int argc, char **argv)
     free(Bm);
     free(Cm);
     free(gemm_rate);
+    free(attX);
+    free(attP);
+    free(attY);
     free(step_time);
     return 0;
 }
