@@ -83,7 +83,14 @@ static void causal_softmax_rows(float *P /* T,T */, int i0, int i1, int T)
         float mx[VL];
         for (int l = 0; l < VL; l++)
             mx[l] = s0;
-        for (int j0 = 0; j0 < n; j0 += VL) {
+        int j0 = 0;
+        for (; j0 + VL <= n; j0 += VL) { /* whole blocks: every column visible */
+            const float *blk = s + j0;
+            TT_IVDEP
+            for (int l = 0; l < VL; l++)
+                mx[l] = blk[l] > mx[l] ? blk[l] : mx[l];
+        }
+        if (j0 < n) {
             const float *blk = get_block(s, j0, T, tmp);
             TT_IVDEP
             for (int l = 0; l < VL; l++) {
@@ -100,7 +107,17 @@ static void causal_softmax_rows(float *P /* T,T */, int i0, int i1, int T)
         const float mx = rowmax[i - i0];
         /* A row sum of at most T numbers in [0, 1] needs no double. */
         float acc[VL] = {0};
-        for (int j0 = 0; j0 < n; j0 += VL) {
+        int j0 = 0;
+        for (; j0 + VL <= n; j0 += VL) {
+            float *blk = s + j0;
+            TT_IVDEP
+            for (int l = 0; l < VL; l++) {
+                const float e = exp_nan(blk[l] - mx);
+                acc[l] += e;
+                blk[l] = e;
+            }
+        }
+        if (j0 < n) {
             float *blk = get_block(s, j0, T, tmp);
             TT_IVDEP
             for (int l = 0; l < VL; l++) {
@@ -148,7 +165,14 @@ static void causal_softmax_backward_rows(float *dP /* T,T */, const float *P /* 
         const int n = i + 1;
 
         float acc[VL] = {0};
-        for (int j0 = 0; j0 < n; j0 += VL) {
+        int j0 = 0;
+        for (; j0 + VL <= n; j0 += VL) { /* whole blocks: every column visible */
+            const float *pb = p + j0, *db = d + j0;
+            TT_IVDEP
+            for (int l = 0; l < VL; l++)
+                acc[l] += pb[l] * db[l];
+        }
+        if (j0 < n) {
             const float *pb = get_block(p, j0, T, ptmp), *db = get_block(d, j0, T, dtmp);
             TT_IVDEP
             for (int l = 0; l < VL; l++)
@@ -156,7 +180,14 @@ static void causal_softmax_backward_rows(float *dP /* T,T */, const float *P /* 
         }
         const float dot = lanes_total(acc);
 
-        for (int j0 = 0; j0 < i1; j0 += VL) {
+        for (j0 = 0; j0 + VL <= n; j0 += VL) {
+            const float *pb = p + j0;
+            float *db = d + j0;
+            TT_IVDEP
+            for (int l = 0; l < VL; l++)
+                db[l] = pb[l] * (db[l] - dot) * scale;
+        }
+        for (; j0 < i1; j0 += VL) {
             const float *pb = get_block(p, j0, T, ptmp);
             float *db = get_block(d, j0, T, dtmp);
             TT_IVDEP
