@@ -123,6 +123,29 @@ __attribute__((target("avx2,fma"))) static void gemm_fma(float *Cm, int ldc, con
     }
 }
 
+/* dst[r][c] = src[c][r] for an 8 x 8 tile (rows ld floats apart). */
+__attribute__((target("avx2,fma"))) static void transpose8(float *dst, int ldd, const float *src,
+                                                           int lds)
+{
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm256_loadu_ps(src + (size_t)i * lds);
+    for (int i = 0; i < 8; i += 2) { /* pairs of rows interleaved */
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) { /* then pairs of pairs */
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; i++) { /* then the 128-bit halves of rows i and i + 4 */
+        _mm256_storeu_ps(dst + (size_t)i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+        _mm256_storeu_ps(dst + (size_t)(i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+    }
+}
+
 static int have_fma(void)
 {
     static int known = -1;
@@ -157,8 +180,17 @@ const float *tt_small_gemm_pack(const float *B, int sb_k, int sb_n, int K, int N
         buf = tt_malloc(need * sizeof *buf);
         cap = need;
     }
-    /* Writes in order: the reads stride, but a head's rows are few cache lines. */
-    for (int k = 0; k < K; k++) {
+    int k0 = 0;
+#ifdef TT_HAVE_FMA_KERNEL
+    /* A transposed operand (sb_k 1: a head's K or V read down its columns)
+     * goes over in 8 x 8 tiles, eight row loads and eight stores each. */
+    if (sb_k == 1 && N % 8 == 0 && have_fma())
+        for (; k0 + 8 <= K; k0 += 8)
+            for (int n = 0; n < N; n += 8)
+                transpose8(buf + (size_t)k0 * N + n, N, B + (size_t)n * sb_n + k0, sb_n);
+#endif
+    /* The rest element by element: writes in order, reads strided. */
+    for (int k = k0; k < K; k++) {
         const float *b = B + (size_t)k * sb_k;
         float *d = buf + (size_t)k * N;
         for (int n = 0; n < N; n++)
