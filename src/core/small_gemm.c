@@ -2,9 +2,10 @@
  * small for a BLAS to pay for its packing and dispatch: at T = 64 and a head
  * of 16 they are 32x64x16 products. Here they take about half of OpenBLAS's
  * time (36 heads of the bench model's shapes: 0.26 ms against 0.47, packing
- * aside), and the bench model's attention, softmaxes included, 18.0 ms a
- * step instead of 24.7 (the default model's, a rank of dp 2: 9.8 instead of
- * 13.9); minima of 30 runs of each, alternated in one process.
+ * aside); moving them here took the bench model's attention, softmaxes
+ * included, from 24.7 to 18.0 ms a step (the default model's, a rank of
+ * dp 2: 13.9 to 9.8); minima of 30 runs of each, alternated in one process.
+ * `make bench` measures the products both ways side by side.
  *
  * The sums are ours and fixed: one fused multiply-add chain per output
  * element over k in order from zero, then fma(alpha, chain, C or 0), on
