@@ -24,10 +24,11 @@
 #define ATT_BT 32
 
 /* The attention softmaxes work on whole VL-blocks of a row, covering the
- * causal part [0, i] and masking the rest with bit masks, rather than on the
- * exact i+1 entries: rows are short (T = 64 means 1 to 4 blocks), and a
- * scalar remainder or a variable-length copy per row would cost more than
- * the vector work itself. Entries past the diagonal may hold anything (stale
+ * causal part [0, i], rather than on the exact i+1 entries: rows are short
+ * (T = 64 means 1 to 4 blocks), and a scalar remainder or a variable-length
+ * copy per row would cost more than the vector work itself. Blocks wholly
+ * before the diagonal are read as they are; only the block holding it is
+ * masked, with bit masks. Entries past the diagonal may hold anything (stale
  * memory, even NaN bits), which the masks keep out of every result. */
 
 /* Block j0 of a row, as a pointer the loops below work on in place: the row
