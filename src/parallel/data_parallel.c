@@ -165,11 +165,12 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
     if (!ov.on) { /* no hook attached: the same calls, one after another */
         float *grads = tt_params_buffer(p, TT_G);
         const size_t b = bucket_floats(bucket_bytes);
+        const int nb = (int)tt_dp_buckets(p->total, bucket_bytes);
         for (size_t off = 0; off < p->total; off += b) {
             const size_t n = p->total - off < b ? p->total - off : b;
             tt_coll_req r;
             tt_iallreduce(g, TT_GROUP_DP, grads + off, (int)n, MPI_FLOAT, MPI_SUM, &r);
-            tt_watch_purpose(WHY_BUCKET, (int)(off / b), (int)tt_dp_buckets(p->total, bucket_bytes));
+            tt_watch_purpose(WHY_BUCKET, (int)(off / b), nb);
             tt_coll_wait(g, &r, 0.0);
         }
     } else {
