@@ -8,8 +8,12 @@
 # wait polling instead of the doorbells, and with one micro-batch instead of
 # four: a pipeline nobody would run on real GPUs, whose bubble costs nothing
 # on shared cores; it separates what micro-batching costs here, smaller
-# products and more calls, from what the extra ranks cost) and 12 ranks as
-# dp 12. Each run's figure is the median wall time of its steps
+# products and more calls, from what the extra ranks cost), 12 ranks as
+# dp 12, and the two halves of the 12-rank layout apart: pp 3 x dp 2 on 6
+# ranks (the pipeline alone: its hand-overs and its extra ranks) and
+# tp 2 x dp 2 on 4 (tensor parallelism alone: it repeats the LayerNorms and
+# the residual adds on both TP ranks, packs each column-parallel layer's
+# input twice, and sums activations four times a block). Each run's figure is the median wall time of its steps
 # (first steps dropped, the CSV's wall_ms column); each layout's figure is the
 # median over rounds. The ratios are throughputs relative to dp 2 on 2 ranks:
 # what oversubscribing the cores with waiting ranks costs. Beside them, what
@@ -45,7 +49,9 @@ tp2pp3dp2-noovl:12:0:--tp 2 --pp 3 --dp 2 --no-overlap
 tp2pp3dp2-nopin:12:0:--tp 2 --pp 3 --dp 2 --pin-ranks off
 tp2pp3dp2-poll:12:1:--tp 2 --pp 3 --dp 2
 tp2pp3dp2-m1:12:0:--tp 2 --pp 3 --dp 2 --micro-batches 1
-dp12:12:0:--dp 12 --micro-batches 2"
+dp12:12:0:--dp 12 --micro-batches 2
+pp3dp2:6:0:--pp 3 --dp 2
+tp2dp2:4:0:--tp 2 --dp 2"
 
 cores=$(nproc)
 echo "wall-clock throughput: default model, global batch 24, $(nproc) cores, one BLAS thread per rank"
