@@ -309,11 +309,12 @@ int tt_config_check(const tt_run_config *c, tt_err *e)
     /* A stop past the end would be ignored: the run ends at --steps
      * anyway. A resumed run gets here with --steps from its checkpoint. */
     if (c->stop_at > c->steps)
-        return tt_fail(e, "--stop-at %ld is past --steps %ld%s (the run ends once its %ld steps "
-                          "are done; --stop-at K stops before step K, so K can be at most %ld)",
+        return tt_fail(e, "--stop-at %ld is past --steps %ld%s (the run ends once its %ld step%s "
+                          "%s done; --stop-at K stops before step K, so K can be at most %ld)",
                        c->stop_at, c->steps,
                        c->resume && !(c->given & TT_GIVEN_STEPS) ? " of the checkpoint" : "",
-                       c->steps, c->steps);
+                       c->steps, c->steps == 1 ? "" : "s", c->steps == 1 ? "is" : "are",
+                       c->steps);
     return 0;
 }
 
