@@ -37,7 +37,8 @@ tt 2 --frobnicate
 tt 1 --data "$work/nope.txt"
 [ "$status" -eq 1 ] && ok "mpirun exits 1 on a runtime error" || not_ok "mpirun exit status $status on a runtime error"
 
-expect_error "a flag's value is not --help" 2 "--steps expects an integer, got '--help'" 1 --steps --help
+expect_error "a flag's value is not --help" 2 "option --steps needs a value, but the next argument is the option --help" 1 --steps --help
+expect_error "a forgotten value is not the next option" 2 "option --log needs a value, but the next argument is the option --quiet " 1 $small --log --quiet
 expect_error "unknown flag" 2 "unknown option '--frobnicate'" 1 --frobnicate 3
 expect_error "bad number" 2 "--lr expects a number, got 'fast'" 1 --lr fast
 expect_error "bad integer" 2 "--layers expects an integer, got '2x'" 1 --layers 2x
