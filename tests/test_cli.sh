@@ -37,7 +37,8 @@ tt 2 --frobnicate
 tt 1 --data "$work/nope.txt"
 [ "$status" -eq 1 ] && ok "mpirun exits 1 on a runtime error" || not_ok "mpirun exit status $status on a runtime error"
 
-expect_error "a flag's value is not --help" 2 "--steps expects an integer, got '--help'" 1 --steps --help
+expect_error "a flag's value is not --help" 2 "option --steps needs a value, but the next argument is the option --help" 1 --steps --help
+expect_error "a forgotten value is not the next option" 2 "option --log needs a value, but the next argument is the option --quiet " 1 $small --log --quiet
 expect_error "unknown flag" 2 "unknown option '--frobnicate'" 1 --frobnicate 3
 expect_error "bad number" 2 "--lr expects a number, got 'fast'" 1 --lr fast
 expect_error "bad integer" 2 "--layers expects an integer, got '2x'" 1 --layers 2x
@@ -120,6 +121,7 @@ Start 4 or 6 ranks, one per virtual GPU:
   mpirun --oversubscribe -np 6 ./tiny_transformer $small --batch 6 --tp 2" $small --batch 6 --tp 2
 # --stop-at past the end would be ignored; at the end it is the whole run.
 expect_error "--stop-at past --steps" 2 "^tiny_transformer: --stop-at 5 is past --steps 3 " 1 $small --steps 3 --stop-at 5
+expect_error "--stop-at past one step: singular" 2 "once its 1 step is done;" 1 $small --steps 1 --stop-at 2
 tt 1 $small --steps 2 --stop-at 2 --log "$work/stop.csv"
 if [ "$status" -eq 0 ] && [ "$(grep -c '^[0-9]' "$work/stop.csv")" -eq 2 ]; then
     ok "--stop-at equal to --steps runs every step"

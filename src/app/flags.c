@@ -271,6 +271,17 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
         const char *val = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
         if (!val)
             return tt_fail(e, "option %s needs a value (see --help)", flag);
+        /* A forgotten value would take the next option as its own: --log
+         * --quiet would write a log named "--quiet" and drop the switch. A
+         * value that really starts with an option's name is given with "=". */
+        if (!eq && strncmp(val, "--", 2) == 0) {
+            char next[64];
+            snprintf(next, sizeof next, "%.*s", (int)strcspn(val, "="), val);
+            if (find_flag(next))
+                return tt_fail(e, "option %s needs a value, but the next argument is the option "
+                                  "%s (for a value that starts with --, write %s=VALUE)",
+                               flag, next, flag);
+        }
         if (read_value(c, f, flag, val, e))
             return -1;
         c->given |= f->given;
@@ -309,11 +320,12 @@ int tt_config_check(const tt_run_config *c, tt_err *e)
     /* A stop past the end would be ignored: the run ends at --steps
      * anyway. A resumed run gets here with --steps from its checkpoint. */
     if (c->stop_at > c->steps)
-        return tt_fail(e, "--stop-at %ld is past --steps %ld%s (the run ends once its %ld steps "
-                          "are done; --stop-at K stops before step K, so K can be at most %ld)",
+        return tt_fail(e, "--stop-at %ld is past --steps %ld%s (the run ends once its %ld step%s "
+                          "%s done; --stop-at K stops before step K, so K can be at most %ld)",
                        c->stop_at, c->steps,
                        c->resume && !(c->given & TT_GIVEN_STEPS) ? " of the checkpoint" : "",
-                       c->steps, c->steps);
+                       c->steps, c->steps == 1 ? "" : "s", c->steps == 1 ? "is" : "are",
+                       c->steps);
     return 0;
 }
 

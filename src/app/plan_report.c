@@ -40,14 +40,15 @@ static void layout_words(char *buf, size_t n, const tt_plan_candidate *c)
                      c->sequence_parallel ? ", sequence parallel" : "");
     if (k < 0 || (size_t)k >= n)
         return;
+    const char *es = c->micro_batches == 1 ? "" : "es"; /* "1 micro-batch" */
     if (c->pp > 1 && c->virtual_stages > 1)
-        snprintf(buf + k, n - (size_t)k, ", %s with %d chunks per stage, %d micro-batches",
-                 tt_schedule_name(c->schedule), c->virtual_stages, c->micro_batches);
+        snprintf(buf + k, n - (size_t)k, ", %s with %d chunks per stage, %d micro-batch%s",
+                 tt_schedule_name(c->schedule), c->virtual_stages, c->micro_batches, es);
     else if (c->pp > 1)
-        snprintf(buf + k, n - (size_t)k, ", %s, %d micro-batches", tt_schedule_name(c->schedule),
-                 c->micro_batches);
+        snprintf(buf + k, n - (size_t)k, ", %s, %d micro-batch%s", tt_schedule_name(c->schedule),
+                 c->micro_batches, es);
     else
-        snprintf(buf + k, n - (size_t)k, ", %d micro-batches", c->micro_batches);
+        snprintf(buf + k, n - (size_t)k, ", %d micro-batch%s", c->micro_batches, es);
 }
 
 static void human_seconds(char *buf, size_t n, double s)
