@@ -121,6 +121,7 @@ Start 4 or 6 ranks, one per virtual GPU:
   mpirun --oversubscribe -np 6 ./tiny_transformer $small --batch 6 --tp 2" $small --batch 6 --tp 2
 # --stop-at past the end would be ignored; at the end it is the whole run.
 expect_error "--stop-at past --steps" 2 "^tiny_transformer: --stop-at 5 is past --steps 3 " 1 $small --steps 3 --stop-at 5
+expect_error "--stop-at with --steps 0" 2 "^tiny_transformer: --stop-at 5 with --steps 0: a run of no steps has nothing to stop; drop --stop-at" 1 $small --steps 0 --stop-at 5
 expect_error "--stop-at past one step: singular" 2 "once its 1 step is done;" 1 $small --steps 1 --stop-at 2
 tt 1 $small --steps 2 --stop-at 2 --log "$work/stop.csv"
 if [ "$status" -eq 0 ] && [ "$(grep -c '^[0-9]' "$work/stop.csv")" -eq 2 ]; then

@@ -319,6 +319,9 @@ int tt_config_check(const tt_run_config *c, tt_err *e)
         return tt_fail(e, "--save-every needs --save FILE");
     /* A stop past the end would be ignored: the run ends at --steps
      * anyway. A resumed run gets here with --steps from its checkpoint. */
+    if (c->stop_at > 0 && c->steps == 0 && !c->resume)
+        return tt_fail(e, "--stop-at %ld with --steps 0: a run of no steps has nothing to stop; "
+                          "drop --stop-at", c->stop_at);
     if (c->stop_at > c->steps)
         return tt_fail(e, "--stop-at %ld is past --steps %ld%s (the run ends once its %ld step%s "
                           "%s done; --stop-at K stops before step K, so K can be at most %ld)",

@@ -212,7 +212,9 @@ const tt_flag tt_flags[] = {
              "compare loss, gradients, weights and Adam moments;\n"
              "exit 1 beyond tolerance. Without it, a run on more\n"
              "than one GPU checks its first and last steps that way"},
-    {SWITCH("--no-spot-check", spot_check, 0), IN(LAYOUT), .help = "... unless this is given"},
+    {SWITCH("--no-spot-check", spot_check, 0), IN(LAYOUT), 
+     .help = "skip the unsharded check of the first and last\n"
+             "steps that a run on more than one GPU makes"},
     /* The name is checked by the inject module (train/inject.c); 'list' is
      * answered in app/run.c. */
     {STRING("--inject-bug", inject_bug), .metavar = "NAME|list", IN(LAYOUT),
