@@ -4,8 +4,9 @@
 # on every rank and one clear line: models too big for the host or for
 # --gpu-mem (refused before anything is allocated), a checkpoint's metadata
 # out of the flags' ranges, --stage-layers past the int range, --sample-len
-# past its bound, and --data files that are no regular file, too small for
-# the eval split, or not the same on every rank.
+# past its bound, --data files that are no regular file, too small for
+# the eval split, or not the same on every rank, and the other input files
+# (--resume, --cluster, --plot's CSVs) when they are a FIFO.
 . "$TT_SRCDIR/testlib.sh"
 
 q="--quiet --sample-len 0 --steps 1 --eval-every 0"
@@ -40,6 +41,14 @@ expect_quick "--sample-len 1048576, 3 ranks" 2 "--sample-len must be between 0 a
 mkfifo "$work/fifo"
 expect_quick "--data FIFO, 1 rank" 1 "data file '$work/fifo' is not a regular file" 1 $small --data "$work/fifo"
 expect_quick "--data FIFO, 3 ranks" 1 "data file '$work/fifo' is not a regular file" 3 $small --batch 3 --data "$work/fifo"
+# The other inputs were opened with a plain open, which waits for a writer of
+# the FIFO: every rank hung until the job's timeout. The reason in each
+# message is the kind of file, so it must name the FIFO as no regular file.
+expect_quick "--resume FIFO, 2 ranks" 1 "cannot open checkpoint '$work/fifo': not a regular file" 2 $small --batch 2 --resume "$work/fifo"
+expect_quick "--resume auto onto a FIFO --save, 2 ranks" 1 "checkpoint '$work/fifo' exists but cannot be continued from .*: not a regular file" 2 $small --save "$work/fifo" --resume auto
+expect_quick "--cluster FIFO, 2 ranks" 2 "--cluster $work/fifo: .* not a readable file: not a regular file" 2 $small --cluster "$work/fifo"
+expect_quick "--plot of a FIFO, 1 rank" 1 "--plot: cannot read '$work/fifo': not a regular file" 1 --plot "$work/plot.svg" "$work/fifo"
+[ ! -e "$work/plot.svg" ] && ok "no plot written from a FIFO" || not_ok "a plot was written from a FIFO"
 i=0
 while [ $i -lt 500 ]; do printf 'abcdefghij'; i=$((i + 1)); done > "$work/5k.txt"
 expect_quick "--data too small for --seq 700's eval split, 1 rank" 1 "has 5000 bytes; with --seq 700 it needs at least 7010" 1 $q --data "$work/5k.txt" --seq 700
