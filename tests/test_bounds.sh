@@ -3,10 +3,10 @@
 # backtrace per rank), spin or hang now end within seconds with exit 1 or 2
 # on every rank and one clear line: models too big for the host or for
 # --gpu-mem (refused before anything is allocated), a checkpoint's metadata
-# out of the flags' ranges, --stage-layers past the int range, --sample-len
-# past its bound, --data files that are no regular file, too small for
-# the eval split, or not the same on every rank, and the other input files
-# (--resume, --cluster, --plot's CSVs) when they are a FIFO.
+# out of the flags' ranges or contradicting itself, --stage-layers past the
+# int range, --sample-len past its bound, --data files that are no regular
+# file, too small for the eval split, or not the same on every rank, and the
+# other input files (--resume, --cluster, --plot's CSVs) when they are a FIFO.
 . "$TT_SRCDIR/testlib.sh"
 
 q="--quiet --sample-len 0 --steps 1 --eval-every 0"
@@ -87,6 +87,16 @@ meta lr 2 lr 1e300 "$ck: 'lr' = 1e+300 is outside \[0, 10\], the range of --lr"
 # In range, but deeper than the tensors the file holds: found from its
 # header before a model that deep is built (pp 2: every stage agrees).
 meta deep 2 layers 1024 "$ck: its metadata says layers 1024, but tensor 'blocks.1023.mlp.fc2.weight' is missing"
+# Each value in its range, but two that contradict each other: the file is
+# damaged (exit 1, naming it and the keys), not flags the user gave (it was
+# "--heads 3 must divide --dim 16", exit 2). The good file has dim 16, batch
+# 2, lr 0.003 (the default); 3 divides neither 16 nor 2.
+meta heads 2 heads 3 "$ck: 'heads' = 3 does not divide 'dim' = 16$"
+meta micro_batches 1 micro_batches 3 "$ck: 'micro_batches' = 3 does not divide 'batch' = 2$"
+meta lr_min 2 lr_min 0.5 "$ck: 'lr_min' = 0.5 is above 'lr' = 0.003$"
+# One value given, the other the file's: a usage error, and the message says
+# where the value not given came from.
+expect_quick "--micro-batches 3 against the checkpoint's batch 2" 2 "^tiny_transformer: --micro-batches 3 must divide --batch 2 (values not given on the command line come from checkpoint '$work/good.safetensors')$" 2 --resume "$work/good.safetensors" --micro-batches 3 --quiet --sample-len 0
 # In the flags' ranges, but no host holds the model: the memory check.
 meta bigdim 1 dim 65536 "needs up to [0-9]* MiB"
 meta bigbatch 2 batch 1048576 "needs up to [0-9]* MiB"
