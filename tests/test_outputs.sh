@@ -6,7 +6,8 @@
 # left exactly as it was (checksum before and after). Each case runs on 1
 # and on 2 ranks. Then what happens at the end of a run: the checkpoint is
 # written before the trace, a trace path that became a directory during the
-# run is refused at the rename, and a killed run's log ends with a whole row.
+# run is refused at the rename, a log the disk has no room for fails the run,
+# and a killed run's log ends with a whole row.
 . "$TT_SRCDIR/testlib.sh"
 
 small="--layers 1 --dim 16 --heads 2 --seq 16 --batch 2 --micro-batches 1 --steps 1 --sample-len 0 --quiet"
@@ -120,6 +121,22 @@ for np in 1 2; do
     [ "$status" -eq 0 ] && ok "the checkpoint was written before the trace ($np rank(s))" \
         || not_ok "no usable checkpoint after the failed trace ($np rank(s))"
     [ "$rows" = 4000 ] && ok "the log has 4000 whole rows ($np rank(s))" || not_ok "log rows: $rows"
+done
+
+# The disk fills while the log is written: a file size limit of 1 KiB
+# (ulimit -f 1, SIGXFSZ ignored, so a write past it fails with EFBIG as on a
+# full disk) against the 32 rows of 32 steps, about 2 KiB. Every row is
+# flushed, so the failure is seen by a flush long before the log's fclose,
+# which alone was checked: the run ended with status 0 and a log cut at 1 KiB.
+# Shared memory is left out (--mca btl self,tcp): Open MPI's segment files
+# would hit the limit first and warn.
+printf '#!/bin/sh\ntrap "" XFSZ\nulimit -f 1\nexec "%s" "$@"\n' "$TT_BIN" >"$work/limited.sh"
+chmod +x "$work/limited.sh"
+for np in 1 2; do
+    rm -f "$work/full.csv"
+    TT_BIN="$work/limited.sh" TT_MPIRUN="$TT_MPIRUN --mca btl self,tcp" expect_error \
+        "log on a full disk ($np rank(s))" 1 "^tiny_transformer: cannot write log '$work/full.csv'$" \
+        "$np" $small --pp "$np" --layers 2 --steps 32 --eval-every 0 --log "$work/full.csv"
 done
 
 # A run killed in the middle (SIGTERM, which skips stdio's buffers): the log
