@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* ".tmp." and the decimal digits of any pid: what a temporary adds. */
@@ -335,4 +337,31 @@ int tt_replace_file(const char *tmp, const char *path, const char *what, tt_err 
     if (rename(tmp, path) != 0)
         return tt_fail(e, "cannot write %s '%s': %s", what, path, strerror(errno));
     return 0;
+}
+
+int tt_check_room(const char *path, uint64_t bytes, const char *what, tt_err *e)
+{
+    char *d = dir_of(path);
+    struct statvfs v;
+    int rc = 0;
+    /* A filesystem that does not say (statvfs fails) is given the benefit of
+     * the doubt: the writer's own errors still stop the save. */
+    if (statvfs(d, &v) == 0) {
+        const uint64_t block = v.f_frsize ? (uint64_t)v.f_frsize : (uint64_t)v.f_bsize;
+        const uint64_t free_bytes = (uint64_t)v.f_bavail * block;
+        if (block > 0 && (uint64_t)v.f_bavail < bytes / block + (bytes % block != 0))
+            rc = tt_fail(e, "cannot write %s '%s': it needs %llu bytes, the filesystem of "
+                            "'%.80s' has %llu free", what, path, (unsigned long long)bytes, d,
+                         (unsigned long long)free_bytes);
+    }
+    /* The largest file this process may write (ulimit -f): past it a write
+     * fails with EFBIG (or SIGXFSZ ends the process) as on a full disk. */
+    struct rlimit lim;
+    if (rc == 0 && getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+        (uint64_t)lim.rlim_cur < bytes)
+        rc = tt_fail(e, "cannot write %s '%s': it needs %llu bytes, the file size limit "
+                        "(ulimit -f) is %llu", what, path, (unsigned long long)bytes,
+                     (unsigned long long)lim.rlim_cur);
+    free(d);
+    return rc;
 }

@@ -61,6 +61,15 @@ char *tt_temp_name(const char *path, long pid);
  * left in place is never read. Returns how many were removed. */
 int tt_remove_stale_temps(const char *path, FILE *out);
 
+/* Is there room beside path for a file of `bytes` bytes (its temporary,
+ * written whole while path still holds the previous version)? Counted in the
+ * filesystem's blocks available to this user (statvfs), and against this
+ * process's file size limit (RLIMIT_FSIZE); 0, or -1 with e = "cannot write
+ * <what> '<path>': it needs N bytes, the filesystem of 'DIR' has M free" (or
+ * "the file size limit (ulimit -f) is M"). A check, not a reservation: the
+ * writer may still fail. */
+int tt_check_room(const char *path, uint64_t bytes, const char *what, tt_err *e);
+
 /* rename(tmp, path) for a temporary written in full, re-checking first that
  * path is still a regular file or absent (it may have changed since the run
  * began). On failure leaves tmp in place (the caller removes it) and fills
