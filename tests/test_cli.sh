@@ -111,6 +111,13 @@ expect_layout "virtual stages: the chunk count in numbers" 2 "tiny_transformer: 
 Layouts that work on 2 ranks:
   tp pp dp    tp pp dp
    1  1  2     2  1  1" $small --layers 2 --pp 2 --schedule zb-v
+# --virtual-stages that the schedule refuses whatever the layout (1f1b runs
+# one chunk per stage): said before the layout's rule on chunks, which
+# counted the 3 chunks anyway and proposed "--layers 6 would allow pp 2",
+# after which the same command was refused for the schedule.
+expect_error "--virtual-stages 3 with 1f1b, pp 2" 2 "^tiny_transformer: pipeline schedule 1f1b runs one chunk per stage (got v = 3)" 2 $small --layers 4 --pp 2 --virtual-stages 3
+expect_error "--virtual-stages 3 with 1f1b, pp 1" 2 "^tiny_transformer: pipeline schedule 1f1b runs one chunk per stage (got v = 3)" 1 $small --layers 2 --virtual-stages 3
+expect_error "--virtual-stages 3 with zb-v" 2 "^tiny_transformer: the zb-v schedule runs exactly 2 chunks per stage (got v = 3)" 2 $small --layers 4 --pp 2 --schedule zb-v --virtual-stages 3
 # tp 2 on 5 ranks: 4 (tp 2 dp 2) and 6 (tp 2 dp 3) both split --batch 6 and
 # are the nearest; no layout of 5 ranks works (dp 5 does not divide 6, one
 # block allows pp 1 only, tp 5 does not divide 2 heads), so no table.

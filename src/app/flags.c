@@ -4,6 +4,7 @@
  * once (by rank 0) with the constraint it breaks instead of surfacing as a
  * crash or a hang. */
 #include "tt/app/flags.h"
+#include "tt/parallel/pipeline.h" /* tt_schedule_validate_chunks */
 
 #include <errno.h>
 #include <math.h>
@@ -300,6 +301,11 @@ int tt_config_check(const tt_run_config *c, tt_err *e)
     }
     if (m->C % m->NH != 0)
         return tt_fail(e, "--heads %d must divide --dim %d (head size = dim / heads)", m->NH, m->C);
+    /* Before the layout, whose rule on chunks would count v chunks even for
+     * a schedule that runs one (and propose a --layers that cannot help). */
+    if (!c->plan &&
+        tt_schedule_validate_chunks((tt_schedule_kind)c->schedule, c->virtual_stages, e))
+        return -1;
     if (c->batch % c->micro_batches != 0)
         return tt_fail(e, "--micro-batches %d must divide --batch %d", c->micro_batches, c->batch);
     if (c->optim.lr_min > c->optim.lr)
