@@ -29,6 +29,13 @@ expect_quick "--seq 65536" 1 "needs up to [0-9]* MiB" 1 --seq 65536 $q
 expect_quick "huge --batch" 1 "needs up to [0-9]* MiB" 2 --batch 1048576 --micro-batches 1 $q
 expect_quick "--gpu-mem, 1 rank" 1 "gpu0(dp0,pp0,tp0) needs [0-9]* MiB for its weights, gradients and Adam state alone (before activations), --gpu-mem is 16 MiB" 1 $big --gpu-mem 16M
 expect_quick "--gpu-mem, 4 ranks" 1 "needs [0-9]* MiB for its weights, gradients and Adam state alone" 4 $big --tp 2 --pp 2 --gpu-mem 16M
+# A --gpu-mem below 1 MiB in the units that show it: in whole MiB both
+# figures read 0 ("needs 0 MiB ..., --gpu-mem is 0 MiB"). $small's four
+# kinds of parameters are 4 x 11632 floats x 4 bytes = 181.75 KiB (its
+# table: 2 x 256 x 16 embedding and head, 8 x 16 positions, one block of
+# 12 x 16^2 + 13 x 16, ln_f 2 x 16).
+expect_quick "--gpu-mem 100K: KiB" 1 "gpu0(dp0,pp0,tp0) needs 182 KiB for its weights, gradients and Adam state alone (before activations), --gpu-mem is 100 KiB$" 1 $small --gpu-mem 100K
+expect_quick "--gpu-mem 4: bytes" 1 "needs 186112 bytes for its weights, gradients and Adam state alone (before activations), --gpu-mem is 4 bytes$" 2 $small --gpu-mem 4
 
 # Flags: past the int range, past the bound.
 expect_quick "--stage-layers 4294967296, 1 rank" 2 "chunk 0 would have more blocks than --layers 6" 1 --stage-layers 4294967296 $q
