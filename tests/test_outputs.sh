@@ -68,6 +68,19 @@ refused "--log onto a FIFO" "--log: cannot write log '$work/fifo': is a FIFO, no
     "$work/fifo" --log "$work/fifo"
 refused "--trace onto a directory" "--trace: cannot write trace '$work/adir': Is a directory" \
     "$work/adir" --trace "$work/adir"
+# A file with no write permission is protected on purpose: the rename that
+# replaces an output needs only the directory's, so it was replaced anyway
+# (with the run's mode), even as another user. Refused, to root too.
+cp "$work/ck.st" "$work/ro.st"
+chmod a-w "$work/ro.st"
+refused "--save onto a write-protected checkpoint" "--save: cannot write checkpoint '$work/ro.st': is write-protected" \
+    "$work/ro.st" --save "$work/ro.st"
+echo "an old trace" >"$work/ro.json"
+chmod a-w "$work/ro.json"
+refused "--trace onto a write-protected file" "--trace: cannot write trace '$work/ro.json': is write-protected" \
+    "$work/ro.json" --trace "$work/ro.json"
+[ "$(ls -l "$work/ro.st" | cut -c1-10)" = "-r--r--r--" ] &&
+    ok "the write-protected checkpoint keeps its mode" || not_ok "the write-protected checkpoint's mode changed"
 refused "--save into a missing directory" "--save: cannot write checkpoint '$work/no/x.st': directory '$work/no' does not exist" \
     "$work/adir" --save "$work/no/x.st"
 # Open MPI's MPI_File_open aborts on an absolute name of about 245

@@ -94,9 +94,9 @@ static int check_name(const tt_path_use *u, tt_err *e)
     return 0;
 }
 
-/* Absent or a regular file; a symbolic link is refused whatever it points
- * to (a rename would replace the link itself, an in-place write would follow
- * it: neither is what the name promises). */
+/* Absent, or a regular file this user may write; a symbolic link is refused
+ * whatever it points to (a rename would replace the link itself, an in-place
+ * write would follow it: neither is what the name promises). */
 static int check_target(const tt_path_use *u, tt_err *e)
 {
     struct stat st;
@@ -113,6 +113,17 @@ static int check_target(const tt_path_use *u, tt_err *e)
         return refuse(u, e, strerror(EISDIR));
     if (!S_ISREG(st.st_mode)) {
         snprintf(why, sizeof why, "is %s, not a regular file", kind_of(st.st_mode));
+        return refuse(u, e, why);
+    }
+    /* The rename that replaces an output needs only the directory, so it
+     * would ignore a file's own protection: one nobody may write (chmod a-w,
+     * kept on purpose; root too is held to it, as rm asks root before
+     * removing such a file) or one this user may not write (someone else's). */
+    if (!(st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)))
+        return refuse(u, e, "is write-protected (no write permission: chmod u+w it to let "
+                            "the run replace it)");
+    if (access(u->path, W_OK) != 0) {
+        snprintf(why, sizeof why, "cannot replace it: %s", strerror(errno));
         return refuse(u, e, why);
     }
     return 0;

@@ -35,7 +35,9 @@ typedef struct {
 
 /* Every output is checked: the name fits (its temporary too), its directory
  * exists and is writable, it is a regular file or absent (a directory,
- * device, FIFO, socket or any symbolic link is refused), and it is not the
+ * device, FIFO, socket or any symbolic link is refused), a regular file may
+ * be written (a file with no write permission at all is refused even to
+ * root), and it is not the
  * same file, by identity (st_dev/st_ino) or by resolved name, as an input or
  * another output. One exception: --save may name the --resume file (the run
  * has read it whole before its first step, and the new checkpoint replaces
