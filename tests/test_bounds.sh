@@ -5,8 +5,9 @@
 # --gpu-mem (refused before anything is allocated), a checkpoint's metadata
 # out of the flags' ranges or contradicting itself, --stage-layers past the
 # int range, --sample-len past its bound, --data files that are no regular
-# file, too small for the eval split, or not the same on every rank, and the
-# other input files (--resume, --cluster, --plot's CSVs) when they are a FIFO.
+# file, larger than the memory per rank, too small for the eval split, or not
+# the same on every rank, and the other input files (--resume, --cluster,
+# --plot's CSVs) when they are a FIFO.
 . "$TT_SRCDIR/testlib.sh"
 
 q="--quiet --sample-len 0 --steps 1 --eval-every 0"
@@ -56,6 +57,15 @@ expect_quick "--resume auto onto a FIFO --save, 2 ranks" 1 "checkpoint '$work/fi
 expect_quick "--cluster FIFO, 2 ranks" 2 "--cluster $work/fifo: .* not a readable file: not a regular file" 2 $small --cluster "$work/fifo"
 expect_quick "--plot of a FIFO, 1 rank" 1 "--plot: cannot read '$work/fifo': not a regular file" 1 --plot "$work/plot.svg" "$work/fifo"
 [ ! -e "$work/plot.svg" ] && ok "no plot written from a FIFO" || not_ok "a plot was written from a FIFO"
+# A file larger than the host's memory per rank: every rank would read it
+# whole, and the OOM killer would end them without a word. Refused from its
+# size (a sparse file of 1 TiB: no disk used, and nothing is read).
+if truncate -s 1T "$work/huge" 2>/dev/null; then
+    expect_quick "--data of 1 TiB, 2 ranks" 1 "data file '$work/huge' has 1048576 MiB, but this host has [0-9]* MiB of memory per rank" 2 $small --data "$work/huge"
+    rm -f "$work/huge"
+else
+    echo "# skipped: --data of 1 TiB (no sparse file of that size here)"
+fi
 i=0
 while [ $i -lt 500 ]; do printf 'abcdefghij'; i=$((i + 1)); done > "$work/5k.txt"
 expect_quick "--data too small for --seq 700's eval split, 1 rank" 1 "has 5000 bytes; with --seq 700 it needs at least 7010" 1 $q --data "$work/5k.txt" --seq 700
