@@ -60,6 +60,16 @@ refused "--trace onto an unnamed checkpoint" "--trace: cannot write trace '$work
     "$work/ck.st" --trace "$work/ck.st"
 refused "--timeline onto an unnamed checkpoint" "--timeline: cannot write timeline '$work/ck.st': it is a checkpoint" \
     "$work/ck.st" --timeline "$work/ck.st"
+# The other way round: --save replaced any regular file, so a mistyped name
+# cost a text or a log its contents. It replaces a checkpoint or an empty
+# file only.
+echo "notes that are no checkpoint" >"$work/notes.txt"
+refused "--save onto a file that is not a checkpoint" "--save: cannot write checkpoint '$work/notes.txt': it exists and is not a checkpoint" \
+    "$work/notes.txt" --save "$work/notes.txt"
+: >"$work/empty.st"
+tt 1 $small --save "$work/empty.st"
+[ "$status" -eq 0 ] && [ -s "$work/empty.st" ] && ok "--save onto an empty file writes the checkpoint" \
+    || not_ok "--save onto an empty file: exit $status"
 refused "--trace onto --save" "--save: cannot write checkpoint '$work/new.st': it is the same file as --trace" \
     "$work/adir" --save "$work/new.st" --trace "$work/new.st"
 refused "--timeline onto a symbolic link" "--timeline: cannot write timeline '$work/link.txt': is a symbolic link" \

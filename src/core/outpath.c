@@ -218,12 +218,19 @@ static int looks_like_checkpoint(const char *path)
 }
 
 /* A log, trace, timeline or plot never replaces a checkpoint: that is a
- * run's training, and a mistyped name must not cost it. */
+ * run's training, and a mistyped name must not cost it. The other way round
+ * too: --save replaces only a checkpoint (or an empty file), never a text,
+ * a log or a trace that a mistyped name points at. */
 static int check_not_checkpoint(const tt_path_use *u, tt_err *e)
 {
     struct stat st;
-    if (u->mpiio || stat(u->path, &st) != 0 || !S_ISREG(st.st_mode) ||
-        !looks_like_checkpoint(u->path))
+    if (stat(u->path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    const int ckpt = looks_like_checkpoint(u->path);
+    if (u->mpiio && !ckpt && st.st_size > 0)
+        return refuse(u, e, "it exists and is not a checkpoint (no safetensors header): "
+                            "choose another name, or remove it first");
+    if (u->mpiio || !ckpt)
         return 0;
     return refuse(u, e, "it is a checkpoint (a safetensors file); choose another name");
 }

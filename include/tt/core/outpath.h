@@ -37,7 +37,8 @@ typedef struct {
  * exists and is writable, it is a regular file or absent (a directory,
  * device, FIFO, socket or any symbolic link is refused), a regular file may
  * be written (a file with no write permission at all is refused even to
- * root), and it is not the
+ * root), a checkpoint is replaced only by --save and --save replaces
+ * nothing else (an empty file aside), and it is not the
  * same file, by identity (st_dev/st_ino) or by resolved name, as an input or
  * another output. One exception: --save may name the --resume file (the run
  * has read it whole before its first step, and the new checkpoint replaces
