@@ -169,6 +169,10 @@ expect_error "corrupted checkpoint data" 1 "checksum" 1 $small --resume "$work/f
 cp "$work/good.safetensors" "$work/hdr.safetensors"
 printf 'XX' | dd of="$work/hdr.safetensors" bs=1 seek=8 conv=notrunc 2>/dev/null
 expect_error "corrupted checkpoint header" 1 "hdr.safetensors" 1 $small --resume "$work/hdr.safetensors"
+# Bytes after the last tensor's data: safetensors' readers refuse such a file
+# (the data must end the file); it was resumed from as if they were not there.
+{ cat "$work/good.safetensors"; printf 'junk'; } > "$work/appended.safetensors"
+expect_error "checkpoint with bytes appended" 1 "appended.safetensors' has 4 bytes after the data of its tensors" 1 $small --resume "$work/appended.safetensors"
 expect_error "checkpoint of another model size" 1 "--dim 16, but --dim 32 was given" 1 $small --dim 32 --resume "$work/good.safetensors"
 tt 1 $small --steps 2 --save "$work/two.safetensors"
 expect_error "--steps below the checkpoint's step" 1 "below the checkpoint's step 2" 1 $small --steps 1 --resume "$work/two.safetensors"

@@ -183,15 +183,28 @@ static int parse_entry(const ckpt_file *cf, const cJSON *item, ckpt_entry *en, t
 }
 
 /* Every entry, including those of tensors the model does not ask for: a
- * damaged file is refused as a whole, not only where it is read. */
+ * damaged file is refused as a whole, not only where it is read. The data
+ * section ends where the last tensor's data ends, as safetensors requires
+ * (its readers refuse anything after it): bytes beyond are an appended or
+ * overwritten file, not a checkpoint any writer made. */
 static int check_entries(const ckpt_file *cf, tt_err *e)
 {
     const cJSON *it;
+    uint64_t last = 0;
     cJSON_ArrayForEach(it, cf->root) {
         ckpt_entry en;
-        if (it != cf->meta && parse_entry(cf, it, &en, e) != 0)
+        if (it == cf->meta)
+            continue;
+        if (parse_entry(cf, it, &en, e) != 0)
             return -1;
+        if (en.end > last)
+            last = en.end;
     }
+    if (last != cf->data_size)
+        return tt_fail(e, "checkpoint '%s' has %" PRIu64 " bytes after the data of its "
+                          "tensors (which ends at byte %" PRIu64 " of %" PRIu64 "): a damaged "
+                          "or appended file", cf->path, cf->data_size - last, last,
+                       cf->data_size);
     return 0;
 }
 
