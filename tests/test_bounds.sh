@@ -3,9 +3,11 @@
 # backtrace per rank), spin or hang now end within seconds with exit 1 or 2
 # on every rank and one clear line: models too big for the host or for
 # --gpu-mem (refused before anything is allocated), a checkpoint's metadata
-# out of the flags' ranges, --stage-layers past the int range, --sample-len
-# past its bound, and --data files that are no regular file, too small for
-# the eval split, or not the same on every rank.
+# out of the flags' ranges or contradicting itself, --stage-layers past the
+# int range, --sample-len past its bound, --data files that are no regular
+# file, larger than the memory per rank, too small for the eval split, or not
+# the same on every rank, and the other input files (--resume, --cluster,
+# --plot's CSVs) when they are a FIFO.
 . "$TT_SRCDIR/testlib.sh"
 
 q="--quiet --sample-len 0 --steps 1 --eval-every 0"
@@ -28,6 +30,13 @@ expect_quick "--seq 65536" 1 "needs up to [0-9]* MiB" 1 --seq 65536 $q
 expect_quick "huge --batch" 1 "needs up to [0-9]* MiB" 2 --batch 1048576 --micro-batches 1 $q
 expect_quick "--gpu-mem, 1 rank" 1 "gpu0(dp0,pp0,tp0) needs [0-9]* MiB for its weights, gradients and Adam state alone (before activations), --gpu-mem is 16 MiB" 1 $big --gpu-mem 16M
 expect_quick "--gpu-mem, 4 ranks" 1 "needs [0-9]* MiB for its weights, gradients and Adam state alone" 4 $big --tp 2 --pp 2 --gpu-mem 16M
+# A --gpu-mem below 1 MiB in the units that show it: in whole MiB both
+# figures read 0 ("needs 0 MiB ..., --gpu-mem is 0 MiB"). $small's four
+# kinds of parameters are 4 x 11632 floats x 4 bytes = 181.75 KiB (its
+# table: 2 x 256 x 16 embedding and head, 8 x 16 positions, one block of
+# 12 x 16^2 + 13 x 16, ln_f 2 x 16).
+expect_quick "--gpu-mem 100K: KiB" 1 "gpu0(dp0,pp0,tp0) needs 182 KiB for its weights, gradients and Adam state alone (before activations), --gpu-mem is 100 KiB$" 1 $small --gpu-mem 100K
+expect_quick "--gpu-mem 4: bytes" 1 "needs 186112 bytes for its weights, gradients and Adam state alone (before activations), --gpu-mem is 4 bytes$" 2 $small --gpu-mem 4
 
 # Flags: past the int range, past the bound.
 expect_quick "--stage-layers 4294967296, 1 rank" 2 "chunk 0 would have more blocks than --layers 6" 1 --stage-layers 4294967296 $q
@@ -40,6 +49,23 @@ expect_quick "--sample-len 1048576, 3 ranks" 2 "--sample-len must be between 0 a
 mkfifo "$work/fifo"
 expect_quick "--data FIFO, 1 rank" 1 "data file '$work/fifo' is not a regular file" 1 $small --data "$work/fifo"
 expect_quick "--data FIFO, 3 ranks" 1 "data file '$work/fifo' is not a regular file" 3 $small --batch 3 --data "$work/fifo"
+# The other inputs were opened with a plain open, which waits for a writer of
+# the FIFO: every rank hung until the job's timeout. The reason in each
+# message is the kind of file, so it must name the FIFO as no regular file.
+expect_quick "--resume FIFO, 2 ranks" 1 "cannot open checkpoint '$work/fifo': not a regular file" 2 $small --batch 2 --resume "$work/fifo"
+expect_quick "--resume auto onto a FIFO --save, 2 ranks" 1 "checkpoint '$work/fifo' exists but cannot be continued from .*: not a regular file" 2 $small --save "$work/fifo" --resume auto
+expect_quick "--cluster FIFO, 2 ranks" 2 "--cluster $work/fifo: .* not a readable file: not a regular file" 2 $small --cluster "$work/fifo"
+expect_quick "--plot of a FIFO, 1 rank" 1 "--plot: cannot read '$work/fifo': not a regular file" 1 --plot "$work/plot.svg" "$work/fifo"
+[ ! -e "$work/plot.svg" ] && ok "no plot written from a FIFO" || not_ok "a plot was written from a FIFO"
+# A file larger than the host's memory per rank: every rank would read it
+# whole, and the OOM killer would end them without a word. Refused from its
+# size (a sparse file of 1 TiB: no disk used, and nothing is read).
+if truncate -s 1T "$work/huge" 2>/dev/null; then
+    expect_quick "--data of 1 TiB, 2 ranks" 1 "data file '$work/huge' has 1048576 MiB, but this host has [0-9]* MiB of memory per rank" 2 $small --data "$work/huge"
+    rm -f "$work/huge"
+else
+    echo "# skipped: --data of 1 TiB (no sparse file of that size here)"
+fi
 i=0
 while [ $i -lt 500 ]; do printf 'abcdefghij'; i=$((i + 1)); done > "$work/5k.txt"
 expect_quick "--data too small for --seq 700's eval split, 1 rank" 1 "has 5000 bytes; with --seq 700 it needs at least 7010" 1 $q --data "$work/5k.txt" --seq 700
@@ -78,6 +104,16 @@ meta lr 2 lr 1e300 "$ck: 'lr' = 1e+300 is outside \[0, 10\], the range of --lr"
 # In range, but deeper than the tensors the file holds: found from its
 # header before a model that deep is built (pp 2: every stage agrees).
 meta deep 2 layers 1024 "$ck: its metadata says layers 1024, but tensor 'blocks.1023.mlp.fc2.weight' is missing"
+# Each value in its range, but two that contradict each other: the file is
+# damaged (exit 1, naming it and the keys), not flags the user gave (it was
+# "--heads 3 must divide --dim 16", exit 2). The good file has dim 16, batch
+# 2, lr 0.003 (the default); 3 divides neither 16 nor 2.
+meta heads 2 heads 3 "$ck: 'heads' = 3 does not divide 'dim' = 16$"
+meta micro_batches 1 micro_batches 3 "$ck: 'micro_batches' = 3 does not divide 'batch' = 2$"
+meta lr_min 2 lr_min 0.5 "$ck: 'lr_min' = 0.5 is above 'lr' = 0.003$"
+# One value given, the other the file's: a usage error, and the message says
+# where the value not given came from.
+expect_quick "--micro-batches 3 against the checkpoint's batch 2" 2 "^tiny_transformer: --micro-batches 3 must divide --batch 2 (values not given on the command line come from checkpoint '$work/good.safetensors')$" 2 --resume "$work/good.safetensors" --micro-batches 3 --quiet --sample-len 0
 # In the flags' ranges, but no host holds the model: the memory check.
 meta bigdim 1 dim 65536 "needs up to [0-9]* MiB"
 meta bigbatch 2 batch 1048576 "needs up to [0-9]* MiB"

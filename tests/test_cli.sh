@@ -112,6 +112,13 @@ expect_layout "virtual stages: the chunk count in numbers" 2 "tiny_transformer: 
 Layouts that work on 2 ranks:
   tp pp dp    tp pp dp
    1  1  2     2  1  1" $small --layers 2 --pp 2 --schedule zb-v
+# --virtual-stages that the schedule refuses whatever the layout (1f1b runs
+# one chunk per stage): said before the layout's rule on chunks, which
+# counted the 3 chunks anyway and proposed "--layers 6 would allow pp 2",
+# after which the same command was refused for the schedule.
+expect_error "--virtual-stages 3 with 1f1b, pp 2" 2 "^tiny_transformer: pipeline schedule 1f1b runs one chunk per stage (got v = 3)" 2 $small --layers 4 --pp 2 --virtual-stages 3
+expect_error "--virtual-stages 3 with 1f1b, pp 1" 2 "^tiny_transformer: pipeline schedule 1f1b runs one chunk per stage (got v = 3)" 1 $small --layers 2 --virtual-stages 3
+expect_error "--virtual-stages 3 with zb-v" 2 "^tiny_transformer: the zb-v schedule runs exactly 2 chunks per stage (got v = 3)" 2 $small --layers 4 --pp 2 --schedule zb-v --virtual-stages 3
 # tp 2 on 5 ranks: 4 (tp 2 dp 2) and 6 (tp 2 dp 3) both split --batch 6 and
 # are the nearest; no layout of 5 ranks works (dp 5 does not divide 6, one
 # block allows pp 1 only, tp 5 does not divide 2 heads), so no table.
@@ -165,6 +172,10 @@ expect_error "corrupted checkpoint data" 1 "checksum" 1 $small --resume "$work/f
 cp "$work/good.safetensors" "$work/hdr.safetensors"
 printf 'XX' | dd of="$work/hdr.safetensors" bs=1 seek=8 conv=notrunc 2>/dev/null
 expect_error "corrupted checkpoint header" 1 "hdr.safetensors" 1 $small --resume "$work/hdr.safetensors"
+# Bytes after the last tensor's data: safetensors' readers refuse such a file
+# (the data must end the file); it was resumed from as if they were not there.
+{ cat "$work/good.safetensors"; printf 'junk'; } > "$work/appended.safetensors"
+expect_error "checkpoint with bytes appended" 1 "appended.safetensors' has 4 bytes after the data of its tensors" 1 $small --resume "$work/appended.safetensors"
 expect_error "checkpoint of another model size" 1 "--dim 16, but --dim 32 was given" 1 $small --dim 32 --resume "$work/good.safetensors"
 tt 1 $small --steps 2 --save "$work/two.safetensors"
 expect_error "--steps below the checkpoint's step" 1 "below the checkpoint's step 2" 1 $small --steps 1 --resume "$work/two.safetensors"

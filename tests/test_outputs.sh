@@ -6,7 +6,9 @@
 # left exactly as it was (checksum before and after). Each case runs on 1
 # and on 2 ranks. Then what happens at the end of a run: the checkpoint is
 # written before the trace, a trace path that became a directory during the
-# run is refused at the rename, and a killed run's log ends with a whole row.
+# run is refused at the rename, a log or a checkpoint the disk has no room
+# for fails the run (the checkpoint before it is written, with one line),
+# and a killed run's log ends with a whole row.
 . "$TT_SRCDIR/testlib.sh"
 
 small="--layers 1 --dim 16 --heads 2 --seq 16 --batch 2 --micro-batches 1 --steps 1 --sample-len 0 --quiet"
@@ -58,6 +60,16 @@ refused "--trace onto an unnamed checkpoint" "--trace: cannot write trace '$work
     "$work/ck.st" --trace "$work/ck.st"
 refused "--timeline onto an unnamed checkpoint" "--timeline: cannot write timeline '$work/ck.st': it is a checkpoint" \
     "$work/ck.st" --timeline "$work/ck.st"
+# The other way round: --save replaced any regular file, so a mistyped name
+# cost a text or a log its contents. It replaces a checkpoint or an empty
+# file only.
+echo "notes that are no checkpoint" >"$work/notes.txt"
+refused "--save onto a file that is not a checkpoint" "--save: cannot write checkpoint '$work/notes.txt': it exists and is not a checkpoint" \
+    "$work/notes.txt" --save "$work/notes.txt"
+: >"$work/empty.st"
+tt 1 $small --save "$work/empty.st"
+[ "$status" -eq 0 ] && [ -s "$work/empty.st" ] && ok "--save onto an empty file writes the checkpoint" \
+    || not_ok "--save onto an empty file: exit $status"
 refused "--trace onto --save" "--save: cannot write checkpoint '$work/new.st': it is the same file as --trace" \
     "$work/adir" --save "$work/new.st" --trace "$work/new.st"
 refused "--timeline onto a symbolic link" "--timeline: cannot write timeline '$work/link.txt': is a symbolic link" \
@@ -66,6 +78,19 @@ refused "--log onto a FIFO" "--log: cannot write log '$work/fifo': is a FIFO, no
     "$work/fifo" --log "$work/fifo"
 refused "--trace onto a directory" "--trace: cannot write trace '$work/adir': Is a directory" \
     "$work/adir" --trace "$work/adir"
+# A file with no write permission is protected on purpose: the rename that
+# replaces an output needs only the directory's, so it was replaced anyway
+# (with the run's mode), even as another user. Refused, to root too.
+cp "$work/ck.st" "$work/ro.st"
+chmod a-w "$work/ro.st"
+refused "--save onto a write-protected checkpoint" "--save: cannot write checkpoint '$work/ro.st': is write-protected" \
+    "$work/ro.st" --save "$work/ro.st"
+echo "an old trace" >"$work/ro.json"
+chmod a-w "$work/ro.json"
+refused "--trace onto a write-protected file" "--trace: cannot write trace '$work/ro.json': is write-protected" \
+    "$work/ro.json" --trace "$work/ro.json"
+[ "$(ls -l "$work/ro.st" | cut -c1-10)" = "-r--r--r--" ] &&
+    ok "the write-protected checkpoint keeps its mode" || not_ok "the write-protected checkpoint's mode changed"
 refused "--save into a missing directory" "--save: cannot write checkpoint '$work/no/x.st': directory '$work/no' does not exist" \
     "$work/adir" --save "$work/no/x.st"
 # Open MPI's MPI_File_open aborts on an absolute name of about 245
@@ -120,6 +145,45 @@ for np in 1 2; do
     [ "$status" -eq 0 ] && ok "the checkpoint was written before the trace ($np rank(s))" \
         || not_ok "no usable checkpoint after the failed trace ($np rank(s))"
     [ "$rows" = 4000 ] && ok "the log has 4000 whole rows ($np rank(s))" || not_ok "log rows: $rows"
+done
+
+# The disk fills while the log is written: a file size limit of 1 KiB
+# (ulimit -f 1, SIGXFSZ ignored, so a write past it fails with EFBIG as on a
+# full disk) against the 32 rows of 32 steps, about 2 KiB. Every row is
+# flushed, so the failure is seen by a flush long before the log's fclose,
+# which alone was checked: the run ended with status 0 and a log cut at 1 KiB.
+# Shared memory is left out (--mca btl self,tcp): Open MPI's segment files
+# would hit the limit first and warn.
+# limited BLOCKS: a wrapper that runs the program under ulimit -f BLOCKS.
+limited() {
+    printf '#!/bin/sh\ntrap "" XFSZ\nulimit -f %s\nexec "%s" "$@"\n' "$1" "$TT_BIN" >"$work/limited.sh"
+    chmod +x "$work/limited.sh"
+}
+limited 1
+for np in 1 2; do
+    rm -f "$work/full.csv"
+    TT_BIN="$work/limited.sh" TT_MPIRUN="$TT_MPIRUN --mca btl self,tcp" expect_error \
+        "log on a full disk ($np rank(s))" 1 "^tiny_transformer: cannot write log '$work/full.csv'$" \
+        "$np" $small --pp "$np" --layers 2 --steps 32 --eval-every 0 --log "$work/full.csv"
+done
+# A checkpoint with no room: OMPIO's writer printed a line of its own on
+# every rank whose write failed ("mca_fbtl_posix_pwritev: error in
+# (p)write(v):File too large"), before ours. The room is checked first now,
+# against the filesystem's free blocks and the file size limit, which is what
+# a test can set: 40 blocks (of 512 or 1024 bytes, by the shell) against the
+# weights and both Adam moments of $small's tok_emb and lm_head alone
+# (2 tensors x 3 arrays x 256 x 16 floats x 4 bytes = 98304 bytes). The
+# checkpoint it would replace stays as it was.
+limited 40
+cp "$work/ck.st" "$work/room.st"
+for np in 1 2; do
+    TT_BIN="$work/limited.sh" TT_MPIRUN="$TT_MPIRUN --mca btl self,tcp" expect_error \
+        "checkpoint larger than the file size limit ($np rank(s))" 1 \
+        "^tiny_transformer: cannot write checkpoint '$work/room.st': it needs [0-9]* bytes, the file size limit (ulimit -f) is [0-9]*$" \
+        "$np" $small --save "$work/room.st"
+    cmp -s "$work/ck.st" "$work/room.st" && ! ls "$work"/room.st.tmp.* >/dev/null 2>&1 &&
+        ok "the checkpoint is kept, no temporary left ($np rank(s))" ||
+        not_ok "the checkpoint changed or a temporary was left ($np rank(s))"
 done
 
 # A run killed in the middle (SIGTERM, which skips stdio's buffers): the log

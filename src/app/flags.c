@@ -4,6 +4,7 @@
  * once (by rank 0) with the constraint it breaks instead of surfacing as a
  * crash or a hang. */
 #include "tt/app/flags.h"
+#include "tt/parallel/pipeline.h" /* tt_schedule_validate_chunks */
 
 #include <errno.h>
 #include <math.h>
@@ -311,6 +312,11 @@ int tt_config_check(const tt_run_config *c, tt_err *e)
     }
     if (m->C % m->NH != 0)
         return tt_fail(e, "--heads %d must divide --dim %d (head size = dim / heads)", m->NH, m->C);
+    /* Before the layout, whose rule on chunks would count v chunks even for
+     * a schedule that runs one (and propose a --layers that cannot help). */
+    if (!c->plan &&
+        tt_schedule_validate_chunks((tt_schedule_kind)c->schedule, c->virtual_stages, e))
+        return -1;
     if (c->batch % c->micro_batches != 0)
         return tt_fail(e, "--micro-batches %d must divide --batch %d", c->micro_batches, c->batch);
     if (c->optim.lr_min > c->optim.lr)
@@ -380,5 +386,20 @@ int tt_config_check_ranges(const tt_run_config *c, const char *source, tt_err *e
      * (and a value above 1 is no epsilon). */
     if (!(c->optim.eps > 0 && c->optim.eps <= 1))
         return tt_fail(e, "%s: 'eps' = %g is outside (0, 1]", source, c->optim.eps);
+    /* tt_config_check's rules between values, where the file brought both
+     * (the model's shape always comes from it): values that contradict each
+     * other are a damaged file, not flags the user gave (who would be told
+     * "--heads 3 must divide --dim 16" with exit 2). One given, one not: a
+     * usage error, which tt_config_check reports. */
+    const unsigned g = c->given;
+    if (c->model.C % c->model.NH != 0)
+        return tt_fail(e, "%s: 'heads' = %d does not divide 'dim' = %d", source, c->model.NH,
+                       c->model.C);
+    if (!(g & (TT_GIVEN_BATCH | TT_GIVEN_MICRO)) && c->batch % c->micro_batches != 0)
+        return tt_fail(e, "%s: 'micro_batches' = %d does not divide 'batch' = %d", source,
+                       c->micro_batches, c->batch);
+    if (!(g & (TT_GIVEN_LR | TT_GIVEN_LR_MIN)) && c->optim.lr_min > c->optim.lr)
+        return tt_fail(e, "%s: 'lr_min' = %g is above 'lr' = %g", source, c->optim.lr_min,
+                       c->optim.lr);
     return 0;
 }

@@ -144,7 +144,13 @@ int main(int argc, char **argv)
         char command[160];
         tt_layout_rules rules = {rc.model.NH, rc.model.L, rc.batch, rc.micro_batches,
                                  rc.virtual_stages, command_line(argc, argv, command, sizeof command)};
-        if (tt_config_check(&rc, &err) || tt_grid_choose(world, &tp, &pp, &dp, &rules, &err)) {
+        const int bad_values = tt_config_check(&rc, &err) != 0;
+        if (bad_values || tt_grid_choose(world, &tp, &pp, &dp, &rules, &err)) {
+            /* One of the values may be the checkpoint's (--batch 4 when
+             * --micro-batches 3 was given): say where the others came from. */
+            if (bad_values && rc.resume)
+                tt_appendf(err.msg, sizeof err.msg, " (values not given on the command line "
+                           "come from checkpoint '%s')", rc.resume);
             if (rank == 0)
                 fprintf(stderr, "tiny_transformer: %s\n", err.msg);
             status = TT_EXIT_USAGE;

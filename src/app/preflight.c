@@ -15,8 +15,27 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #define MIB(b) ((double)(b) / 1048576.0)
+
+/* need and cap as two figures that differ where need > cap: whole MiB as a
+ * rule, KiB below 1 MiB, bytes below 1 KiB, and decimals added until the
+ * texts differ (else a --gpu-mem of 100K read "needs 0 MiB ..., --gpu-mem is
+ * 0 MiB"). */
+static void two_figures(uint64_t need, uint64_t cap, char *a, char *b, size_t n)
+{
+    const int kib = cap < (1u << 20);
+    const double unit = kib ? 1024.0 : 1048576.0;
+    for (int d = 0; d <= 3 && cap >= 1024; d++) {
+        snprintf(a, n, "%.*f %s", d, (double)need / unit, kib ? "KiB" : "MiB");
+        snprintf(b, n, "%.*f %s", d, (double)cap / unit, kib ? "KiB" : "MiB");
+        if (strcmp(a, b) != 0)
+            return;
+    }
+    snprintf(a, n, "%llu bytes", (unsigned long long)need);
+    snprintf(b, n, "%llu bytes", (unsigned long long)cap);
+}
 
 /* The pipeline's transfer buffers (pipeline_run.c, allocate_for_list): per
  * micro-batch and local chunk at most an activation sent, a gradient sent
@@ -48,10 +67,12 @@ int tt_preflight_memory(const tt_run_config *rc, const tt_grid *g, const tt_shar
         tt_params_free(&table);
         params = (uint64_t)w + gr + opt;
     }
-    if (rc->gpu_mem && params > rc->gpu_mem)
-        return tt_fail(e, "%s needs %.0f MiB for its weights, gradients and Adam state alone "
-                          "(before activations), --gpu-mem is %.0f MiB", name, MIB(params),
-                       MIB(rc->gpu_mem));
+    if (rc->gpu_mem && params > rc->gpu_mem) {
+        char a[48], b[48];
+        two_figures(params, rc->gpu_mem, a, b, sizeof a);
+        return tt_fail(e, "%s needs %s for its weights, gradients and Adam state alone "
+                          "(before activations), --gpu-mem is %s", name, a, b);
+    }
     /* An upper bound of the rest: every local chunk holding all M
      * micro-batches of a step (a schedule holds at most that many), and on
      * rank 0 the unsharded reference of the oracle (--validate or the spot

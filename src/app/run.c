@@ -321,9 +321,15 @@ static int run_end(tt_run *r)
 static int run_free(tt_run *r, int status)
 {
     tt_plot_free(&r->curve);
-    if (r->log && fclose(r->log) && status == 0) {
-        fprintf(stderr, "tiny_transformer: cannot write log '%s'\n", r->rc.log);
-        status = TT_EXIT_RUNTIME;
+    /* Every row was flushed, so a write that failed (a full disk) set the
+     * stream's error flag long ago; fclose reports only its own flush. */
+    if (r->log) {
+        int failed = ferror(r->log) != 0;
+        failed |= fclose(r->log) != 0;
+        if (failed && status == 0) {
+            fprintf(stderr, "tiny_transformer: cannot write log '%s'\n", r->rc.log);
+            status = TT_EXIT_RUNTIME;
+        }
     }
     fflush(stdout);
     if (r->gathered) {

@@ -105,8 +105,12 @@ static int run_build(tt_run *r)
     const tt_grid *g = r->g;
     tt_err e;
     int failed = 0;
+    /* Collective (every rank asks, data or not): this host's memory per rank
+     * bounds the file every rank reads whole. */
+    const int ranks = tt_ranks_on_host(g);
     if (rc->data)
-        failed = tt_corpus_load(&r->corpus, rc->data, rc->model.T, &e) != 0;
+        failed = tt_corpus_load(&r->corpus, rc->data, rc->model.T, tt_mem_host_bytes() / ranks,
+                                &e) != 0;
     else
         tt_corpus_generate(&r->corpus, 1 << 20, rc->seed);
     r->have_corpus = !failed;

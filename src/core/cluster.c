@@ -1,5 +1,6 @@
 /* cluster.c - the built-in modelled machines, cluster files, and the cost of
  * an operation on a machine (doc/clocks.md gives every number's source). */
+#define _POSIX_C_SOURCE 200809L /* fdopen */
 #include "tt/core/cluster.h"
 
 #include <cjson/cJSON.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -87,10 +89,17 @@ static const field fields[] = {
 
 static int load_file(tt_cluster *c, const char *path, tt_err *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tt_fail(e, "--cluster %s: not a built-in cluster (%s) and not a readable file (%s)",
-                       path, tt_cluster_names(), strerror(errno));
+    const char *why = NULL;
+    int in = tt_open_regular(path, &why);
+    FILE *f = in >= 0 ? fdopen(in, "rb") : NULL;
+    if (!f) {
+        if (in >= 0) {
+            why = strerror(errno);
+            close(in);
+        }
+        return tt_fail(e, "--cluster %s: not a built-in cluster (%s) and not a readable file: %s",
+                       path, tt_cluster_names(), why);
+    }
     /* A cluster file is a few hundred bytes; 64 KiB bounds a wrong file. */
     char *text = tt_malloc(65537);
     size_t n = fread(text, 1, 65536, f);

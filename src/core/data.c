@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int tt_corpus_load(tt_corpus *c, const char *path, int T, tt_err *e)
+int tt_corpus_load(tt_corpus *c, const char *path, int T, uint64_t max_bytes, tt_err *e)
 {
     memset(c, 0, sizeof *c);
     /* A FIFO, a device or a directory is refused before it is opened: a FIFO
@@ -21,10 +21,21 @@ int tt_corpus_load(tt_corpus *c, const char *path, int T, tt_err *e)
     if (!S_ISREG(st.st_mode))
         return tt_fail(e, "data file '%s' is not a regular file (every rank reads it whole, "
                           "so a pipe or a device cannot be used)", path);
+    /* Every rank holds the whole file: one that cannot fit is refused from
+     * its size, before a byte is read (reading it would end in the OOM
+     * killer's SIGKILL, on every rank of the host, with no message). */
+    if (max_bytes && (uint64_t)st.st_size > max_bytes)
+        return tt_fail(e, "data file '%s' has %.0f MiB, but this host has %.0f MiB of memory "
+                          "per rank (every rank reads the whole file)", path,
+                       (double)st.st_size / 1048576.0, (double)max_bytes / 1048576.0);
     FILE *f = fopen(path, "rb");
     if (!f)
         return tt_fail(e, "cannot read data file '%s': %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
+    /* Its size and one byte, so reading to the end needs no reallocation
+     * (the buffer still grows if the file does). */
+    size_t cap = (size_t)st.st_size + 1, n = 0;
+    if (cap < (size_t)1 << 16)
+        cap = (size_t)1 << 16;
     unsigned char *buf = tt_malloc(cap);
     for (;;) {
         if (n == cap) {

@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* ".tmp." and the decimal digits of any pid: what a temporary adds. */
@@ -92,9 +94,9 @@ static int check_name(const tt_path_use *u, tt_err *e)
     return 0;
 }
 
-/* Absent or a regular file; a symbolic link is refused whatever it points
- * to (a rename would replace the link itself, an in-place write would follow
- * it: neither is what the name promises). */
+/* Absent, or a regular file this user may write; a symbolic link is refused
+ * whatever it points to (a rename would replace the link itself, an in-place
+ * write would follow it: neither is what the name promises). */
 static int check_target(const tt_path_use *u, tt_err *e)
 {
     struct stat st;
@@ -111,6 +113,17 @@ static int check_target(const tt_path_use *u, tt_err *e)
         return refuse(u, e, strerror(EISDIR));
     if (!S_ISREG(st.st_mode)) {
         snprintf(why, sizeof why, "is %s, not a regular file", kind_of(st.st_mode));
+        return refuse(u, e, why);
+    }
+    /* The rename that replaces an output needs only the directory, so it
+     * would ignore a file's own protection: one nobody may write (chmod a-w,
+     * kept on purpose; root too is held to it, as rm asks root before
+     * removing such a file) or one this user may not write (someone else's). */
+    if (!(st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)))
+        return refuse(u, e, "is write-protected (no write permission: chmod u+w it to let "
+                            "the run replace it)");
+    if (access(u->path, W_OK) != 0) {
+        snprintf(why, sizeof why, "cannot replace it: %s", strerror(errno));
         return refuse(u, e, why);
     }
     return 0;
@@ -205,12 +218,19 @@ static int looks_like_checkpoint(const char *path)
 }
 
 /* A log, trace, timeline or plot never replaces a checkpoint: that is a
- * run's training, and a mistyped name must not cost it. */
+ * run's training, and a mistyped name must not cost it. The other way round
+ * too: --save replaces only a checkpoint (or an empty file), never a text,
+ * a log or a trace that a mistyped name points at. */
 static int check_not_checkpoint(const tt_path_use *u, tt_err *e)
 {
     struct stat st;
-    if (u->mpiio || stat(u->path, &st) != 0 || !S_ISREG(st.st_mode) ||
-        !looks_like_checkpoint(u->path))
+    if (stat(u->path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    const int ckpt = looks_like_checkpoint(u->path);
+    if (u->mpiio && !ckpt && st.st_size > 0)
+        return refuse(u, e, "it exists and is not a checkpoint (no safetensors header): "
+                            "choose another name, or remove it first");
+    if (u->mpiio || !ckpt)
         return 0;
     return refuse(u, e, "it is a checkpoint (a safetensors file); choose another name");
 }
@@ -335,4 +355,31 @@ int tt_replace_file(const char *tmp, const char *path, const char *what, tt_err 
     if (rename(tmp, path) != 0)
         return tt_fail(e, "cannot write %s '%s': %s", what, path, strerror(errno));
     return 0;
+}
+
+int tt_check_room(const char *path, uint64_t bytes, const char *what, tt_err *e)
+{
+    char *d = dir_of(path);
+    struct statvfs v;
+    int rc = 0;
+    /* A filesystem that does not say (statvfs fails) is given the benefit of
+     * the doubt: the writer's own errors still stop the save. */
+    if (statvfs(d, &v) == 0) {
+        const uint64_t block = v.f_frsize ? (uint64_t)v.f_frsize : (uint64_t)v.f_bsize;
+        const uint64_t free_bytes = (uint64_t)v.f_bavail * block;
+        if (block > 0 && (uint64_t)v.f_bavail < bytes / block + (bytes % block != 0))
+            rc = tt_fail(e, "cannot write %s '%s': it needs %llu bytes, the filesystem of "
+                            "'%.80s' has %llu free", what, path, (unsigned long long)bytes, d,
+                         (unsigned long long)free_bytes);
+    }
+    /* The largest file this process may write (ulimit -f): past it a write
+     * fails with EFBIG (or SIGXFSZ ends the process) as on a full disk. */
+    struct rlimit lim;
+    if (rc == 0 && getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+        (uint64_t)lim.rlim_cur < bytes)
+        rc = tt_fail(e, "cannot write %s '%s': it needs %llu bytes, the file size limit "
+                        "(ulimit -f) is %llu", what, path, (unsigned long long)bytes,
+                     (unsigned long long)lim.rlim_cur);
+    free(d);
+    return rc;
 }

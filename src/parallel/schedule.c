@@ -221,21 +221,16 @@ double tt_bubble_theory(tt_schedule_kind kind, int p, int m, int v)
     return r ? r->bubble(p, m, v) : 0.0;
 }
 
-/* The rules of a row. The hints name the schedule to use instead; the checks
- * run in the order a user fixes them: stages and micro-batches, then chunks. */
-int tt_schedule_validate_args(tt_schedule_kind kind, int p, int m, int v, tt_err *e)
+/* The chunks per stage a schedule runs, apart from the layout: checked again
+ * by tt_config_check before any layout is chosen, because the layout's rule
+ * (pp x v chunks <= --layers) would otherwise count chunks the schedule
+ * refuses anyway, and suggest a --layers that does not help. */
+int tt_schedule_validate_chunks(tt_schedule_kind kind, int v, tt_err *e)
 {
     const schedule_row *r = row_of(kind);
-    if (!r) {
-        char names[128];
-        return tt_fail(e, "unknown pipeline schedule %d (use %s)", (int)kind,
-                       tt_schedule_names(names, sizeof names));
-    }
+    if (!r)
+        return 0; /* tt_schedule_validate_args names it */
     const char *name = r->name;
-    if (p < 1)
-        return tt_fail(e, "pipeline schedule %s needs at least 1 stage (got pp = %d)", name, p);
-    if (m < 1)
-        return tt_fail(e, "pipeline schedule %s needs at least 1 micro-batch (got %d)", name, m);
     if (!r->many_chunks && v != 1)
         return tt_fail(e,
                        "pipeline schedule %s runs one chunk per stage (got v = %d); "
@@ -251,6 +246,26 @@ int tt_schedule_validate_args(tt_schedule_kind kind, int p, int m, int v, tt_err
                        "the %s schedule needs v >= 2 chunks per stage (got v = %d); "
                        "use v >= 2, or the 1f1b schedule for one chunk per stage",
                        name, v);
+    return 0;
+}
+
+/* The rules of a row. The hints name the schedule to use instead; the checks
+ * run in the order a user fixes them: stages and micro-batches, then chunks. */
+int tt_schedule_validate_args(tt_schedule_kind kind, int p, int m, int v, tt_err *e)
+{
+    const schedule_row *r = row_of(kind);
+    if (!r) {
+        char names[128];
+        return tt_fail(e, "unknown pipeline schedule %d (use %s)", (int)kind,
+                       tt_schedule_names(names, sizeof names));
+    }
+    const char *name = r->name;
+    if (p < 1)
+        return tt_fail(e, "pipeline schedule %s needs at least 1 stage (got pp = %d)", name, p);
+    if (m < 1)
+        return tt_fail(e, "pipeline schedule %s needs at least 1 micro-batch (got %d)", name, m);
+    if (tt_schedule_validate_chunks(kind, v, e))
+        return -1;
     /* p >= 1 holds here, so failing min_stages = 2 means one stage. */
     if (p < r->min_stages)
         return tt_fail(e,

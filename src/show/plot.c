@@ -6,6 +6,7 @@
  * them back and compares them with the CSV), and a stroke that must not be
  * stretched by the transform says so (vector-effect). Plain SVG, no script,
  * like the timeline (trace_svg.c). */
+#define _POSIX_C_SOURCE 200809L /* fdopen */
 #include "tt/show/plot.h"
 #include "show/outfile.h"
 
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* p with room for cap elements of size sz, the first n kept. */
 static void *grow(void *p, long n, long cap, size_t sz)
@@ -84,9 +86,16 @@ int tt_plot_read_csv(const char *path, tt_plot_series *s, tt_err *e)
 {
     memset(s, 0, sizeof *s);
     snprintf(s->name, sizeof s->name, "%s", path);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return tt_fail(e, "--plot: cannot read '%s': %s", path, strerror(errno));
+    const char *why = NULL;
+    int fd = tt_open_regular(path, &why);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0) {
+            why = strerror(errno);
+            close(fd);
+        }
+        return tt_fail(e, "--plot: cannot read '%s': %s", path, why);
+    }
     char line[1024];
     int rc = 0, cs = -1, cl = -1, ce = -1;
     long lineno = 0;

@@ -205,6 +205,7 @@ typedef struct {
     const tt_ckpt_info *info;
     tt_params whole;          /* the file's tensors, in its order: the whole model */
     uint64_t *off;            /* ckpt_stored_offsets of whole */
+    uint64_t data;            /* the size of the data section */
     uint32_t *crc;            /* checksums of the stored arrays, 0 until known */
     unsigned char *scratch;   /* CKPT_CHUNK floats as bytes */
     unsigned char *header;    /* the framed header with placeholder checksums */
@@ -229,7 +230,7 @@ static void job_begin(save_job *s, const char *path, const tt_grid *g,
     s->off = tt_malloc((nst ? nst : 1) * sizeof *s->off);
     s->crc = tt_calloc(nst ? nst : 1, sizeof *s->crc);
     s->scratch = tt_malloc(4 * CKPT_CHUNK);
-    ckpt_stored_offsets(&s->whole, s->off);
+    s->data = ckpt_stored_offsets(&s->whole, s->off);
     s->fh = MPI_FILE_NULL;
 }
 
@@ -248,6 +249,15 @@ static int placeholder_header(save_job *s)
         tt_fail(&s->msg, "cannot write checkpoint '%s': out of memory building the header",
                 s->path);
     return tt_agree_error(s->g, !s->header, &s->msg);
+}
+
+/* 2b. Room for the whole temporary: on a full disk OMPIO's writer prints a
+ *     line of its own on every rank whose write fails, before our message. */
+static int check_room(save_job *s)
+{
+    int failed = s->g->world_rank == 0 &&
+                 tt_check_room(s->path, s->hsize + s->data, "checkpoint", &s->msg);
+    return tt_agree_error(s->g, failed, &s->msg);
 }
 
 /* 3. Rank 0's pid names the temporary, as the serial writer's would. MPI-IO
@@ -422,9 +432,10 @@ int tt_checkpoint_save_sharded(const char *path, const tt_grid *g, const tt_para
     save_job s;
     job_begin(&s, path, g, local, info);
     /* Every step's verdict is agreed, so all ranks stop at the same one. */
-    int rc = check_shards(&s) || placeholder_header(&s) || open_temporary(&s) ||
-                     write_slices(&s) || test_pause(&s) || checksum_file(&s) || finalise_header(&s) ||
-                     close_file(&s) || rename_into_place(&s)
+    int rc = check_shards(&s) || placeholder_header(&s) || check_room(&s) ||
+                     open_temporary(&s) || write_slices(&s) || test_pause(&s) ||
+                     checksum_file(&s) || finalise_header(&s) || close_file(&s) ||
+                     rename_into_place(&s)
                  ? -1
                  : 0;
     job_end(&s, rc);

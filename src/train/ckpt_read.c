@@ -59,16 +59,14 @@ static int read_at(int fd, void *buf, size_t n, uint64_t offset)
 
 /* ---- the header ---------------------------------------------------------------- */
 
-/* Reads the header length and checks it against the size of the file, which
- * must be a regular file: sets cf->data_start and cf->data_size. */
+/* Reads the header length and checks it against the size of the file (a
+ * regular file: tt_open_regular opened it): sets cf->data_start and
+ * cf->data_size. */
 static int read_frame(ckpt_file *cf, tt_err *e)
 {
     struct stat st;
     if (fstat(cf->fd, &st) != 0)
         return tt_fail(e, "cannot read checkpoint '%s': %s", cf->path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return tt_fail(e, "cannot read checkpoint '%s': %s", cf->path,
-                       S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file");
     uint64_t size = (uint64_t)st.st_size;
     unsigned char len_le[8];
     if (size < 8 || read_at(cf->fd, len_le, 8, 0) != 0)
@@ -185,15 +183,28 @@ static int parse_entry(const ckpt_file *cf, const cJSON *item, ckpt_entry *en, t
 }
 
 /* Every entry, including those of tensors the model does not ask for: a
- * damaged file is refused as a whole, not only where it is read. */
+ * damaged file is refused as a whole, not only where it is read. The data
+ * section ends where the last tensor's data ends, as safetensors requires
+ * (its readers refuse anything after it): bytes beyond are an appended or
+ * overwritten file, not a checkpoint any writer made. */
 static int check_entries(const ckpt_file *cf, tt_err *e)
 {
     const cJSON *it;
+    uint64_t last = 0;
     cJSON_ArrayForEach(it, cf->root) {
         ckpt_entry en;
-        if (it != cf->meta && parse_entry(cf, it, &en, e) != 0)
+        if (it == cf->meta)
+            continue;
+        if (parse_entry(cf, it, &en, e) != 0)
             return -1;
+        if (en.end > last)
+            last = en.end;
     }
+    if (last != cf->data_size)
+        return tt_fail(e, "checkpoint '%s' has %" PRIu64 " bytes after the data of its "
+                          "tensors (which ends at byte %" PRIu64 " of %" PRIu64 "): a damaged "
+                          "or appended file", cf->path, cf->data_size - last, last,
+                       cf->data_size);
     return 0;
 }
 
@@ -201,9 +212,10 @@ int ckpt_open(ckpt_file *cf, const char *path, tt_err *e)
 {
     memset(cf, 0, sizeof *cf);
     cf->path = path;
-    cf->fd = open(path, O_RDONLY);
+    const char *why;
+    cf->fd = tt_open_regular(path, &why);
     if (cf->fd < 0)
-        return tt_fail(e, "cannot open checkpoint '%s': %s", path, strerror(errno));
+        return tt_fail(e, "cannot open checkpoint '%s': %s", path, why);
     if (read_frame(cf, e) != 0 || parse_header(cf, e) != 0 || ckpt_meta_check(cf, e) != 0 ||
         check_entries(cf, e) != 0) {
         /* After the message: it may quote strings that live in cf->root. */

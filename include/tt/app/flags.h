@@ -82,8 +82,10 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
 /* Checks the values against each other (sizes, divisibility); -1 with e. */
 int tt_config_check(const tt_run_config *c, tt_err *e);
 /* The values a resumed run took from its checkpoint (every row with a given
- * bit) against the same ranges as the flags, and eps in (0, 1]; -1 with a
- * message that starts with `source` ("checkpoint 'F'") and names the key. */
+ * bit) against the same ranges as the flags, eps in (0, 1], and against each
+ * other where the file brought both (heads divides dim, micro-batches divide
+ * the batch, lr_min <= lr); -1 with a message that starts with `source`
+ * ("checkpoint 'F'") and names the keys. */
 int tt_config_check_ranges(const tt_run_config *c, const char *source, tt_err *e);
 /* --help, printed from tt_flags. */
 void tt_config_usage(FILE *out);

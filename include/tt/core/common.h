@@ -44,4 +44,11 @@ void tt_cpu_usage(double out[TT_CPU_N]);
  * (start with 0). Used for the per-tensor checksums in checkpoints. */
 uint32_t tt_crc32(uint32_t crc, const void *data, size_t n);
 
+/* Opens an input file (a checkpoint, a cluster file, a CSV to plot) for
+ * reading: a descriptor, or -1 with *why saying why not (strerror, or "it is
+ * a directory", or "not a regular file (a pipe or a device)"). Anything but a
+ * regular file is refused without blocking: a FIFO's plain open would wait
+ * for a writer, and the run would hang before it could say anything. */
+int tt_open_regular(const char *path, const char **why);
+
 #endif

@@ -19,9 +19,10 @@ typedef struct {
 } tt_corpus;
 
 /* Reads a whole file. Fails (with a message naming the file) if it is not a
- * regular file (a FIFO or a device: not opened at all), cannot be read, or
- * is too short for a train window and an eval window of T+1 bytes. */
-int tt_corpus_load(tt_corpus *c, const char *path, int T, tt_err *e);
+ * regular file (a FIFO or a device: not opened at all), is larger than
+ * max_bytes (0: no bound; checked from its size, before reading), cannot be
+ * read, or is too short for a train window and an eval window of T+1 bytes. */
+int tt_corpus_load(tt_corpus *c, const char *path, int T, uint64_t max_bytes, tt_err *e);
 /* Generates a deterministic English-like corpus of about n bytes from seed:
  * short sentences from a small grammar, on which a tiny model visibly learns. */
 void tt_corpus_generate(tt_corpus *c, size_t n, uint64_t seed);

@@ -35,7 +35,10 @@ typedef struct {
 
 /* Every output is checked: the name fits (its temporary too), its directory
  * exists and is writable, it is a regular file or absent (a directory,
- * device, FIFO, socket or any symbolic link is refused), and it is not the
+ * device, FIFO, socket or any symbolic link is refused), a regular file may
+ * be written (a file with no write permission at all is refused even to
+ * root), a checkpoint is replaced only by --save and --save replaces
+ * nothing else (an empty file aside), and it is not the
  * same file, by identity (st_dev/st_ino) or by resolved name, as an input or
  * another output. One exception: --save may name the --resume file (the run
  * has read it whole before its first step, and the new checkpoint replaces
@@ -60,6 +63,15 @@ char *tt_temp_name(const char *path, long pid);
  * removal is said on `out` (NULL: silent). Errors are ignored: a temporary
  * left in place is never read. Returns how many were removed. */
 int tt_remove_stale_temps(const char *path, FILE *out);
+
+/* Is there room beside path for a file of `bytes` bytes (its temporary,
+ * written whole while path still holds the previous version)? Counted in the
+ * filesystem's blocks available to this user (statvfs), and against this
+ * process's file size limit (RLIMIT_FSIZE); 0, or -1 with e = "cannot write
+ * <what> '<path>': it needs N bytes, the filesystem of 'DIR' has M free" (or
+ * "the file size limit (ulimit -f) is M"). A check, not a reservation: the
+ * writer may still fail. */
+int tt_check_room(const char *path, uint64_t bytes, const char *what, tt_err *e);
 
 /* rename(tmp, path) for a temporary written in full, re-checking first that
  * path is still a regular file or absent (it may have changed since the run

@@ -115,6 +115,9 @@ const char *tt_schedule_names(char *buf, size_t n);
  * v chunks per stage (v must be 1 except for interleaved, where v >= 2 and m
  * must be a multiple of p, as in Megatron-LM). */
 int tt_schedule_validate_args(tt_schedule_kind kind, int p, int m, int v, tt_err *e);
+/* Its rule on v alone (1 for a schedule of one chunk per stage, exactly 2
+ * for zb-v, at least 2 for interleaved), which the layout cannot change. */
+int tt_schedule_validate_chunks(tt_schedule_kind kind, int v, tt_err *e);
 
 /* The action list of one stage. */
 void tt_schedule_build(tt_action_list *out, tt_schedule_kind kind, int p, int m, int v,
