@@ -4,8 +4,10 @@
 # batch (24 sequences, the default model) is trained, alternating, several
 # rounds, on: 1 rank (dp 1), 2 ranks (dp 2), 12 ranks as tp 2 x pp 3 x dp 2
 # (as it runs, without DP overlap, with its ranks left to the operating
-# system instead of one DP replica a core (--pin-ranks off), with every
-# wait polling instead of the doorbells, and with one micro-batch instead of
+# system instead of one DP replica a core (--pin-ranks off), with the
+# system's time slice instead of the 20 ms each rank asks for on shared
+# cores (TT_SLICE_MS=0), with every wait polling instead of the doorbells
+# (TT_NO_DOORBELL=1), and with one micro-batch instead of
 # four: a pipeline nobody would run on real GPUs, whose bubble costs nothing
 # on shared cores; it separates what micro-batching costs here, smaller
 # products and more calls, from what the extra ranks cost), 12 ranks as
@@ -40,26 +42,31 @@ trap 'rm -rf "$tmp"' EXIT
 step_ms() { awk -F, 'NR > 3 { print $9 }' "$1" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-# name: ranks: TT_NO_DOORBELL (1: every wait polls, as before the doorbells
-# of doc/communication.md): the layout flags
-layouts="dp1:1:0:--dp 1
-dp2:2:0:--dp 2
-tp2pp3dp2:12:0:--tp 2 --pp 3 --dp 2
-tp2pp3dp2-noovl:12:0:--tp 2 --pp 3 --dp 2 --no-overlap
-tp2pp3dp2-nopin:12:0:--tp 2 --pp 3 --dp 2 --pin-ranks off
-tp2pp3dp2-poll:12:1:--tp 2 --pp 3 --dp 2
-tp2pp3dp2-m1:12:0:--tp 2 --pp 3 --dp 2 --micro-batches 1
-dp12:12:0:--dp 12 --micro-batches 2
-pp3dp2:6:0:--pp 3 --dp 2
-tp2dp2:4:0:--tp 2 --dp 2"
+# name: ranks: an environment setting for every rank (- for none;
+# TT_NO_DOORBELL=1: every wait polls, as before the doorbells of
+# doc/communication.md; TT_SLICE_MS=0: the system's time slice): the layout
+# flags
+layouts="dp1:1:-:--dp 1
+dp2:2:-:--dp 2
+tp2pp3dp2:12:-:--tp 2 --pp 3 --dp 2
+tp2pp3dp2-noovl:12:-:--tp 2 --pp 3 --dp 2 --no-overlap
+tp2pp3dp2-nopin:12:-:--tp 2 --pp 3 --dp 2 --pin-ranks off
+tp2pp3dp2-slice0:12:TT_SLICE_MS=0:--tp 2 --pp 3 --dp 2
+tp2pp3dp2-poll:12:TT_NO_DOORBELL=1:--tp 2 --pp 3 --dp 2
+tp2pp3dp2-m1:12:-:--tp 2 --pp 3 --dp 2 --micro-batches 1
+dp12:12:-:--dp 12 --micro-batches 2
+pp3dp2:6:-:--pp 3 --dp 2
+tp2dp2:4:-:--tp 2 --dp 2"
 
 cores=$(nproc)
 echo "wall-clock throughput: default model, global batch 24, $(nproc) cores, one BLAS thread per rank"
 r=1
 while [ "$r" -le "$rounds" ]; do
     line="round $r:"
-    echo "$layouts" | while IFS=: read -r name np poll flags; do
-        TT_NO_DOORBELL=$poll $launch -x TT_NO_DOORBELL -np "$np" "$bin" $cfg $flags \
+    echo "$layouts" | while IFS=: read -r name np setting flags; do
+        envs="" pass=""
+        [ "$setting" != - ] && envs=$setting pass="-x ${setting%%=*}"
+        env $envs $launch $pass -np "$np" "$bin" $cfg $flags \
             --log "$tmp/$name.csv" </dev/null >"$tmp/out" || exit 1
         # "cores (wall clock), ...: CPU U ms user + K ms kernel; S context switches (...)"
         sed -n 's/^cores (wall clock).*: CPU \([0-9.]*\) ms user + \([0-9.]*\) ms kernel; \([0-9]*\) context.*/\1 \2 \3/p' \
@@ -77,13 +84,13 @@ while [ "$r" -le "$rounds" ]; do
     r=$((r + 1))
 done
 base=$(median < "$tmp/dp2.all")
-echo "$layouts" | while IFS=: read -r name np poll flags; do
+echo "$layouts" | while IFS=: read -r name np setting flags; do
     m=$(median < "$tmp/$name.all")
     u=$(median < "$tmp/$name.user")
     k=$(median < "$tmp/$name.kernel")
     sw=$(median < "$tmp/$name.switches")
     awk -v n="$name" -v np="$np" -v m="$m" -v b="$base" -v u="$u" -v k="$k" -v sw="$sw" \
-        'BEGIN { printf "median %-15s on %2d ranks: %6.1f ms/step wall, throughput %.2f of dp2 on 2 ranks; a step used %.1f ms user + %.1f ms kernel CPU, %d context switches\n", n, np, m, b / m, u, k, sw }'
+        'BEGIN { printf "median %-16s on %2d ranks: %6.1f ms/step wall, throughput %.2f of dp2 on 2 ranks; a step used %.1f ms user + %.1f ms kernel CPU, %d context switches\n", n, np, m, b / m, u, k, sw }'
     # cores left idle: what the step's wall time offered (ranks up to the
     # cores) less what its ranks used; with the kernel's share, what waiting
     # cost, as opposed to the layout's own work (its user CPU). The ceiling:
@@ -92,5 +99,5 @@ echo "$layouts" | while IFS=: read -r name np poll flags; do
     # unless the waits themselves spin in user code.
     awk -v np="$np" -v c="$cores" -v m="$m" -v u="$u" -v k="$k" -v b="$base" \
         'BEGIN { n = np < c ? np : c; idle = 1 - (u + k) / (n * m); if (idle < 0) idle = 0;
-                 printf "       %15s cores unused by its ranks %.1f%%, in the kernel %.1f%% of the step; its user CPU alone on %d core%s: %.2f of dp2\n", "", 100 * idle, 100 * k / (n * m), n, (n > 1 ? "s" : ""), b / (u / n) }'
+                 printf "       %16s cores unused by its ranks %.1f%%, in the kernel %.1f%% of the step; its user CPU alone on %d core%s: %.2f of dp2\n", "", 100 * idle, 100 * k / (n * m), n, (n > 1 ? "s" : ""), b / (u / n) }'
 done

@@ -17,6 +17,11 @@
 #  4. The same checkpoint bits bound and not (tp 2 x dp 2 and tp 2 x pp 3 x
 #     dp 2): placement changes where, never what.
 #  5. A bad value is refused naming it.
+#  6. The time slice: on the oversubscribed host each rank asks for 20 ms
+#     (where the kernel grants it, Linux 6.12+, the first lines say so and
+#     /proc/PID/sched shows se.slice 20000000 for all 12 ranks while they
+#     train); TT_SLICE_MS=0 leaves the system's slice, says nothing, and
+#     gives the same checkpoint bits.
 . "$TT_SRCDIR/testlib.sh"
 
 # the first two CPUs this test may use
@@ -83,6 +88,11 @@ allowed() {
             tiny_transforme*|lt-tiny_transfo*) awk '/^Cpus_allowed_list/ { print $2 }' "/proc/$p/status" ;;
         esac
     done > "$work/aff"
+    for p in $(pgrep -f -- "--tp 2 --pp 3 --dp 2 --layers 3 --dim 16" 2>/dev/null); do
+        case $(cat "/proc/$p/comm" 2>/dev/null) in
+            tiny_transforme*|lt-tiny_transfo*) awk '$1 == "se.slice" { print $3 }' "/proc/$p/sched" 2>/dev/null ;;
+        esac
+    done > "$work/slices"
     kill "$job" 2>/dev/null
     pkill -f -- "--tp 2 --pp 3 --dp 2 --layers 3 --dim 16" 2>/dev/null
     wait "$job" 2>/dev/null
@@ -137,5 +147,50 @@ done
 
 # 5. a bad value
 expect_error "--pin-ranks always" 2 "always" 2 --pin-ranks always --steps 1
+
+
+# 6. the time slice
+slice_of() { awk '$1 == "se.slice" { print $3 }' /proc/self/sched 2>/dev/null; }
+own=$(slice_of)
+on2 12 --show-grid --tp 2 --pp 3 --dp 2
+said=$(grep -c "^cores: each rank may run 20 ms before the next one sharing its core (TT_SLICE_MS=0: the system's time slice)$" "$work/out")
+TT_SLICE_MS=0 on2 12 --show-grid --tp 2 --pp 3 --dp 2
+if [ "$status" -eq 0 ] && ! grep -q "^cores: each rank may run" "$work/out"; then
+    ok "TT_SLICE_MS=0: no time slice asked for, nothing said"
+else
+    not_ok "TT_SLICE_MS=0: a slice was still reported (or the run failed: $status)"
+fi
+if [ -z "$own" ]; then
+    ok "# SKIP the ranks' time slices: this kernel shows no se.slice in /proc/PID/sched"
+elif [ "$said" -eq 1 ]; then
+    allowed >/dev/null
+    got=$(sort "$work/slices" | uniq -c | awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," }')
+    if [ "$got" = "12x20000000" ]; then
+        ok "each of the 12 ranks trains with a 20 ms slice ($got), as the first lines say"
+    else
+        not_ok "the ranks' se.slice: '$got', expected 12x20000000"
+    fi
+    export TT_SLICE_MS=0
+    allowed >/dev/null
+    unset TT_SLICE_MS
+    got=$(sort "$work/slices" | uniq -c | awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," }')
+    if [ "$got" = "12x$own" ]; then
+        ok "TT_SLICE_MS=0: the ranks keep the system's slice ($got)"
+    else
+        not_ok "TT_SLICE_MS=0: the ranks' se.slice '$got', expected 12x$own"
+    fi
+elif [ "$(uname -r | awk -F. '{ print ($1 > 6 || ($1 == 6 && $2 >= 12)) }')" = 1 ]; then
+    not_ok "Linux $(uname -r) grants a thread its time slice, but the first lines say none was asked for"
+else
+    ok "# SKIP the ranks' time slices: Linux $(uname -r) does not grant one (the first lines say none)"
+fi
+on2 12 $small --tp 2 --pp 3 --dp 2 --save "$work/slice.ckpt"
+s1=$status
+TT_SLICE_MS=0 on2 12 $small --tp 2 --pp 3 --dp 2 --save "$work/noslice.ckpt"
+if [ "$s1" -eq 0 ] && [ "$status" -eq 0 ] && cmp -s "$work/slice.ckpt" "$work/noslice.ckpt"; then
+    ok "the same checkpoint with the 20 ms slice and the system's"
+else
+    not_ok "checkpoints differ with and without the slice (or a run failed: $s1 $status)"
+fi
 
 finish

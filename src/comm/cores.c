@@ -1,5 +1,6 @@
 /* cores.c - binding each DP replica's ranks to one core when a host has
- * more ranks than cores (tt/comm/cores.h says why and when). */
+ * more ranks than cores, and a longer time slice for them there
+ * (tt/comm/cores.h says why and when). */
 #define _GNU_SOURCE
 #include "tt/comm/cores.h"
 #include "tt/core/common.h"
@@ -10,8 +11,16 @@
 
 #ifdef __linux__
 #include <sched.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #define TT_HAVE_AFFINITY 1
 #endif
+
+enum {
+    SLICE_MS = 20,    /* the time slice asked for on an oversubscribed host */
+    SLICE_MAX_MS = 100 /* the longest Linux grants */
+};
 
 /* Why the ranks were left to the operating system (index sent from rank 0). */
 static const char *const reasons[] = {
@@ -105,10 +114,58 @@ static int decide(const tt_grid *g, MPI_Comm local, int want, int *ranks, int *c
 }
 #endif
 
+#if defined(TT_HAVE_AFFINITY) && defined(SYS_sched_setattr)
+/* The kernel's struct sched_attr (glibc has no wrapper before 2.41). */
+typedef struct {
+    uint32_t size, policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime, deadline, period; /* runtime: a fair task's slice, ns */
+    uint32_t util_min, util_max;
+} sched_attr_t;
+
+/* Asks for this thread's time slice (Linux 6.12 and later take the
+ * runtime of a SCHED_OTHER thread as its slice, up to 100 ms; earlier
+ * kernels ignore it) and returns the slice the kernel then reports, in ms,
+ * or 0 where it reports none. TT_SLICE_MS in the environment replaces the
+ * default (0: leave the system's slice). */
+static int lengthen_slice(void)
+{
+    int ms = SLICE_MS;
+    const char *v = getenv("TT_SLICE_MS");
+    if (v && *v) {
+        char *end;
+        long x = strtol(v, &end, 10);
+        if (*end == '\0' && x >= 0 && x <= SLICE_MAX_MS)
+            ms = (int)x;
+    }
+    if (ms == 0)
+        return 0;
+    sched_attr_t a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.policy = SCHED_OTHER;
+    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0 || a.policy != SCHED_OTHER)
+        return 0; /* another policy (chrt): not ours to change */
+    a.size = sizeof a;
+    a.flags = 0;
+    a.runtime = (uint64_t)ms * 1000000u;
+    if (syscall(SYS_sched_setattr, 0, &a, 0) != 0)
+        return 0;
+    memset(&a, 0, sizeof a);
+    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0)
+        return 0;
+    return (int)(a.runtime / 1000000u);
+}
+#else
+static int lengthen_slice(void) { return 0; }
+#endif
+
 tt_cores tt_cores_place(const tt_grid *g, int want)
 {
     tt_cores out = {0};
-    int reason = UNSUPPORTED, info[5] = {0}, my_core = -1;
+    int reason = UNSUPPORTED, info[6] = {0}, my_core = -1;
 #ifdef TT_HAVE_AFFINITY
     MPI_Comm local;
     MPI_Comm_split_type(g->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
@@ -135,14 +192,19 @@ tt_cores tt_cores_place(const tt_grid *g, int want)
 
     MPI_Comm_free(&local);
     info[3] = my_core >= 0;
+    /* Bound or not, ranks that share a core take turns on it: a longer
+     * slice lets each run on longer before the next takes its caches. */
+    if (info[0] > info[1])
+        info[5] = lengthen_slice();
 #endif
     info[4] = reason;
-    MPI_Bcast(info, 5, MPI_INT, 0, g->world);
+    MPI_Bcast(info, 6, MPI_INT, 0, g->world);
     out.ranks = info[0];
     out.cores = info[1];
     out.replicas = info[2];
     out.pinned = info[3];
     out.why_not = reasons[info[4]];
+    out.slice_ms = info[5];
     free(core_of);
     core_of = tt_malloc((size_t)g->world_size * sizeof *core_of);
     MPI_Allgather(&my_core, 1, MPI_INT, core_of, 1, MPI_INT, g->world);
@@ -156,16 +218,18 @@ void tt_cores_print(const tt_grid *g, FILE *out, int detail)
     const tt_cores *c = &placed;
     if (c->cores <= 0 || c->ranks <= c->cores)
         return;
-    if (!c->pinned) {
+    if (!c->pinned)
         fprintf(out, "cores: %d ranks share %d cores on this host, placed by the operating "
                      "system (not bound: %s)\n", c->ranks, c->cores, c->why_not);
-        return;
-    }
-    fprintf(out, "cores: %d ranks share %d cores on this host; each DP replica's %d ranks run "
-                 "on one core (%d replica%s a core; --pin-ranks off: the OS places them)\n",
-            c->ranks, c->cores, g->tp * g->pp, c->replicas / c->cores,
-            c->replicas / c->cores > 1 ? "s" : "");
-    if (!detail)
+    else
+        fprintf(out, "cores: %d ranks share %d cores on this host; each DP replica's %d ranks "
+                     "run on one core (%d replica%s a core; --pin-ranks off: the OS places "
+                     "them)\n", c->ranks, c->cores, g->tp * g->pp, c->replicas / c->cores,
+                c->replicas / c->cores > 1 ? "s" : "");
+    if (c->slice_ms > 0)
+        fprintf(out, "cores: each rank may run %d ms before the next one sharing its core "
+                     "(TT_SLICE_MS=0: the system's time slice)\n", c->slice_ms);
+    if (!detail || !c->pinned)
         return;
     /* every bound rank of the job, by core (across hosts a core number
      * names one core on each host) */

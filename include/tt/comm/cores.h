@@ -19,7 +19,19 @@
  * core idle while a pipeline fills (tp 2 x pp 6 on 2 cores ran 25% slower
  * bound by stages), and ranks that mpirun bound already (their allowed cores
  * differ) keep their binding. Only where a rank runs changes, never what it
- * computes: the same bits either way. */
+ * computes: the same bits either way.
+ *
+ * On such a host every rank also asks for a time slice of 20 ms
+ * (TT_SLICE_MS=N in the environment: N ms, 0 keeps the system's). The
+ * ranks of a core hand it over at every wait, but when several have work
+ * (the pipeline's stages in its steady state) the scheduler also switches
+ * between them every slice (Linux's default: 0.75 ms times a factor for
+ * the cores, 1.4 ms on our 2-core machine), and each switch costs the next
+ * rank its caches. A longer slice lets a rank finish more before that: on
+ * 2 cores the 12-rank tp 2 x pp 3 x dp 2 run's step went from 111.3 to
+ * 104.5 ms (medians of 10 alternating runs, Linux 6.18). Kernels before
+ * 6.12 ignore the request; the run's first lines say when it took. What a
+ * rank computes does not change. */
 #ifndef TT_COMM_CORES_H
 #define TT_COMM_CORES_H
 
@@ -33,6 +45,7 @@ typedef struct {
     int replicas;   /* whole DP replicas on that host (0: some are split) */
     int pinned;     /* 1: each replica bound to one core */
     const char *why_not; /* when not pinned and ranks > cores: the reason */
+    int slice_ms;   /* the time slice each rank got there, 0: the system's */
 } tt_cores;
 
 /* Collective over g->world: places this rank as above (want 0: never pins)
