@@ -144,11 +144,15 @@ static int run_one_step(tt_run *r, long s)
     if (r->spot && r->have_val && s == r->spot_last)
         tt_validate_final(&r->val, &r->model);
     tt_bubble_add(&r->bubbles, &r->pipe);
-    if (!isfinite(st.loss)) {
+    /* Both are all-reduced, so every rank stops here together. A gradient
+     * norm that overflowed (with a finite loss) has already made the
+     * weights non-finite through the clipping: stop before a save keeps them. */
+    if (!isfinite(st.loss) || !isfinite(st.grad_norm)) {
         run_progress_end(r);
         if (g->world_rank == 0)
-            fprintf(stderr, "tiny_transformer: loss became %g at step %ld (try a lower --lr)\n",
-                    st.loss, s);
+            fprintf(stderr, "tiny_transformer: %s became %g at step %ld (try a lower --lr)\n",
+                    isfinite(st.loss) ? "the gradient norm" : "loss",
+                    isfinite(st.loss) ? st.grad_norm : st.loss, s);
         return TT_EXIT_RUNTIME;
     }
     if (isnan(r->first_loss))
