@@ -19,7 +19,8 @@ static int parse_override(int *chunk_layers, int L, int K, const char *override,
         char *end;
         errno = 0;
         long v = strtol(s, &end, 10);
-        if (end == s || (*end && *end != ','))
+        /* (a comma must be followed by a number: "1,1," is refused) */
+        if (end == s || (*end && (*end != ',' || end[1] == '\0')))
             return tt_fail(e, "--stage-layers expects numbers separated by commas, got '%s'",
                            override);
         /* Checked as a long, before the narrowing to int could wrap it
