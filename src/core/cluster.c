@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -90,16 +89,10 @@ static const field fields[] = {
 static int load_file(tt_cluster *c, const char *path, tt_err *e)
 {
     const char *why = NULL;
-    int in = tt_open_regular(path, &why);
-    FILE *f = in >= 0 ? fdopen(in, "rb") : NULL;
-    if (!f) {
-        if (in >= 0) {
-            why = strerror(errno);
-            close(in);
-        }
+    FILE *f = tt_fopen_regular(path, "rb", &why);
+    if (!f)
         return tt_fail(e, "--cluster %s: not a built-in cluster (%s) and not a readable file: %s",
                        path, tt_cluster_names(), why);
-    }
     /* A cluster file is a few hundred bytes; 64 KiB bounds a wrong file. */
     char *text = tt_malloc(65537);
     size_t n = fread(text, 1, 65536, f);

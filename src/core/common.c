@@ -134,3 +134,14 @@ int tt_open_regular(const char *path, const char **why)
     close(fd);
     return -1;
 }
+
+FILE *tt_fopen_regular(const char *path, const char *mode, const char **why)
+{
+    int fd = tt_open_regular(path, why);
+    FILE *f = fd >= 0 ? fdopen(fd, mode) : NULL;
+    if (!f && fd >= 0) {
+        *why = strerror(errno);
+        close(fd);
+    }
+    return f;
+}

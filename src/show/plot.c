@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* p with room for cap elements of size sz, the first n kept. */
 static void *grow(void *p, long n, long cap, size_t sz)
@@ -87,15 +86,9 @@ int tt_plot_read_csv(const char *path, tt_plot_series *s, tt_err *e)
     memset(s, 0, sizeof *s);
     snprintf(s->name, sizeof s->name, "%s", path);
     const char *why = NULL;
-    int fd = tt_open_regular(path, &why);
-    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
-    if (!f) {
-        if (fd >= 0) {
-            why = strerror(errno);
-            close(fd);
-        }
+    FILE *f = tt_fopen_regular(path, "r", &why);
+    if (!f)
         return tt_fail(e, "--plot: cannot read '%s': %s", path, why);
-    }
     char line[1024];
     int rc = 0, cs = -1, cl = -1, ce = -1;
     long lineno = 0;

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define TT_EXIT_RUNTIME 1 /* bad data, checkpoint, I/O, numerical failure */
 #define TT_EXIT_USAGE 2   /* bad flag or value on the command line */
@@ -50,5 +51,7 @@ uint32_t tt_crc32(uint32_t crc, const void *data, size_t n);
  * regular file is refused without blocking: a FIFO's plain open would wait
  * for a writer, and the run would hang before it could say anything. */
 int tt_open_regular(const char *path, const char **why);
+/* The same as a stream (mode "r" or "rb"), or NULL with *why set. */
+FILE *tt_fopen_regular(const char *path, const char *mode, const char **why);
 
 #endif
