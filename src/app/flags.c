@@ -321,6 +321,9 @@ int tt_config_check(const tt_run_config *c, tt_err *e)
         return tt_fail(e, "--micro-batches %d must divide --batch %d", c->micro_batches, c->batch);
     if (c->optim.lr_min > c->optim.lr)
         return tt_fail(e, "--lr-min %g is above --lr %g", c->optim.lr_min, c->optim.lr);
+    if (c->quiet && c->verbose)
+        return tt_fail(e, "--quiet (no step lines) and --verbose (every step line) contradict "
+                          "each other: give one");
     if (c->save_every && !c->save)
         return tt_fail(e, "--save-every needs --save FILE");
     /* A stop past the end would be ignored: the run ends at --steps
