@@ -26,8 +26,8 @@
  * ranks of a core hand it over at every wait, but when several have work
  * (the pipeline's stages in its steady state) the scheduler also switches
  * between them every slice (Linux's default: 0.75 ms times a factor for
- * the cores, 1.4 ms on our 2-core machine), and each switch costs the next
- * rank its caches. A longer slice lets a rank finish more before that: on
+ * the cores, 1.4 ms on our 2-core machine), in the middle of their
+ * kernels. A longer slice lets a rank finish more before that: on
  * 2 cores the 12-rank tp 2 x pp 3 x dp 2 run's step went from 111.3 to
  * 104.5 ms (medians of 10 alternating runs, Linux 6.18). Kernels before
  * 6.12 ignore the request; the run's first lines say when it took. What a
