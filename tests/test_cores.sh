@@ -154,7 +154,9 @@ slice_of() { awk '$1 == "se.slice" { print $3 }' /proc/self/sched 2>/dev/null; }
 own=$(slice_of)
 on2 12 --show-grid --tp 2 --pp 3 --dp 2
 said=$(grep -c "^cores: each rank may run 20 ms before the next one sharing its core (TT_SLICE_MS=0: the system's time slice)$" "$work/out")
-TT_SLICE_MS=0 on2 12 --show-grid --tp 2 --pp 3 --dp 2
+export TT_SLICE_MS=0 # (not VAR=x before a function: bash keeps it after)
+on2 12 --show-grid --tp 2 --pp 3 --dp 2
+unset TT_SLICE_MS
 if [ "$status" -eq 0 ] && ! grep -q "^cores: each rank may run" "$work/out"; then
     ok "TT_SLICE_MS=0: no time slice asked for, nothing said"
 else
@@ -186,7 +188,9 @@ else
 fi
 on2 12 $small --tp 2 --pp 3 --dp 2 --save "$work/slice.ckpt"
 s1=$status
-TT_SLICE_MS=0 on2 12 $small --tp 2 --pp 3 --dp 2 --save "$work/noslice.ckpt"
+export TT_SLICE_MS=0
+on2 12 $small --tp 2 --pp 3 --dp 2 --save "$work/noslice.ckpt"
+unset TT_SLICE_MS
 if [ "$s1" -eq 0 ] && [ "$status" -eq 0 ] && cmp -s "$work/slice.ckpt" "$work/noslice.ckpt"; then
     ok "the same checkpoint with the 20 ms slice and the system's"
 else
