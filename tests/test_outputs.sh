@@ -147,11 +147,12 @@ for np in 1 2; do
     [ "$rows" = 4000 ] && ok "the log has 4000 whole rows ($np rank(s))" || not_ok "log rows: $rows"
 done
 
-# The disk fills while the log is written: a file size limit of 1 KiB
-# (ulimit -f 1, SIGXFSZ ignored, so a write past it fails with EFBIG as on a
-# full disk) against the 32 rows of 32 steps, about 2 KiB. Every row is
-# flushed, so the failure is seen by a flush long before the log's fclose,
-# which alone was checked: the run ended with status 0 and a log cut at 1 KiB.
+# The disk fills while the log is written: a file size limit of one block,
+# 512 bytes or 1 KiB by the shell (ulimit -f 1, SIGXFSZ ignored, so a write
+# past it fails with EFBIG as on a full disk) against the 32 rows of 32
+# steps, about 2 KiB. Every row is flushed, so the failure is seen by a flush
+# long before the log's fclose, which alone was checked: the run ended with
+# status 0 and a log cut at the limit.
 # Shared memory is left out (--mca btl self,tcp): Open MPI's segment files
 # would hit the limit first and warn.
 # limited BLOCKS: a wrapper that runs the program under ulimit -f BLOCKS.
@@ -186,7 +187,7 @@ cp "$work/ck.st" "$work/room.st"
 for np in 1 2; do
     TT_BIN="$work/limited.sh" TT_MPIRUN="$mpirun_ --mca btl self,tcp"
     expect_error "checkpoint larger than the file size limit ($np rank(s))" 1 \
-        "^tiny_transformer: cannot write checkpoint '$work/room.st': it needs [0-9]* bytes, the file size limit (ulimit -f) is [0-9]*$" \
+        "^tiny_transformer: cannot write checkpoint '$work/room.st': it needs [0-9]* bytes, the file size limit (ulimit -f) is [0-9]* bytes$" \
         "$np" $small --save "$work/room.st"
     TT_BIN=$bin TT_MPIRUN=$mpirun_
     cmp -s "$work/ck.st" "$work/room.st" && ! ls "$work"/room.st.tmp.* >/dev/null 2>&1 &&
