@@ -46,7 +46,9 @@ typedef struct {
     int replicas;   /* whole DP replicas on that host (0: some are split) */
     int pinned;     /* 1: each replica bound to one core */
     const char *why_not; /* when not pinned and ranks > cores: the reason */
-    int slice_ms;   /* the time slice each rank got there, 0: the system's */
+    int slice_ms;   /* the time slice rank 0 got (its host's ranks all asked
+                     * for the same; each rank's own grant is not gathered),
+                     * 0: the system's */
 } tt_cores;
 
 /* Collective over g->world: places this rank as above (want 0: never pins)
