@@ -15,9 +15,9 @@
 # ranks (the pipeline alone: its hand-overs and its extra ranks) and
 # tp 2 x dp 2 on 4 (tensor parallelism alone: it repeats the LayerNorms and
 # the residual adds on both TP ranks, packs each column-parallel layer's
-# input twice, and sums activations four times a block). Each run's figure is the median wall time of its steps
-# (first steps dropped, the CSV's wall_ms column); each layout's figure is the
-# median over rounds. The ratios are throughputs relative to dp 2 on 2 ranks:
+# input twice, and sums activations four times a block). Each run's figure
+# is the median wall time of its steps (first steps dropped, the CSV's
+# wall_ms column); each layout's figure is the median over rounds. The ratios are throughputs relative to dp 2 on 2 ranks:
 # what oversubscribing the cores with waiting ranks costs. Beside them, what
 # all of a run's ranks used of the cores per step (the run's own "cores"
 # line, getrusage over its steps after the first): CPU in user code and in

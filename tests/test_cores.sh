@@ -149,12 +149,17 @@ done
 expect_error "--pin-ranks always" 2 "always" 2 --pin-ranks always --steps 1
 
 
-# 6. the time slice
+# 6. the time slice. TT_SLICE_MS is exported and unset around the runs
+# that take it, not put before on2: an assignment before a shell function
+# is exported or not, and stays after the call or not, by shell (older bash
+# as sh keeps it, and the 20 ms runs after it would take 0). A value the
+# caller's environment brought would move the 20 ms expected here: dropped.
+unset TT_SLICE_MS
 slice_of() { awk '$1 == "se.slice" { print $3 }' /proc/self/sched 2>/dev/null; }
 own=$(slice_of)
 on2 12 --show-grid --tp 2 --pp 3 --dp 2
 said=$(grep -c "^cores: each rank may run 20 ms before the next one sharing its core (TT_SLICE_MS=0: the system's time slice)$" "$work/out")
-export TT_SLICE_MS=0 # (not VAR=x before a function: bash keeps it after)
+export TT_SLICE_MS=0
 on2 12 --show-grid --tp 2 --pp 3 --dp 2
 unset TT_SLICE_MS
 if [ "$status" -eq 0 ] && ! grep -q "^cores: each rank may run" "$work/out"; then

@@ -147,24 +147,32 @@ for np in 1 2; do
     [ "$rows" = 4000 ] && ok "the log has 4000 whole rows ($np rank(s))" || not_ok "log rows: $rows"
 done
 
-# The disk fills while the log is written: a file size limit of 1 KiB
-# (ulimit -f 1, SIGXFSZ ignored, so a write past it fails with EFBIG as on a
-# full disk) against the 32 rows of 32 steps, about 2 KiB. Every row is
-# flushed, so the failure is seen by a flush long before the log's fclose,
-# which alone was checked: the run ended with status 0 and a log cut at 1 KiB.
+# The disk fills while the log is written: a file size limit of one block,
+# 512 bytes or 1 KiB by the shell (ulimit -f 1, SIGXFSZ ignored, so a write
+# past it fails with EFBIG as on a full disk) against the 32 rows of 32
+# steps, about 2 KiB. Every row is flushed, so the failure is seen by a flush
+# long before the log's fclose, which alone was checked: the run ended with
+# status 0 and a log cut at the limit.
 # Shared memory is left out (--mca btl self,tcp): Open MPI's segment files
 # would hit the limit first and warn.
 # limited BLOCKS: a wrapper that runs the program under ulimit -f BLOCKS.
+# The runs under it set TT_BIN and TT_MPIRUN and put them back after: an
+# assignment before a shell function (TT_BIN=x expect_error ...) stays after
+# the call in some shells (older bash as sh), and every later test would run
+# under the limit.
 limited() {
     printf '#!/bin/sh\ntrap "" XFSZ\nulimit -f %s\nexec "%s" "$@"\n' "$1" "$TT_BIN" >"$work/limited.sh"
     chmod +x "$work/limited.sh"
 }
+bin=$TT_BIN mpirun_=$TT_MPIRUN
 limited 1
 for np in 1 2; do
     rm -f "$work/full.csv"
-    TT_BIN="$work/limited.sh" TT_MPIRUN="$TT_MPIRUN --mca btl self,tcp" expect_error \
-        "log on a full disk ($np rank(s))" 1 "^tiny_transformer: cannot write log '$work/full.csv'$" \
+    TT_BIN="$work/limited.sh" TT_MPIRUN="$mpirun_ --mca btl self,tcp"
+    expect_error "log on a full disk ($np rank(s))" 1 \
+        "^tiny_transformer: cannot write log '$work/full.csv'$" \
         "$np" $small --pp "$np" --layers 2 --steps 32 --eval-every 0 --log "$work/full.csv"
+    TT_BIN=$bin TT_MPIRUN=$mpirun_
 done
 # A checkpoint with no room: OMPIO's writer printed a line of its own on
 # every rank whose write failed ("mca_fbtl_posix_pwritev: error in
@@ -177,10 +185,11 @@ done
 limited 40
 cp "$work/ck.st" "$work/room.st"
 for np in 1 2; do
-    TT_BIN="$work/limited.sh" TT_MPIRUN="$TT_MPIRUN --mca btl self,tcp" expect_error \
-        "checkpoint larger than the file size limit ($np rank(s))" 1 \
-        "^tiny_transformer: cannot write checkpoint '$work/room.st': it needs [0-9]* bytes, the file size limit (ulimit -f) is [0-9]*$" \
+    TT_BIN="$work/limited.sh" TT_MPIRUN="$mpirun_ --mca btl self,tcp"
+    expect_error "checkpoint larger than the file size limit ($np rank(s))" 1 \
+        "^tiny_transformer: cannot write checkpoint '$work/room.st': it needs [0-9]* bytes, the file size limit (ulimit -f) is [0-9]* bytes$" \
         "$np" $small --save "$work/room.st"
+    TT_BIN=$bin TT_MPIRUN=$mpirun_
     cmp -s "$work/ck.st" "$work/room.st" && ! ls "$work"/room.st.tmp.* >/dev/null 2>&1 &&
         ok "the checkpoint is kept, no temporary left ($np rank(s))" ||
         not_ok "the checkpoint changed or a temporary was left ($np rank(s))"

@@ -144,9 +144,10 @@ static int run_one_step(tt_run *r, long s)
     if (r->spot && r->have_val && s == r->spot_last)
         tt_validate_final(&r->val, &r->model);
     tt_bubble_add(&r->bubbles, &r->pipe);
-    /* Both are all-reduced, so every rank stops here together. A gradient
-     * norm that overflowed (with a finite loss) has already made the
-     * weights non-finite through the clipping: stop before a save keeps them. */
+    /* Both are all-reduced, so every rank stops here together. The norm's
+     * sum of squares is a double, so it is non-finite only where a gradient
+     * is (inf or NaN, with a finite loss), and this step's update has
+     * already spread that into the weights: stop before a save keeps them. */
     if (!isfinite(st.loss) || !isfinite(st.grad_norm)) {
         run_progress_end(r);
         if (g->world_rank == 0)

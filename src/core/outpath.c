@@ -378,7 +378,7 @@ int tt_check_room(const char *path, uint64_t bytes, const char *what, tt_err *e)
     if (rc == 0 && getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
         (uint64_t)lim.rlim_cur < bytes)
         rc = tt_fail(e, "cannot write %s '%s': it needs %llu bytes, the file size limit "
-                        "(ulimit -f) is %llu", what, path, (unsigned long long)bytes,
+                        "(ulimit -f) is %llu bytes", what, path, (unsigned long long)bytes,
                      (unsigned long long)lim.rlim_cur);
     free(d);
     return rc;

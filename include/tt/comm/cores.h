@@ -25,8 +25,9 @@
  * (TT_SLICE_MS=N in the environment: N ms, 0 keeps the system's). The
  * ranks of a core hand it over at every wait, but when several have work
  * (the pipeline's stages in its steady state) the scheduler also switches
- * between them every slice (Linux's default: 0.75 ms times a factor for
- * the cores, 1.4 ms on our 2-core machine), in the middle of their
+ * between them every slice (Linux's default: 0.7 ms, 0.75 ms in older
+ * kernels, times 1 + log2 of the CPUs up to 8: 1.4 ms on our 2-core
+ * machine, as sched_getattr reports it), in the middle of their
  * kernels. A longer slice lets a rank finish more before that: on
  * 2 cores the 12-rank tp 2 x pp 3 x dp 2 run's step went from 111.3 to
  * 104.5 ms (medians of 10 alternating runs, Linux 6.18). Kernels before
@@ -45,7 +46,9 @@ typedef struct {
     int replicas;   /* whole DP replicas on that host (0: some are split) */
     int pinned;     /* 1: each replica bound to one core */
     const char *why_not; /* when not pinned and ranks > cores: the reason */
-    int slice_ms;   /* the time slice each rank got there, 0: the system's */
+    int slice_ms;   /* the time slice rank 0 got (its host's ranks all asked
+                     * for the same; each rank's own grant is not gathered),
+                     * 0: the system's */
 } tt_cores;
 
 /* Collective over g->world: places this rank as above (want 0: never pins)

@@ -69,8 +69,8 @@ int tt_remove_stale_temps(const char *path, FILE *out);
  * filesystem's blocks available to this user (statvfs), and against this
  * process's file size limit (RLIMIT_FSIZE); 0, or -1 with e = "cannot write
  * <what> '<path>': it needs N bytes, the filesystem of 'DIR' has M free" (or
- * "the file size limit (ulimit -f) is M"). A check, not a reservation: the
- * writer may still fail. */
+ * "the file size limit (ulimit -f) is M bytes"). A check, not a
+ * reservation: the writer may still fail. */
 int tt_check_room(const char *path, uint64_t bytes, const char *what, tt_err *e);
 
 /* rename(tmp, path) for a temporary written in full, re-checking first that
