@@ -142,8 +142,8 @@ expect_error "--stage-layers of another length" 2 "lists more than the 2 chunks 
 expect_error "--stage-layers too short" 2 "lists 1 chunk(s), the layout has 2" 2 $small --layers 3 --pp 2 --stage-layers 3
 expect_error "--stage-layers with a trailing comma" 2 "expects numbers separated by commas, got '1,1,'" 2 $small --layers 2 --pp 2 --stage-layers 1,1,
 expect_error "--quiet with --verbose" 2 "^tiny_transformer: --quiet (no step lines) and --verbose (every step line) contradict each other: give one" 1 --quiet --verbose --steps 1
-expect_error "--inject-bug stall on one GPU" 2 "^tiny_transformer: --inject-bug stall needs 2 GPUs and 2 steps .*this run has 1 GPU and 3 steps$" 1 $small --steps 3 --inject-bug stall
-expect_error "--inject-bug stall for one step" 2 "this run has 2 GPUs and 1 step$" 2 $small --steps 1 --dp 2 --inject-bug stall
+expect_error "--inject-bug stall on one GPU" 2 "^tiny_transformer: --inject-bug stall needs 2 GPUs and a run that trains step 1 .*; this run has 1 GPU and trains steps 0..2$" 1 $small --steps 3 --inject-bug stall
+expect_error "--inject-bug stall for one step" 2 "this run has 2 GPUs and trains steps 0..0$" 2 $small --steps 1 --dp 2 --inject-bug stall
 expect_error "unknown schedule" 2 "--schedule expects naive, gpipe, 1f1b, interleaved, zb-h1 or zb-v, got 'zigzag'" 1 $small --schedule zigzag
 expect_error "missing data file" 1 "cannot read data file '$work/nope.txt'" 1 $small --data "$work/nope.txt"
 printf 'short text' > "$work/short.txt"
@@ -164,6 +164,7 @@ if [ "$status" -eq 0 ] && grep -q "^no training steps in this run (at step 2 of 
 else
     not_ok "--stop-at before the checkpoint's step (status $status)"
 fi
+expect_error "--inject-bug stall resumed past step 1" 2 "^tiny_transformer: --inject-bug stall needs 2 GPUs and a run that trains step 1 .*; this run has 2 GPUs and trains steps 2..3$" 2 --resume "$work/at2.safetensors" --dp 2 --sample-len 0 --inject-bug stall
 expect_error "missing checkpoint" 1 "$work/none.safetensors" 1 $small --resume "$work/none.safetensors"
 size=$(wc -c < "$work/good.safetensors")
 head -c $((size / 2)) "$work/good.safetensors" > "$work/trunc.safetensors"
