@@ -64,7 +64,7 @@ if truncate -s 1T "$work/huge" 2>/dev/null; then
     expect_quick "--data of 1 TiB, 2 ranks" 1 "data file '$work/huge' has 1048576 MiB, but this host has [0-9]* MiB of memory per rank" 2 $small --data "$work/huge"
     rm -f "$work/huge"
 else
-    echo "# skipped: --data of 1 TiB (no sparse file of that size here)"
+    ok "# SKIP --data of 1 TiB (no sparse file of that size here)"
 fi
 i=0
 while [ $i -lt 500 ]; do printf 'abcdefghij'; i=$((i + 1)); done > "$work/5k.txt"
