@@ -21,7 +21,9 @@
  * differ) keep their binding. Only where a rank runs changes, never what it
  * computes: the same bits either way.
  *
- * On such a host every rank also asks for a time slice of 20 ms
+ * On such a host every rank also asks for a time slice of 20 ms when the
+ * whole job is on it and the doorbells are on (ranks that poll need the
+ * core back soon after each short sleep)
  * (TT_SLICE_MS=N in the environment: N ms, 0 keeps the system's). The
  * ranks of a core hand it over at every wait, but when several have work
  * (the pipeline's stages in its steady state) the scheduler also switches
