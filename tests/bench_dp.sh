@@ -17,8 +17,11 @@
 # the residual adds on both TP ranks, packs each column-parallel layer's
 # input twice, and sums activations four times a block). Each run's figure
 # is the median wall time of its steps (first steps dropped, the CSV's
-# wall_ms column); each layout's figure is the median over rounds. The ratios are throughputs relative to dp 2 on 2 ranks:
-# what oversubscribing the cores with waiting ranks costs. Beside them, what
+# wall_ms column); each layout's figure is the median over rounds. The
+# ratios are throughputs relative to dp 2 on 2 ranks: what oversubscribing
+# the cores with waiting ranks costs. Each is the median over rounds of the
+# round's own ratio (dp 2's step over the layout's, run seconds apart), so
+# a machine whose speed drifts between rounds moves both sides of a ratio. Beside them, what
 # all of a run's ranks used of the cores per step (the run's own "cores"
 # line, getrusage over its steps after the first): CPU in user code and in
 # the kernel, context switches, and the cores left idle (what the step's
@@ -30,7 +33,7 @@
 # Usage: bench_dp.sh TT_BIN [ROUNDS]
 set -u
 bin=$1
-rounds=${2:-3}
+rounds=${2:-5}
 launch="${MPIRUN:-mpirun} -q --oversubscribe"
 [ "$(id -u)" = 0 ] && launch="$launch --allow-run-as-root"
 export OPENBLAS_NUM_THREADS=1
@@ -59,7 +62,8 @@ pp3dp2:6:-:--pp 3 --dp 2
 tp2dp2:4:-:--tp 2 --dp 2"
 
 cores=$(nproc)
-echo "wall-clock throughput: default model, global batch 24, $(nproc) cores, one BLAS thread per rank"
+echo "wall-clock throughput: default model, global batch 24, $(nproc) cores, one BLAS thread per rank, $rounds rounds"
+echo "(a layout's throughput: the median of its rounds' ratios, dp2's step over its own in the same round)"
 r=1
 while [ "$r" -le "$rounds" ]; do
     line="round $r:"
@@ -86,11 +90,12 @@ done
 base=$(median < "$tmp/dp2.all")
 echo "$layouts" | while IFS=: read -r name np setting flags; do
     m=$(median < "$tmp/$name.all")
+    ratio=$(paste "$tmp/dp2.all" "$tmp/$name.all" | awk '{ print $1 / $2 }' | median)
     u=$(median < "$tmp/$name.user")
     k=$(median < "$tmp/$name.kernel")
     sw=$(median < "$tmp/$name.switches")
-    awk -v n="$name" -v np="$np" -v m="$m" -v b="$base" -v u="$u" -v k="$k" -v sw="$sw" \
-        'BEGIN { printf "median %-16s on %2d ranks: %6.1f ms/step wall, throughput %.2f of dp2 on 2 ranks; a step used %.1f ms user + %.1f ms kernel CPU, %d context switches\n", n, np, m, b / m, u, k, sw }'
+    awk -v n="$name" -v np="$np" -v m="$m" -v r="$ratio" -v u="$u" -v k="$k" -v sw="$sw" \
+        'BEGIN { printf "median %-16s on %2d ranks: %6.1f ms/step wall, throughput %.2f of dp2 on 2 ranks; a step used %.1f ms user + %.1f ms kernel CPU, %d context switches\n", n, np, m, r, u, k, sw }'
     # cores left idle: what the step's wall time offered (ranks up to the
     # cores) less what its ranks used; with the kernel's share, what waiting
     # cost, as opposed to the layout's own work (its user CPU). The ceiling:
