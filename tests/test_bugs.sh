@@ -43,10 +43,13 @@ expected() {
         # flowing on into fc1 goes through fc2's weights, read from the
         # wrong unit: fc1's bias is the first gradient it reaches.
         stale-gather) echo "gradient of blocks.1.mlp.fc1.bias" ;;
+        # Not the oracle's: one NaN makes the all-reduced clipping norm NaN
+        # on every rank, and the run's own check of each step stops there.
+        nan-grad) echo "the gradient norm became nan at step 0" ;;
         *) echo "" ;;
     esac
 }
-known="grad-shard drop-tp-allreduce no-vocab-mask dp-no-sync stall stale-recompute grad-accum norm-replicated stale-activation sp-no-ln-allreduce early-bucket stale-gather"
+known="grad-shard drop-tp-allreduce no-vocab-mask dp-no-sync stall stale-recompute grad-accum norm-replicated stale-activation sp-no-ln-allreduce early-bucket stale-gather nan-grad"
 
 tt 1 --inject-bug list
 cp "$work/out" "$work/list"
@@ -96,6 +99,32 @@ while IFS='	' read -r bug shows cmd <&3; do
             ok "$bug: the same command without the bug: exit 0, no report"
         else
             not_ok "$bug: the same command without the bug: exit $status"
+        fi
+        continue
+    fi
+    if [ "$bug" = nan-grad ]; then
+        # The guard stops every rank after step 0, before its --save-every
+        # save could keep the NaN weights: the checkpoint named must not
+        # appear (in this test's directory: the list names it in the
+        # current one).
+        verdict="tiny_transformer: $want ..."
+        args=$(echo "$args" | sed "s| --save nan-grad.ckpt| --save $work/nan-grad.ckpt|")
+        tt_each "$np" $args --inject-bug "$bug"
+        got=$(grep "^tiny_transformer: " "$work/err" | grep -v "^tiny_transformer: [0-9]* virtual GPUs" | head -n 1)
+        if [ "$shows" != "$verdict" ]; then
+            not_ok "$bug: the list says '$shows', expected '$verdict'"
+        elif [ "$(rank_statuses)" != "${np}x1" ] || [ -e "$work/nan-grad.ckpt" ]; then
+            not_ok "$bug ($args): rank exit statuses $(rank_statuses), expected ${np}x1; checkpoint: $(ls "$work/nan-grad.ckpt" 2>&1)"
+        elif [ "$got" != "tiny_transformer: $want (some gradient is inf or NaN; try a lower --lr)" ]; then
+            not_ok "$bug: expected '$want', got '$got'"
+        else
+            ok "$bug: every rank exit 1, no checkpoint written: ${got#tiny_transformer: }"
+        fi
+        tt_each "$np" $args
+        if [ "$(rank_statuses)" = "${np}x0" ] && [ -s "$work/nan-grad.ckpt" ]; then
+            ok "$bug: the same command without the bug: exit 0, its checkpoint written"
+        else
+            not_ok "$bug: the same command without the bug: rank exit statuses $(rank_statuses)"
         fi
         continue
     fi

@@ -151,9 +151,10 @@ static int run_one_step(tt_run *r, long s)
     if (!isfinite(st.loss) || !isfinite(st.grad_norm)) {
         run_progress_end(r);
         if (g->world_rank == 0)
-            fprintf(stderr, "tiny_transformer: %s became %g at step %ld (try a lower --lr)\n",
+            fprintf(stderr, "tiny_transformer: %s became %g at step %ld (%stry a lower --lr)\n",
                     isfinite(st.loss) ? "the gradient norm" : "loss",
-                    isfinite(st.loss) ? st.grad_norm : st.loss, s);
+                    isfinite(st.loss) ? st.grad_norm : st.loss, s,
+                    isfinite(st.loss) ? "some gradient is inf or NaN; " : "");
         return TT_EXIT_RUNTIME;
     }
     if (isnan(r->first_loss))

@@ -13,17 +13,10 @@ static int run_plant_fault(tt_run *r)
     int fault = TT_FAULT_NONE;
     if (r->rc.inject_bug && (fault = tt_inject_parse(r->rc.inject_bug, &e)) < 0)
         return fail_with(r, &e, TT_EXIT_USAGE);
-    /* The stall holds the last GPU at step 1 for its peers' --watchdog to
-     * report: alone, or in a run that does not train step 1 (one step, or
-     * resumed past it), it would only wait 30 s or do nothing. */
-    if (fault == TT_FAULT_STALL &&
-        (r->g->world_size < 2 || r->step0 > 1 || r->end <= 1)) {
-        tt_fail(&e, "--inject-bug stall needs 2 GPUs and a run that trains step 1 (it holds "
-                    "the last GPU there for its peers' --watchdog to report); this run has %d "
-                    "GPU%s and trains steps %ld..%ld", r->g->world_size,
-                r->g->world_size == 1 ? "" : "s", r->step0, r->end - 1);
+    /* A fault that cannot act in this run (the stall alone, or in a run
+     * that does not train its step) is refused rather than run in vain. */
+    if (tt_inject_check(fault, r->g->world_size, r->step0, r->end, &e))
         return fail_with(r, &e, TT_EXIT_USAGE);
-    }
     tt_inject_set(fault);
     if (fault)
         /* As given: a mystery's name stays hidden. */

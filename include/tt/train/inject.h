@@ -14,6 +14,11 @@
  *   grad-accum         parallel: tt_pipe_train, the loss weight of a micro-batch
  *   norm-replicated    train: tt_grad_sumsq, which copies count
  *   stale-activation   parallel: run_action, an activation send
+ *   sp-no-ln-allreduce model: sp_ln_grads_done
+ *   early-bucket       parallel: dp_unit_ready, the DP overlap's hook
+ *   stale-gather       model: tt_chunk_backward, ZeRO-3's weights_needed hook
+ *   nan-grad           train: tt_inject_after_backward (not a parallelism
+ *                      bug: a NaN for the run's check of each step)
  *
  * Each row also holds the command that exposes its bug; tests/test_bugs.sh
  * runs every command the list prints and checks that the oracle fails,
@@ -37,12 +42,17 @@ int tt_inject_parse(const char *name, tt_err *e);
 void tt_inject_list(FILE *out);
 /* The name of fault id ("none" for TT_FAULT_NONE). */
 const char *tt_inject_name(int id);
+/* 0 when fault id can act in a run of `gpus` GPUs training steps
+ * first_step..end-1; else -1 with an error saying what it needs (the stall,
+ * say, holds the last of 2 or more GPUs at step 1). TT_FAULT_NONE: 0. */
+int tt_inject_check(int id, int gpus, long first_step, long end, tt_err *e);
 /* Turns fault id on (TT_FAULT_NONE: off); every rank must set the same. */
 void tt_inject_set(int id);
 
-/* The hook of grad-shard, after the DP sync of a step: on the GPU of DP
- * replica 0 and the last TP rank that holds blocks.0.attn.q.weight, its
- * gradient slice is scaled by 1.01. No communication; no-op otherwise. */
+/* The hook of grad-shard and nan-grad, after the DP sync of a step: on the
+ * GPU of DP replica 0 and the last TP rank that holds blocks.0.attn.q.weight,
+ * its gradient slice is scaled by 1.01 (grad-shard), or its first element
+ * becomes NaN (nan-grad). No communication; no-op otherwise. */
 void tt_inject_after_backward(tt_model *m, const tt_grid *g);
 
 #endif
