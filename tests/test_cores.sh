@@ -22,6 +22,8 @@
 #     /proc/PID/sched shows se.slice 20000000 for all 12 ranks while they
 #     train); TT_SLICE_MS=0 leaves the system's slice, says nothing, and
 #     gives the same checkpoint bits.
+#  7. A TT_SLICE_MS that is not a whole number of ms from 0 to 100 is
+#     refused naming it, on every rank, before any work.
 . "$TT_SRCDIR/testlib.sh"
 
 # the first two CPUs this test may use
@@ -201,5 +203,13 @@ if [ "$s1" -eq 0 ] && [ "$status" -eq 0 ] && cmp -s "$work/slice.ckpt" "$work/no
 else
     not_ok "checkpoints differ with and without the slice (or a run failed: $s1 $status)"
 fi
+
+# 7. a TT_SLICE_MS that is not a whole number of ms from 0 to 100 is refused
+# by name (exit 2, one message) on every rank, before any work.
+for bad in abc 101 -1 5x; do
+    export TT_SLICE_MS=$bad
+    expect_error "TT_SLICE_MS=$bad" 2 "^tiny_transformer: TT_SLICE_MS='$bad' in the environment: the time slice each rank asks for on shared cores, in whole ms from 0 (the system's) to 100$" 3 --pp 3 --steps 1
+    unset TT_SLICE_MS
+done
 
 finish

@@ -144,7 +144,16 @@ int main(int argc, char **argv)
         char command[160];
         tt_layout_rules rules = {rc.model.NH, rc.model.L, rc.batch, rc.micro_batches,
                                  rc.virtual_stages, command_line(argc, argv, command, sizeof command)};
-        const int bad_values = tt_config_check(&rc, &err) != 0;
+        int bad_values = tt_config_check(&rc, &err) != 0;
+        /* The environment's settings too, agreed: each rank reads its own. */
+        if (!bad_values && tt_cores_slice_env(&err) < 0)
+            bad_values = 1;
+        int any_bad = bad_values;
+        MPI_Allreduce(MPI_IN_PLACE, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (any_bad && !bad_values)
+            tt_fail(&err, "TT_SLICE_MS differs between the ranks' environments and is not "
+                          "valid on all of them");
+        bad_values = any_bad;
         if (bad_values || tt_grid_choose(world, &tp, &pp, &dp, &rules, &err)) {
             /* One of the values may be the checkpoint's (--batch 4 when
              * --micro-batches 3 was given): say where the others came from. */

@@ -6,6 +6,7 @@
 #include "tt/comm/doorbell.h"
 #include "tt/core/common.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,21 @@ static int decide(const tt_grid *g, MPI_Comm local, int want, int *ranks, int *c
 }
 #endif
 
+int tt_cores_slice_env(tt_err *e)
+{
+    const char *v = getenv("TT_SLICE_MS");
+    if (!v || !*v)
+        return SLICE_MS;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end != '\0' || x < 0 || x > SLICE_MAX_MS)
+        return tt_fail(e, "TT_SLICE_MS='%s' in the environment: the time slice each rank asks "
+                          "for on shared cores, in whole ms from 0 (the system's) to %d",
+                       v, SLICE_MAX_MS);
+    return (int)x;
+}
+
 #if defined(TT_HAVE_AFFINITY) && defined(SYS_sched_setattr)
 /* The kernel's struct sched_attr (glibc has no wrapper before 2.41). */
 typedef struct {
@@ -130,18 +146,12 @@ typedef struct {
  * runtime of a SCHED_OTHER thread as its slice, up to 100 ms; earlier
  * kernels ignore it) and returns the slice the kernel then reports, in ms,
  * or 0 where it reports none. TT_SLICE_MS in the environment replaces the
- * default (0: leave the system's slice). */
+ * default (0: leave the system's slice; tt_cores_slice_env). */
 static int lengthen_slice(void)
 {
-    int ms = SLICE_MS;
-    const char *v = getenv("TT_SLICE_MS");
-    if (v && *v) {
-        char *end;
-        long x = strtol(v, &end, 10);
-        if (*end == '\0' && x >= 0 && x <= SLICE_MAX_MS)
-            ms = (int)x;
-    }
-    if (ms == 0)
+    tt_err e;
+    const int ms = tt_cores_slice_env(&e); /* main refused a bad value before */
+    if (ms <= 0)
         return 0;
     sched_attr_t a;
     memset(&a, 0, sizeof a);

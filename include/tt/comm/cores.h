@@ -41,6 +41,7 @@
 #include <stdio.h>
 
 #include "tt/comm/grid.h"
+#include "tt/core/common.h"
 
 typedef struct {
     int ranks;      /* ranks on rank 0's host */
@@ -53,6 +54,10 @@ typedef struct {
                      * 0: the system's */
 } tt_cores;
 
+/* The time slice TT_SLICE_MS asks for, in ms (unset or empty: 20), or -1
+ * with an error naming the value when it is not a whole number from 0 to
+ * 100 (the longest Linux grants). No communication. */
+int tt_cores_slice_env(tt_err *e);
 /* Collective over g->world: places this rank as above (want 0: never pins)
  * and returns, on every rank, what was done on rank 0's host. Call before
  * starting any thread that should inherit the placement. */
