@@ -204,7 +204,8 @@ int tt_inject_check(int id, int gpus, long first_step, long end, tt_err *e)
         const fault_row *r = &rows[i];
         if ((int)r->id != id)
             continue;
-        if (gpus >= r->min_gpus && first_step <= r->acts_at && r->acts_at < end)
+        const int trains_it = r->acts_at == 0 || (first_step <= r->acts_at && r->acts_at < end);
+        if (gpus >= r->min_gpus && trains_it)
             return 0;
         char needs[96];
         if (r->acts_at > 0)
