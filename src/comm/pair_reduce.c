@@ -15,47 +15,56 @@ typedef struct {
 
 /* Scratch buffers come back here and are reused: the same sizes repeat
  * every micro-batch, and a fresh allocation of this size is a fresh mapping
- * whose pages fault in (and are zeroed) each time. */
+ * whose pages fault in (and are zeroed) each time. A list per power of two,
+ * last in first out: taking and giving back cost the same however many are
+ * out (thousands with small --dp-bucket, all started before the first is
+ * waited for), and a clock's 8 bytes never take a bucket's megabyte. */
 typedef struct spare {
     size_t bytes;
     struct spare *next; /* the buffer follows the header */
 } spare;
-static spare *spares;
+enum { CLASSES = 48 };
+static spare *spares[CLASSES]; /* [c]: buffers of 2^(c + 6) bytes */
+
+static int size_class(size_t bytes)
+{
+    int c = 0;
+    while (c < CLASSES - 1 && ((size_t)64 << c) < bytes)
+        c++;
+    return c;
+}
 
 static void *scratch(size_t bytes)
 {
-    /* the smallest spare that fits, so a clock's 8 bytes do not take a
-     * bucket's megabyte */
-    spare **best = NULL;
-    for (spare **pp = &spares; *pp; pp = &(*pp)->next)
-        if ((*pp)->bytes >= bytes && (!best || (*pp)->bytes < (*best)->bytes))
-            best = pp;
-    if (best) {
-        spare *s = *best;
-        *best = s->next;
+    const int c = size_class(bytes);
+    spare *s = spares[c];
+    if (s) {
+        spares[c] = s->next;
         return s + 1;
     }
-    spare *s = tt_malloc(sizeof *s + bytes);
-    s->bytes = bytes;
+    s = tt_malloc(sizeof *s + ((size_t)64 << c));
+    s->bytes = (size_t)64 << c;
     return s + 1;
 }
 
 static void give_back(void *buf)
 {
     spare *s = (spare *)buf - 1;
-    s->next = spares;
-    spares = s;
+    const int c = size_class(s->bytes);
+    s->next = spares[c];
+    spares[c] = s;
 }
 
 void tt_pair_flush(void)
 {
     /* Nothing stays in flight: tt_pair_finish completes both halves. The
      * spare buffers go back to the system. */
-    while (spares) {
-        spare *sp = spares;
-        spares = sp->next;
-        free(sp);
-    }
+    for (int c = 0; c < CLASSES; c++)
+        while (spares[c]) {
+            spare *sp = spares[c];
+            spares[c] = sp->next;
+            free(sp);
+        }
 }
 
 size_t tt_reduce_elem(MPI_Datatype type, MPI_Op op)
