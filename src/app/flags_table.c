@@ -219,8 +219,9 @@ const tt_flag tt_flags[] = {
      * answered in app/run.c. */
     {STRING("--inject-bug", inject_bug), .metavar = "NAME|list", IN(LAYOUT),
      .help = "plant a classic parallelism bug that --validate must\n"
-             "catch (tests, labs); 'list' shows each with its\n"
-             "symptom and a command that exposes it"},
+             "catch (tests, labs; stall: --watchdog, nan-grad: the\n"
+             "run's own check); 'list' shows each with its symptom\n"
+             "and a command that exposes it"},
 
     {INT("--layers", model.L, 1, TT_MAX_LAYERS), .given = TT_GIVEN_LAYERS, .metavar = "L", IN(MODEL),
      .help = "transformer blocks (default %D)"},
