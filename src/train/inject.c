@@ -26,12 +26,18 @@ typedef struct {
     caught_by by;
     const char *first;   /* what the oracle names first; the watchdog; the guard's words */
     const char *hook;    /* where it acts */
-    /* Where it can act at all: a run with fewer GPUs, or one that does not
-     * train step acts_at (0: any step), is refused rather than run in vain. */
+} fault_row;
+
+/* The faults that cannot act everywhere: a run with fewer GPUs, or one that
+ * does not train step acts_at, is refused rather than run in vain. */
+static const struct {
+    tt_fault id;
     int min_gpus;
     long acts_at;
-    const char *why; /* why it needs them */
-} fault_row;
+    const char *why;
+} needs[] = {
+    {TT_FAULT_STALL, 2, 1, "it holds the last GPU there for its peers' --watchdog to report"},
+};
 
 /* Small and short: every command runs in a second or two of CPU. */
 #define SMALL "--layers 2 --dim 24 --heads 6 --seq 16 --batch 8 --steps 2 --quiet --sample-len 0 " \
@@ -44,41 +50,40 @@ static const fault_row rows[] = {
      "the loss and the other GPUs look right; the slice of blocks.0.attn.q.weight on DP "
      "replica 0, last TP rank, is 1% off; any layout",
      2, "--tp 2 " SMALL " --validate", BY_ORACLE, "gradient of blocks.0.attn.q.weight",
-     "train/inject.c, tt_inject_after_backward (after the DP sync)", 1, 0, NULL},
+     "train/inject.c, tt_inject_after_backward (after the DP sync)"},
     {TT_FAULT_DROP_TP_ALLREDUCE, "drop-tp-allreduce",
      "the copy operator in front of q, k, v skips its backward all-reduce (Megatron's f: "
      "identity forward, all-reduce backward)",
      "the loss matches, but from the last block's ln1 down every gradient is one TP rank's "
      "partial sum; the TP copies of replicated tensors drift apart; no effect with tp 1",
      2, "--tp 2 " SMALL " --validate", BY_ORACLE, "gradient of blocks.1.ln1.bias",
-     "model/forward.c, block_backward", 1, 0, NULL},
+     "model/forward.c, block_backward"},
     {TT_FAULT_NO_VOCAB_MASK, "no-vocab-mask",
      "the vocabulary-parallel cross-entropy keeps the padding columns in its softmax",
      "the loss is a little too high from step 0; only when tp does not divide the vocabulary "
      "256 (V padded to a multiple of tp, e.g. tp 3), no effect with tp 2 or 4",
      3, "--tp 3 " SMALL " --validate", BY_ORACLE, "loss",
-     "comm/tensor_parallel.c, vocab_crossentropy_forward and _backward", 1, 0, NULL},
+     "comm/tensor_parallel.c, vocab_crossentropy_forward and _backward"},
     {TT_FAULT_DP_NO_SYNC, "dp-no-sync",
      "a DP replica skips the gradient all-reduce (a no_sync() context left on)",
      "each replica steps on the gradient of its own share of the batch: every gradient is "
      "off and the replicas drift apart; no effect with dp 1",
      2, "--dp 2 --micro-batches 2 " SMALL " --validate", BY_ORACLE, "gradient of lm_head.weight",
-     "parallel/data_parallel.c, tt_dp_sync_grads", 1, 0, NULL},
+     "parallel/data_parallel.c, tt_dp_sync_grads"},
     {TT_FAULT_STALL, "stall",
      "not a numerical bug, a hang: the last GPU stops for 30 s before its first communication "
      "of step 1",
      "its peers wait for it; --watchdog reports the wait (operation, peer, tag) and ends the "
      "job with exit 1; needs 2 GPUs and 2 steps",
      2, "--pp 2 " SMALL " --watchdog 3", BY_WATCHDOG, "watchdog",
-     "comm/watchdog.c, tt_watch_begin", 2, 1,
-     "it holds the last GPU there for its peers' --watchdog to report"},
+     "comm/watchdog.c, tt_watch_begin"},
     {TT_FAULT_STALE_RECOMPUTE, "stale-recompute",
      "activation recomputation skips rebuilding block 0 and reads what the last recomputed "
      "block left in the shared buffers",
      "the loss matches; the gradients of block 0 and the embeddings are wrong; only with "
      "--recompute selective or full and 2 or more blocks on a GPU",
      1, "--recompute full " SMALL " --validate", BY_ORACLE, "gradient of blocks.0.mlp.fc2.weight",
-     "model/forward.c, recompute_block", 1, 0, NULL},
+     "model/forward.c, recompute_block"},
     {TT_FAULT_GRAD_ACCUM, "grad-accum",
      "gradient accumulation scaled per micro-batch, not per token: each micro-batch "
      "backpropagates its own mean loss and the sum is never divided by their number",
@@ -86,28 +91,28 @@ static const fault_row rows[] = {
      "(M micro-batches per replica); Adam hides most of it until clipping acts; no effect "
      "with --micro-batches 1",
      2, "--dp 2 --micro-batches 2 " SMALL " --validate", BY_ORACLE, "gradient of lm_head.weight",
-     "parallel/pipeline_run.c, tt_pipe_train", 1, 0, NULL},
+     "parallel/pipeline_run.c, tt_pipe_train"},
     {TT_FAULT_NORM_REPLICATED, "norm-replicated",
      "the clipping norm counts replicated tensors (LayerNorm weights and biases, row-split "
      "layers' biases) once per TP rank",
      "the gradients are right, the logged grad norm is too high and, when clipping acts "
      "(--clip below the norm), every update is too small; no effect with tp 1",
      2, "--tp 2 --clip 0.05 " SMALL " --validate", BY_ORACLE, "gradient norm",
-     "train/optim.c, tt_grad_sumsq", 1, 0, NULL},
+     "train/optim.c, tt_grad_sumsq"},
     {TT_FAULT_STALE_ACTIVATION, "stale-activation",
      "a pipeline stage sends the previous micro-batch's activation (a send buffer index off "
      "by one: the buffer reused before it was refilled)",
      "the loss is off from step 0 and so is every gradient; only with pp 2 or more and 2 or "
      "more micro-batches",
      2, "--pp 2 --micro-batches 2 " SMALL " --validate", BY_ORACLE, "loss",
-     "parallel/pipeline_run.c, run_action (TT_ACT_SEND_ACT)", 1, 0, NULL},
+     "parallel/pipeline_run.c, run_action (TT_ACT_SEND_ACT)"},
     {TT_FAULT_SP_NO_LN_ALLREDUCE, "sp-no-ln-allreduce",
      "with --sequence-parallel, the LayerNorms' weight and bias gradients (each TP rank's "
      "own tokens) are not summed over the TP group",
      "the loss matches at first; the LayerNorm gradients are each rank's partial sums, so the "
      "TP copies of the LayerNorms drift apart; only with --sequence-parallel",
      2, "--tp 2 --sequence-parallel " SMALL " --validate", BY_ORACLE, "gradient of ln_f.bias",
-     "model/forward.c, sp_ln_grads_done", 1, 0, NULL},
+     "model/forward.c, sp_ln_grads_done"},
     {TT_FAULT_EARLY_BUCKET, "early-bucket",
      "the DP all-reduce overlapped with the backward starts a bucket after the first "
      "micro-batch's backward of its layers instead of the last",
@@ -115,14 +120,14 @@ static const fault_row rows[] = {
      "gradient misses them; needs dp 2 or more, 2 or more micro-batches and the overlap (not "
      "--no-overlap, no --zero)",
      2, "--dp 2 --micro-batches 2 " SMALL " --validate", BY_ORACLE, "gradient of lm_head.weight",
-     "parallel/data_parallel.c, dp_unit_ready (the DP overlap's hook)", 1, 0, NULL},
+     "parallel/data_parallel.c, dp_unit_ready (the DP overlap's hook)"},
     {TT_FAULT_STALE_GATHER, "stale-gather",
      "ZeRO-3 does not gather a block's weights again before its backward, assuming the "
      "forward's gather is still there; the one gather buffer holds another unit by then",
      "the loss matches (the forward gathers right); the blocks' gradients are computed with "
      "another unit's numbers in place of their weights; only with --zero 3",
      2, "--dp 2 --zero 3 " SMALL " --validate", BY_ORACLE, "gradient of blocks.1.mlp.fc1.bias",
-     "model/forward.c, tt_chunk_backward (the weights_needed hook)", 1, 0, NULL},
+     "model/forward.c, tt_chunk_backward (the weights_needed hook)"},
     {TT_FAULT_NAN_GRAD, "nan-grad",
      "not a parallelism bug: a kernel writes NaN into one gradient element on one GPU (an "
      "uninitialised buffer, a division by zero)",
@@ -131,7 +136,7 @@ static const fault_row rows[] = {
      "before --save-every can keep the weights (exit 1); any layout",
      2, "--tp 2 " SMALL " --save-every 1 --save nan-grad.ckpt", BY_GUARD,
      "the gradient norm became nan at step 0",
-     "train/inject.c, tt_inject_after_backward (after the DP sync)", 1, 0, NULL},
+     "train/inject.c, tt_inject_after_backward (after the DP sync)"},
 };
 enum { NROWS = sizeof rows / sizeof rows[0] };
 
@@ -200,21 +205,15 @@ void tt_inject_set(int id) { tt_fault_set((tt_fault)id); }
 
 int tt_inject_check(int id, int gpus, long first_step, long end, tt_err *e)
 {
-    for (int i = 0; i < NROWS; i++) {
-        const fault_row *r = &rows[i];
-        if ((int)r->id != id)
+    for (size_t i = 0; i < sizeof needs / sizeof needs[0]; i++) {
+        if ((int)needs[i].id != id)
             continue;
-        const int trains_it = r->acts_at == 0 || (first_step <= r->acts_at && r->acts_at < end);
-        if (gpus >= r->min_gpus && trains_it)
+        const long at = needs[i].acts_at;
+        if (gpus >= needs[i].min_gpus && first_step <= at && at < end)
             return 0;
-        char needs[96];
-        if (r->acts_at > 0)
-            snprintf(needs, sizeof needs, "%d GPUs and a run that trains step %ld", r->min_gpus,
-                     r->acts_at);
-        else
-            snprintf(needs, sizeof needs, "%d GPUs", r->min_gpus);
-        return tt_fail(e, "--inject-bug %s needs %s (%s); this run has %d GPU%s and trains "
-                          "steps %ld..%ld", r->name, needs, r->why ? r->why : r->what, gpus,
+        return tt_fail(e, "--inject-bug %s needs %d GPUs and a run that trains step %ld (%s); "
+                          "this run has %d GPU%s and trains steps %ld..%ld",
+                       tt_inject_name(id), needs[i].min_gpus, at, needs[i].why, gpus,
                        gpus == 1 ? "" : "s", first_step, end - 1);
     }
     return 0;
