@@ -7,7 +7,8 @@
 # other end is on a bridge; nothing gets an address outside them. Open MPI
 # reaches them as it reaches real hosts: a hostfile names the three addresses
 # (4 slots each) and an rsh agent script stands in for ssh by entering the
-# namespace of the address it is given. mpirun itself runs in a fourth
+# namespace of the address it is given, with a session directory of that
+# host's own (the namespaces share /tmp). mpirun itself runs in a fourth
 # namespace on the bridge (no slots), so the host's own interfaces, addresses
 # and routes are never touched.
 #
