@@ -7,7 +7,8 @@
 # other end is on a bridge; nothing gets an address outside them. Open MPI
 # reaches them as it reaches real hosts: a hostfile names the three addresses
 # (4 slots each) and an rsh agent script stands in for ssh by entering the
-# namespace of the address it is given. mpirun itself runs in a fourth
+# namespace of the address it is given, with a session directory of that
+# host's own (the namespaces share /tmp). mpirun itself runs in a fourth
 # namespace on the bridge (no slots), so the host's own interfaces, addresses
 # and routes are never touched.
 #
@@ -139,6 +140,15 @@ ok "3 hosts: namespaces $p-h1..3 at $net.2-4 on bridge $bridge, mpirun in $launc
 
 # The rsh agent: Open MPI calls it as `agent HOST COMMAND...` (as it would
 # call ssh) to start its daemon, orted, on HOST.
+#
+# Each host also gets a /tmp of its own for Open MPI's session directory
+# (orte_tmpdir_base, which the daemon's ranks inherit). The namespaces share
+# the machine's /tmp and its hostname, so the three daemons of a job would
+# otherwise share one directory, /tmp/ompi.HOSTNAME.UID/jf.JOBFAMILY, and at
+# start-up each daemon deletes that directory as stale before making its
+# own: a daemon whose directory another has just removed fails its check of
+# it and exits, silently (it has left its ssh), and mpirun waits for it until
+# the timeout (doc/multihost.md). Real hosts have a /tmp each; so do these.
 agent=$work/agent
 cat > "$agent" <<EOF
 #!/bin/sh
@@ -150,9 +160,10 @@ case \$host in
     $net.4) ns=$p-h3 ;;
     *) echo "agent: no namespace for host \$host" >&2; exit 1 ;;
 esac
-exec ip netns exec "\$ns" sh -c "\$*"
+exec ip netns exec "\$ns" env OMPI_MCA_orte_tmpdir_base="$work/tmp-\$ns" sh -c "\$*"
 EOF
 chmod +x "$agent"
+mkdir "$work/tmp-$p-h1" "$work/tmp-$p-h2" "$work/tmp-$p-h3"
 
 # run_bg LIMIT OUT ERR COMMAND...: COMMAND under `timeout`, waited for in the
 # background so that a TERM to this shell runs the cleanup at once.
@@ -177,7 +188,8 @@ three() {
 
 # Placement: ranks 4k..4k+3 in namespace h(k+1), as the hostfile says, and
 # the three namespaces are three network stacks, none of them this host's.
-printf '#!/bin/sh\necho "$OMPI_COMM_WORLD_RANK $(readlink /proc/self/ns/net)"\n' > "$work/where"
+# Each rank also names the session directory its daemon gave it.
+printf '#!/bin/sh\necho "$OMPI_COMM_WORLD_RANK $(readlink /proc/self/ns/net) ${OMPI_MCA_orte_top_session_dir:-none}"\n' > "$work/where"
 chmod +x "$work/where"
 three 30 "$work/out" "$work/err" "$work/where"
 want=""
@@ -185,7 +197,7 @@ for r in 0 1 2 3 4 5 6 7 8 9 10 11; do
     want="$want$r $(ip netns exec "$p-h$((r / 4 + 1))" readlink /proc/self/ns/net)
 "
 done
-got=$(sort -n "$work/out")
+got=$(sort -n "$work/out" | awk '{ print $1, $2 }')
 stacks=$(printf %s "$want" | awk '{ print $2 }' | sort -u | grep -v -x "$(readlink /proc/self/ns/net)" | wc -l)
 if [ "$status" -eq 0 ] && [ "$got" = "$(printf %s "$want")" ] && [ "$stacks" -eq 3 ]; then
     ok "ranks 0-3, 4-7, 8-11 run in namespaces h1, h2, h3 (3 network stacks)"
@@ -193,6 +205,14 @@ else
     # Nothing further can work: stop here instead of failing every check.
     not_ok "placement (exit $status): got $(echo $got)"
     finish
+fi
+# The agent's per-host /tmp reached every daemon and its ranks: a rank of
+# host hK has its session directory under tmp-...-hK, nowhere shared.
+apart=$(awk -v w="$work/tmp-$p-h" '{ if (index($3, w (int($1 / 4) + 1) "/") == 1) n++ } END { print n + 0 }' "$work/out")
+if [ "$apart" -eq 12 ]; then
+    ok "each host's ranks have their session directory in that host's own /tmp"
+else
+    not_ok "session directories: $apart of 12 ranks in their host's own /tmp: $(awk '{ print $3 }' "$work/out" | sort -u | tr '\n' ' ')"
 fi
 
 # btls FILE: the BTLs the ranks' send paths used (btl_base_verbose's "Using X
