@@ -148,8 +148,7 @@ int main(int argc, char **argv)
         /* The environment's settings too, agreed: each rank reads its own. */
         if (!bad_values && tt_cores_slice_env(&err) < 0)
             bad_values = 1;
-        int any_bad = bad_values;
-        MPI_Allreduce(MPI_IN_PLACE, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        const int any_bad = tt_agree_status_world(bad_values);
         if (any_bad && !bad_values)
             tt_fail(&err, "TT_SLICE_MS differs between the ranks' environments and is not "
                           "valid on all of them");

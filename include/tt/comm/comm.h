@@ -136,8 +136,8 @@ double tt_clock_max(const tt_grid *g, int where, double t);
 /* ---- agreement: one rank's finding becomes every rank's, before acting ----
  * Booked as other. Each is a collective over the world. */
 
-/* Before any grid exists (--plan, which runs on rank 0 alone): the largest
- * status over MPI_COMM_WORLD, on every rank. */
+/* Before any grid exists (--plan, which runs on rank 0 alone; the check of
+ * the environment): the largest status over MPI_COMM_WORLD, on every rank. */
 int tt_agree_status_world(int status);
 /* The largest status of all ranks, on every rank (0 = fine, else an exit code). */
 int tt_agree_status(const tt_grid *g, int status);
