@@ -20,7 +20,7 @@ typedef struct {
  * out (thousands with small --dp-bucket, all started before the first is
  * waited for), and a clock's 8 bytes never take a bucket's megabyte. */
 typedef struct spare {
-    size_t bytes;
+    int cls;            /* its list: the buffer holds 2^(cls + 6) bytes */
     struct spare *next; /* the buffer follows the header */
 } spare;
 enum { CLASSES = 48 };
@@ -43,16 +43,15 @@ static void *scratch(size_t bytes)
         return s + 1;
     }
     s = tt_malloc(sizeof *s + ((size_t)64 << c));
-    s->bytes = (size_t)64 << c;
+    s->cls = c;
     return s + 1;
 }
 
 static void give_back(void *buf)
 {
     spare *s = (spare *)buf - 1;
-    const int c = size_class(s->bytes);
-    s->next = spares[c];
-    spares[c] = s;
+    s->next = spares[s->cls];
+    spares[s->cls] = s;
 }
 
 void tt_pair_flush(void)
