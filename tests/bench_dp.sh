@@ -23,9 +23,8 @@
 # round's own ratio (dp 2's step over the layout's, run seconds apart), so
 # a machine whose speed drifts between rounds moves both sides of a ratio.
 # Beside them, what all of a run's ranks used of the cores per step (the
-# run's own "cores"
-# line, getrusage over its steps after the first): CPU in user code and in
-# the kernel, context switches, and the cores left idle (what the step's
+# run's own "cores" line, getrusage over its steps after the first): CPU in
+# user code and in the kernel, context switches, and the cores left idle (what the step's
 # wall time offered less what the ranks used): where the cores went when the
 # throughput falls short, the layout's own work or the waiting. Last, the
 # layout's ceiling: the throughput it would have if its user CPU alone filled
