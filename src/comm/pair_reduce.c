@@ -129,10 +129,11 @@ int tt_pair_start(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op
     p->op = op;
     const size_t bytes = elem * (size_t)(count > 0 ? count : 1);
     p->peer_data = scratch(bytes);
-    p->copy = scratch(bytes);
-    memcpy(p->copy, buf, elem * (size_t)count);
+    /* Sent from buf itself: it stays untouched until tt_pair_finish (the
+     * callers' contract, MPI's too), which folds into it only once both
+     * halves are done. */
     MPI_Irecv(p->peer_data, count, type, other, tag, comm, &p->req[1]);
-    MPI_Isend(p->copy, count, type, other, tag, comm, &p->req[0]);
+    MPI_Isend(buf, count, type, other, tag, comm, &p->req[0]);
     tt_bell_ring(p->peer_world); /* our half is posted */
     return 0;
 }
@@ -195,8 +196,6 @@ void tt_pair_finish(tt_pair_req *p)
     tt_bell_wait(&p->req[1], p->peer_world);
     tt_bell_ring(p->peer_world);
     tt_bell_wait(&p->req[0], p->peer_world);
-    give_back(p->copy);
-    p->copy = NULL;
     /* member 0's values first on both members: even a NaN gives both the
      * same answer */
     const void *x0 = p->me == 0 ? p->buf : p->peer_data;

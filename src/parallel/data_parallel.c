@@ -66,6 +66,7 @@ typedef struct {
     long *order;          /* [nb] buckets in the order they were started */
     long nstarted;
     tt_coll_req *req;     /* [nb] */
+    float **snap;         /* [nb] under --inject-bug early-bucket: what was sent */
 } dp_overlap;
 static dp_overlap ov;
 
@@ -74,7 +75,17 @@ static void start_bucket(const tt_grid *g, tt_params *p, long b)
     float *grads = tt_params_buffer(p, TT_G);
     const size_t off = (size_t)b * ov.bucket;
     const size_t n = p->total - off < ov.bucket ? p->total - off : ov.bucket;
-    tt_iallreduce(g, TT_GROUP_DP, grads + off, (int)n, MPI_FLOAT, MPI_SUM, &ov.req[b]);
+    float *sent = grads + off;
+    if (tt_fault_active(TT_FAULT_EARLY_BUCKET)) {
+        /* The planted fault starts a bucket the backward still adds to, and
+         * a buffer in flight must not change (MPI's rule): the bucket as it
+         * is now goes out from a copy, and the copies' sum replaces it at the
+         * wait, so both members get the same wrong sum in every run. */
+        ov.snap[b] = tt_malloc(n * sizeof *sent);
+        memcpy(ov.snap[b], sent, n * sizeof *sent);
+        sent = ov.snap[b];
+    }
+    tt_iallreduce(g, TT_GROUP_DP, sent, (int)n, MPI_FLOAT, MPI_SUM, &ov.req[b]);
     ov.started[b] = 1;
     ov.order[ov.nstarted++] = b;
 }
@@ -117,6 +128,7 @@ void tt_dp_attach(tt_model *m, const tt_grid *g, size_t bucket_bytes, int micro_
     free(ov.started);
     free(ov.order);
     free(ov.req);
+    free(ov.snap);
     memset(&ov, 0, sizeof ov);
     ov.on = 1;
     ov.overlap = overlap;
@@ -137,6 +149,7 @@ void tt_dp_attach(tt_model *m, const tt_grid *g, size_t bucket_bytes, int micro_
     ov.started = tt_calloc((size_t)ov.nb, 1);
     ov.order = tt_malloc((size_t)ov.nb * sizeof *ov.order);
     ov.req = tt_malloc((size_t)ov.nb * sizeof *ov.req);
+    ov.snap = tt_calloc((size_t)ov.nb, sizeof *ov.snap);
     m->grads_ready = dp_unit_ready;
     m->grads_ready_ctx = (void *)g;
 }
@@ -192,6 +205,14 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
                 tt_coll_wait(g, &ov.req[b], 0.0);
             }
         }
+        for (long b = 0; b < ov.nb; b++)
+            if (ov.snap[b]) {
+                const size_t off = (size_t)b * ov.bucket;
+                const size_t n = p->total - off < ov.bucket ? p->total - off : ov.bucket;
+                memcpy(tt_params_buffer(p, TT_G) + off, ov.snap[b], n * sizeof(float));
+                free(ov.snap[b]);
+                ov.snap[b] = NULL;
+            }
         memset(ov.started, 0, (size_t)ov.nb);
         memset(ov.done, 0, (size_t)ov.nunits * sizeof *ov.done);
         ov.nstarted = 0;

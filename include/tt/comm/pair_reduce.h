@@ -17,7 +17,6 @@
 
 typedef struct {
     void *buf, *peer_data; /* this member's buffer (the result), the other's copy */
-    void *copy;            /* what this member sent: a copy, so buf can change */
     int count;
     MPI_Datatype type;
     MPI_Op op;
@@ -29,7 +28,8 @@ typedef struct {
 /* Starts the exchange when comm has two members and (type, op) is one this
  * file combines (float, double or int with sum, max or min; float-int with
  * maxloc); returns -1 otherwise, having done nothing. Both members take the
- * same branch. tag tells apart exchanges in flight together. */
+ * same branch. tag tells apart exchanges in flight together. buf is sent as
+ * it lies, so it must not change until tt_pair_finish. */
 int tt_pair_start(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op op, int tag,
                   tt_pair_req *p);
 /* Waits for the other's half and for its own to be taken, and leaves the
