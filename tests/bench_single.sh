@@ -11,6 +11,10 @@
 # PyTorch's eager allocator then page-faults them in again every step, which
 # made its steps vary from 255 to 540 ms on our 2-core machine); ours
 # allocates everything before the first step, so it is unaffected.
+# The ratio to PyTorch is given two ways: the ratio of the two medians over
+# all rounds, and the median of each round's own ratio (its torch steps'
+# median over its own steps', run seconds apart), which cancels the
+# machine's drift between rounds, as bench_dp.sh's ratios do.
 # Usage: bench_single.sh BENCH_TRAIN BENCH_TORCH_PY [ROUNDS]
 set -u
 train=$1
@@ -41,10 +45,15 @@ while [ "$r" -le "$rounds" ]; do
     if [ -n "$py" ]; then
         "$py" "$torch_py" 1 3 > "$tmp/torch" || exit 1
         sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch" >> "$tmp/torch_ms"
+        # this round's own ratios: the median of its torch steps over ours
+        ro=$(echo "$line" | sed 's/.*steps //; s/ ms$//' | tr ' ' '\n' | median)
+        rt=$(sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch" | median)
         printf '; torch steps %s ms' "$(sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch" | tr '\n' ' ' | sed 's/ $//')"
         MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=1000000000 \
             "$py" "$torch_py" 1 3 > "$tmp/torch2" || exit 1
         sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch2" >> "$tmp/torch2_ms"
+        rt2=$(sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch2" | median)
+        awk -v o="$ro" -v t="$rt" -v t2="$rt2" 'BEGIN { print t / o, t2 / o }' >> "$tmp/ratios"
         printf ', kept malloc %s ms' "$(sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch2" | tr '\n' ' ' | sed 's/ $//')"
     fi
     echo
@@ -63,9 +72,11 @@ awk -v a="$a1" -v b="$a2" 'BEGIN {
 if [ -n "$py" ]; then
     t=$(median < "$tmp/torch_ms")
     t2=$(median < "$tmp/torch2_ms")
-    awk -v o="$o" -v t="$t" -v t2="$t2" -v n="$tokens" 'BEGIN {
-        printf "torch: %.1f ms/step (median, wall), %.0f tokens/s; ours / torch throughput: %.2fx\n", t, n / (t / 1e3), t / o
-        printf "torch with glibc malloc keeping freed memory: %.1f ms/step, %.0f tokens/s; ours / torch: %.2fx\n", t2, n / (t2 / 1e3), t2 / o }'
+    q=$(cut -d' ' -f1 "$tmp/ratios" | median)
+    q2=$(cut -d' ' -f2 "$tmp/ratios" | median)
+    awk -v o="$o" -v t="$t" -v t2="$t2" -v q="$q" -v q2="$q2" -v n="$tokens" 'BEGIN {
+        printf "torch: %.1f ms/step (median, wall), %.0f tokens/s; ours / torch throughput: %.2fx (the median of the rounds\047 own ratios: %.2fx)\n", t, n / (t / 1e3), t / o, q
+        printf "torch with glibc malloc keeping freed memory: %.1f ms/step, %.0f tokens/s; ours / torch: %.2fx (rounds: %.2fx)\n", t2, n / (t2 / 1e3), t2 / o, q2 }'
 else
     echo "torch: skipped (python3 cannot import torch; Debian: apt-get install python3-torch)"
 fi
