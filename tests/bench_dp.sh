@@ -61,8 +61,28 @@ dp12:12:-:--dp 12 --micro-batches 2
 pp3dp2:6:-:--pp 3 --dp 2
 tp2dp2:4:-:--tp 2 --dp 2"
 
+# The cores every layout gets: the first BENCH_CORES (default 2) of those
+# this shell may use, so a laptop with 8 cores measures what the 2-core
+# target means (12 ranks on 8 cores against dp 2 on 2 would compare
+# machines, not layouts); BENCH_CORES=all for all of them. The ranks
+# inherit the set, and --pin-ranks auto divides it (src/comm/cores.c reads
+# each rank's allowed CPUs).
+want=${BENCH_CORES:-2}
 cores=$(nproc)
-echo "wall-clock throughput: default model, global batch 24, $(nproc) cores, one BLAS thread per rank, $rounds rounds"
+[ "$want" = all ] && want=$cores
+case $want in '' | *[!0-9]* | 0) echo "bench_dp.sh: BENCH_CORES must be a positive number or all, not '$want'" >&2; exit 2 ;; esac
+if [ "$cores" -gt "$want" ]; then
+    command -v taskset >/dev/null 2>&1 || { echo "bench_dp.sh: taskset (util-linux) is needed to use $want of the $cores cores" >&2; exit 2; }
+    # this shell's CPUs, ranges expanded ("0-3,6" -> 0 1 2 3 6), the first $want
+    cpus=$(taskset -pc $$ | sed 's/.*: //' | tr ',' '\n' |
+        awk -F- '{ if (NF == 2) for (i = $1; i <= $2; i++) print i; else print $1 }' |
+        head -n "$want" | paste -sd, -)
+    launch="taskset -c $cpus $launch"
+    cores=$want
+    echo "(on CPU$([ "$want" -gt 1 ] && echo s) $cpus of this machine's $(nproc); BENCH_CORES=all for all)"
+fi
+[ "$cores" = 1 ] && cw="1 core" || cw="$cores cores"
+echo "wall-clock throughput: default model, global batch 24, $cw, one BLAS thread per rank, $rounds rounds"
 echo "(a layout's throughput: the median of its rounds' ratios, dp2's step over its own in the same round)"
 r=1
 while [ "$r" -le "$rounds" ]; do
