@@ -70,11 +70,17 @@ typedef struct {
 } dp_overlap;
 static dp_overlap ov;
 
+/* Floats in bucket b (the last may be short). */
+static size_t bucket_len(const tt_params *p, long b)
+{
+    const size_t off = (size_t)b * ov.bucket;
+    return p->total - off < ov.bucket ? p->total - off : ov.bucket;
+}
+
 static void start_bucket(const tt_grid *g, tt_params *p, long b)
 {
     float *grads = tt_params_buffer(p, TT_G);
-    const size_t off = (size_t)b * ov.bucket;
-    const size_t n = p->total - off < ov.bucket ? p->total - off : ov.bucket;
+    const size_t off = (size_t)b * ov.bucket, n = bucket_len(p, b);
     float *sent = grads + off;
     if (tt_fault_active(TT_FAULT_EARLY_BUCKET)) {
         /* The planted fault starts a bucket the backward still adds to, and
@@ -207,9 +213,8 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
         }
         for (long b = 0; b < ov.nb; b++)
             if (ov.snap[b]) {
-                const size_t off = (size_t)b * ov.bucket;
-                const size_t n = p->total - off < ov.bucket ? p->total - off : ov.bucket;
-                memcpy(tt_params_buffer(p, TT_G) + off, ov.snap[b], n * sizeof(float));
+                memcpy(tt_params_buffer(p, TT_G) + (size_t)b * ov.bucket, ov.snap[b],
+                       bucket_len(p, b) * sizeof(float));
                 free(ov.snap[b]);
                 ov.snap[b] = NULL;
             }
