@@ -32,7 +32,12 @@
 # cannot be made, or not Open MPI).
 . "$TT_SRCDIR/testlib.sh"
 
-cfg="--tp 2 --pp 2 --dp 3 --steps 3 --sample-len 0 --eval-every 0 --no-spot-check"
+# --watchdog 60: a run that stops moving for a minute (on a crowded machine
+# the kernel can keep runnable tasks off the cores that long:
+# doc/multihost.md) ends with each rank's report of the collective it waits
+# in, where the runs' 90 s limit alone would kill it without a word. The
+# watchdog changes no computed value.
+cfg="--tp 2 --pp 2 --dp 3 --steps 3 --sample-len 0 --eval-every 0 --no-spot-check --watchdog 60"
 # Ring all-reduce (the algorithm of doc/communication.md's formulas), basic
 # linear reduce-scatter, ring all-gather, binomial broadcast. Gatherv has one
 # (linear) algorithm. Only the reductions can change bits; the others are
