@@ -80,6 +80,8 @@ if [ "$cores" -gt "$want" ]; then
     launch="taskset -c $cpus $launch"
     cores=$want
     echo "(on CPU$([ "$want" -gt 1 ] && echo s) $cpus of this machine's $(nproc); BENCH_CORES=all for all)"
+elif [ "$cores" -lt "$want" ]; then
+    echo "(BENCH_CORES=$want, but this shell may use $cores: all of them)"
 fi
 [ "$cores" = 1 ] && cw="1 core" || cw="$cores cores"
 echo "wall-clock throughput: default model, global batch 24, $cw, one BLAS thread per rank, $rounds rounds"
