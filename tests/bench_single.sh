@@ -33,28 +33,31 @@ done
 
 "$train" 0 | sed -n '1,2p' | sed "s/, 0 rounds,/, $rounds rounds (alternating with PyTorch),/" # the config and the FLOPs per step
 [ -n "$py" ] && echo "PyTorch $("$py" -c 'import torch; print(torch.__version__)') eager, one thread, same model (tests/bench_torch.py)"
+# torch_steps FILE: a bench_torch.py run's step times, one a line
+torch_steps() { sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$1"; }
 r=1
 while [ "$r" -le "$rounds" ]; do
     "$train" 1 > "$tmp/ours" || exit 1
     line=$(grep '^round 1:' "$tmp/ours")
     echo "$line" | sed 's/.*sgemm \([0-9.]*\) GFLOP.*/\1/' >> "$tmp/gemm"
-    echo "$line" | sed 's/.*steps //; s/ ms$//' | tr ' ' '\n' >> "$tmp/ours_ms"
+    echo "$line" | sed 's/.*steps //; s/ ms$//' | tr ' ' '\n' > "$tmp/round_ours"
+    cat "$tmp/round_ours" >> "$tmp/ours_ms"
     # the attention's products through small_gemm and through cblas_sgemm
     grep '^attention 1:' "$tmp/ours" | sed 's/.*small_gemm \([0-9.]*\) ms, cblas_sgemm \([0-9.]*\) ms.*/\1 \2/' >> "$tmp/att"
     printf 'round %d: ours %s' "$r" "$(echo "$line" | sed 's/^round 1: //')"
     if [ -n "$py" ]; then
         "$py" "$torch_py" 1 3 > "$tmp/torch" || exit 1
-        sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch" >> "$tmp/torch_ms"
-        # this round's own ratios: the median of its torch steps over ours
-        ro=$(echo "$line" | sed 's/.*steps //; s/ ms$//' | tr ' ' '\n' | median)
-        rt=$(sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch" | median)
-        printf '; torch steps %s ms' "$(sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch" | tr '\n' ' ' | sed 's/ $//')"
         MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=1000000000 \
             "$py" "$torch_py" 1 3 > "$tmp/torch2" || exit 1
-        sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch2" >> "$tmp/torch2_ms"
-        rt2=$(sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch2" | median)
-        awk -v o="$ro" -v t="$rt" -v t2="$rt2" 'BEGIN { print t / o, t2 / o }' >> "$tmp/ratios"
-        printf ', kept malloc %s ms' "$(sed 's/torch step: \([0-9.]*\) ms wall.*/\1/' "$tmp/torch2" | tr '\n' ' ' | sed 's/ $//')"
+        torch_steps "$tmp/torch" > "$tmp/round_torch"
+        torch_steps "$tmp/torch2" > "$tmp/round_torch2"
+        cat "$tmp/round_torch" >> "$tmp/torch_ms"
+        cat "$tmp/round_torch2" >> "$tmp/torch2_ms"
+        # this round's own ratios: the median of its torch steps over ours
+        awk -v o="$(median < "$tmp/round_ours")" -v t="$(median < "$tmp/round_torch")" \
+            -v t2="$(median < "$tmp/round_torch2")" 'BEGIN { print t / o, t2 / o }' >> "$tmp/ratios"
+        printf '; torch steps %s ms, kept malloc %s ms' "$(paste -sd' ' "$tmp/round_torch")" \
+            "$(paste -sd' ' "$tmp/round_torch2")"
     fi
     echo
     r=$((r + 1))
