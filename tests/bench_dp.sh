@@ -24,12 +24,12 @@
 # a machine whose speed drifts between rounds moves both sides of a ratio.
 # Beside them, what all of a run's ranks used of the cores per step (the
 # run's own "cores" line, getrusage over its steps after the first): CPU in
-# user code and in the kernel, context switches, and the cores left idle (what the step's
-# wall time offered less what the ranks used): where the cores went when the
-# throughput falls short, the layout's own work or the waiting. Last, the
-# layout's ceiling: the throughput it would have if its user CPU alone filled
-# the cores, which better waiting can beat only by the user CPU that waiting
-# spends (MPI's progress loops spin in user code).
+# user code and in the kernel, context switches, and the cores left idle
+# (what the step's wall time offered less what the ranks used): where the
+# cores went when the throughput falls short, the layout's own work or the
+# waiting. Last, the layout's ceiling: the throughput it would have if its
+# user CPU alone filled the cores, which better waiting can beat only by the
+# user CPU that waiting spends (MPI's progress loops spin in user code).
 # Usage: bench_dp.sh TT_BIN [ROUNDS]
 set -u
 bin=$1
@@ -68,20 +68,21 @@ tp2dp2:4:-:--tp 2 --dp 2"
 # inherit the set, and --pin-ranks auto divides it (src/comm/cores.c reads
 # each rank's allowed CPUs).
 want=${BENCH_CORES:-2}
-cores=$(nproc)
-[ "$want" = all ] && want=$cores
+have=$(nproc)
+cores=$have
+[ "$want" = all ] && want=$have
 case $want in '' | *[!0-9]* | 0) echo "bench_dp.sh: BENCH_CORES must be a positive number or all, not '$want'" >&2; exit 2 ;; esac
 if [ "$cores" -gt "$want" ]; then
-    command -v taskset >/dev/null 2>&1 || { echo "bench_dp.sh: taskset (util-linux) is needed to use $want of the $cores cores" >&2; exit 2; }
+    command -v taskset >/dev/null 2>&1 || { echo "bench_dp.sh: taskset (util-linux) is needed to use $want of the $have cores" >&2; exit 2; }
     # this shell's CPUs, ranges expanded ("0-3,6" -> 0 1 2 3 6), the first $want
     cpus=$(taskset -pc $$ | sed 's/.*: //' | tr ',' '\n' |
         awk -F- '{ if (NF == 2) for (i = $1; i <= $2; i++) print i; else print $1 }' |
         head -n "$want" | paste -sd, -)
     launch="taskset -c $cpus $launch"
     cores=$want
-    echo "(on CPU$([ "$want" -gt 1 ] && echo s) $cpus of this machine's $(nproc); BENCH_CORES=all for all)"
+    echo "(on CPU$([ "$want" -gt 1 ] && echo s) $cpus of the $have this shell may use; BENCH_CORES=all for all)"
 elif [ "$cores" -lt "$want" ]; then
-    echo "(BENCH_CORES=$want, but this shell may use $cores: all of them)"
+    echo "(BENCH_CORES=$want, but this shell may use $have: all of them)"
 fi
 [ "$cores" = 1 ] && cw="1 core" || cw="$cores cores"
 echo "wall-clock throughput: default model, global batch 24, $cw, one BLAS thread per rank, $rounds rounds"
