@@ -211,13 +211,14 @@ void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes)
                 tt_coll_wait(g, &ov.req[b], 0.0);
             }
         }
-        for (long b = 0; b < ov.nb; b++)
-            if (ov.snap[b]) {
-                memcpy(tt_params_buffer(p, TT_G) + (size_t)b * ov.bucket, ov.snap[b],
-                       bucket_len(p, b) * sizeof(float));
-                free(ov.snap[b]);
-                ov.snap[b] = NULL;
-            }
+        if (tt_fault_active(TT_FAULT_EARLY_BUCKET)) /* its snapshots' sums (start_bucket) */
+            for (long b = 0; b < ov.nb; b++)
+                if (ov.snap[b]) {
+                    memcpy(tt_params_buffer(p, TT_G) + (size_t)b * ov.bucket, ov.snap[b],
+                           bucket_len(p, b) * sizeof(float));
+                    free(ov.snap[b]);
+                    ov.snap[b] = NULL;
+                }
         memset(ov.started, 0, (size_t)ov.nb);
         memset(ov.done, 0, (size_t)ov.nunits * sizeof *ov.done);
         ov.nstarted = 0;
