@@ -8,7 +8,9 @@
  *    gives MPI_Allreduce's bits for sizes from 1 float to past the first
  *    slot (the mapping grows), many times in a row (the slots' parities),
  *    returns the larger clock, and leaves what it cannot do to MPI; its
- *    all-gather and reduce-scatter (in place too) equal MPI's;
+ *    all-gather and reduce-scatter (in place too) equal MPI's; a sum made
+ *    in this member's slot (tt_pair_host_slot, tt_allreduce_space) and
+ *    summed out of place gives the same bits without the copy;
  *  - the shared-memory gather returns every member's bytes in rank order,
  *    over and over (the records' two rows), and its maximum is the largest;
  *  - tt_allreduce of a few numbers over 4 members equals the rank-order sum
@@ -150,6 +152,56 @@ START_TEST(host_pair_equals_mpi)
 }
 END_TEST
 
+START_TEST(sum_made_in_the_slot)
+{
+    MPI_Comm pair;
+    MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &pair);
+    /* made where the exchange reads it, no copy: the same bits as MPI's,
+     * through a growing mapping (16385 floats pass the first 64 KiB slot)
+     * and both parities (an in-place sum between) */
+    static const int sizes[] = {5000, 16385, 100000, 7, 40000};
+    enum { MAXN = 100000 };
+    float *ref = malloc(MAXN * sizeof *ref), *out = malloc(MAXN * sizeof *out);
+    for (int k = 0; k < (int)(sizeof sizes / sizeof *sizes); k++) {
+        const int n = sizes[k];
+        float *space = tt_pair_host_slot(pair, (size_t)n * sizeof(float));
+        ck_assert_ptr_nonnull(space);
+        ck_assert_ptr_eq(tt_pair_host_slot(pair, (size_t)n * sizeof(float)), space);
+        for (int i = 0; i < n; i++)
+            space[i] = ref[i] = value(rank + 3 * k, i);
+        MPI_Allreduce(MPI_IN_PLACE, ref, n, MPI_FLOAT, MPI_SUM, pair);
+        double clock = 2.0 * k + rank % 2;
+        ck_assert_int_eq(tt_pair_host_allreduce_to(pair, space, out, n, MPI_FLOAT, MPI_SUM, &clock), 0);
+        ck_assert_msg(memcmp(out, ref, (size_t)n * sizeof *out) == 0,
+                      "size %d: the sum made in the slot differs from MPI_Allreduce", n);
+        ck_assert(clock == 2.0 * k + 1);
+        ck_assert_int_eq(tt_pair_host_allreduce(pair, out, 1, MPI_FLOAT, MPI_SUM, NULL), 0);
+    }
+    /* past the largest slot, or not a pair: no slot */
+    ck_assert_ptr_null(tt_pair_host_slot(pair, ((size_t)16 << 20) + 4));
+    ck_assert_ptr_null(tt_pair_host_slot(MPI_COMM_WORLD, 64));
+    /* the grid's calls: a pair (the PP group here) gets its slot, a group
+     * of 4 its own buffer back; out of place equals in place */
+    float own[300], sum[300], want[300];
+    for (int i = 0; i < 300; i++)
+        want[i] = own[i] = value(rank, i);
+    tt_allreduce(&g, TT_GROUP_PP, want, 300, MPI_FLOAT, MPI_SUM);
+    float *made = tt_allreduce_space(&g, TT_GROUP_PP, own, 300, MPI_FLOAT);
+    ck_assert_ptr_ne(made, own);
+    memcpy(made, own, sizeof own);
+    tt_allreduce_to(&g, TT_GROUP_PP, made, sum, 300, MPI_FLOAT, MPI_SUM);
+    ck_assert(memcmp(sum, want, sizeof sum) == 0);
+    ck_assert_ptr_eq(tt_allreduce_space(&g, TT_GROUP_OTHER, own, 300, MPI_FLOAT), own);
+    memcpy(want, own, sizeof own);
+    tt_allreduce(&g, TT_GROUP_OTHER, want, 300, MPI_FLOAT, MPI_SUM);
+    tt_allreduce_to(&g, TT_GROUP_OTHER, own, sum, 300, MPI_FLOAT, MPI_SUM);
+    ck_assert(memcmp(sum, want, sizeof sum) == 0);
+    free(ref);
+    free(out);
+    MPI_Comm_free(&pair);
+}
+END_TEST
+
 START_TEST(gather_in_rank_order)
 {
     for (int round = 0; round < 5; round++) {
@@ -234,6 +286,7 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, pair_equals_mpi);
     tcase_add_test(tc, host_pair_equals_mpi);
+    tcase_add_test(tc, sum_made_in_the_slot);
     tcase_add_test(tc, gather_in_rank_order);
     tcase_add_test(tc, small_allreduce_in_rank_order);
     tcase_add_test(tc, waiting_sleeps);

@@ -145,28 +145,49 @@ static int ordered_allreduce(MPI_Comm comm, void *buf, int count, MPI_Datatype t
 void tt_allreduce(const tt_grid *g, int where, void *buf, int count_, MPI_Datatype type,
                   MPI_Op op)
 {
+    tt_allreduce_to(g, where, buf, buf, count_, type, op);
+}
+
+void *tt_allreduce_space(const tt_grid *g, int where, void *own, int count_, MPI_Datatype type)
+{
+    /* watched: the first call of a pair, or a larger sum, maps its slots,
+     * which both members do together */
+    WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, where);
+    void *slot = tt_pair_host_slot(tt_group_comm(g, where),
+                                   (size_t)count_ * (size_t)tt_comm_type_size(type));
+    tt_watch_end();
+    return slot ? slot : own;
+}
+
+void tt_allreduce_to(const tt_grid *g, int where, const void *send, void *recv, int count_,
+                     MPI_Datatype type, MPI_Op op)
+{
     double t0 = tt_clock_now();
     MPI_Comm comm = tt_group_comm(g, where);
     WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, where);
     const int ticking = tt_vclock_ticking();
+    const long long bytes = (long long)count_ * tt_comm_type_size(type);
     /* A group of two exchanges its data and its entry clocks at once (the
      * exchange is its own meeting); a larger group meets, then MPI sums. */
     double latest = ticking ? tt_vclock_now() : 0.0;
-    tt_pair_req pair[2];
-    if (tt_pair_host_allreduce(comm, buf, count_, type, op, ticking ? &latest : NULL) == 0) {
-        /* summed through the pair's shared slots */
-    } else if (tt_pair_start(comm, buf, count_, type, op, pair_tag(PAIR_TAG_BLOCKING), &pair[0]) == 0) {
-        if (ticking)
-            tt_pair_start(comm, &latest, 1, MPI_DOUBLE, MPI_MAX, pair_tag(PAIR_TAG_BLOCKING_CLOCK),
-                          &pair[1]);
-        tt_pair_finish(&pair[0]);
-        if (ticking)
-            tt_pair_finish(&pair[1]);
-    } else if (ordered_allreduce(comm, buf, count_, type, op, ticking, &latest) != 0) {
-        latest = arrive(comm, ticking);
-        MPI_Allreduce(MPI_IN_PLACE, buf, count_, type, op, comm);
+    if (tt_pair_host_allreduce_to(comm, send, recv, count_, type, op,
+                                  ticking ? &latest : NULL) != 0) {
+        /* in place from here on */
+        if (send != recv)
+            memcpy(recv, send, (size_t)bytes);
+        tt_pair_req pair[2];
+        if (tt_pair_start(comm, recv, count_, type, op, pair_tag(PAIR_TAG_BLOCKING), &pair[0]) == 0) {
+            if (ticking)
+                tt_pair_start(comm, &latest, 1, MPI_DOUBLE, MPI_MAX,
+                              pair_tag(PAIR_TAG_BLOCKING_CLOCK), &pair[1]);
+            tt_pair_finish(&pair[0]);
+            if (ticking)
+                tt_pair_finish(&pair[1]);
+        } else if (ordered_allreduce(comm, recv, count_, type, op, ticking, &latest) != 0) {
+            latest = arrive(comm, ticking);
+            MPI_Allreduce(MPI_IN_PLACE, recv, count_, type, op, comm);
+        }
     }
-    const long long bytes = (long long)count_ * tt_comm_type_size(type);
     if (ticking)
         clock_collective(g, where, latest, TT_COLL_ALLREDUCE, tt_group_size(g, where), bytes);
     tt_comm_tally(where, TT_OP_ALLREDUCE, bytes, t0);

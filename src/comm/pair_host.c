@@ -9,7 +9,10 @@
  * into a slot the other reads: each member writes its buffer (and its
  * clock) into its slot, raises its counter, rings the other, sleeps until
  * the other's counter comes up, and folds member 0's values with member
- * 1's, as the exchange does: the same bits.
+ * 1's, as the exchange does: the same bits. A caller that asks for its
+ * slot first (tt_pair_host_slot) makes its values there, and the exchange
+ * copies nothing in: the TP sums' row-parallel outputs and input gradients
+ * are made so.
  *
  * The mapping of a pair: a cache line per member with its counter (the
  * number of its exchanges posted so far), then four slots, one per member
@@ -124,7 +127,8 @@ static const char *swap(MPI_Comm comm, const void *mine_data, size_t bytes, doub
     if (clock)
         memcpy(mine, clock, sizeof *clock);
     memcpy(mine + sizeof(double), &size, sizeof size);
-    memcpy(mine + LINE, mine_data, bytes);
+    if (mine_data != mine + LINE) /* else made in place (tt_pair_host_slot) */
+        memcpy(mine + LINE, mine_data, bytes);
     atomic_store(posted(ph, ph->me), s);
     tt_bell_ring(ph->peer);
     tt_bell_wait_count(posted(ph, 1 - ph->me), s, ph->peer);
@@ -150,18 +154,41 @@ static int me_in(MPI_Comm comm)
     return me;
 }
 
-int tt_pair_host_allreduce(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op op,
-                           double *clock)
+/* Collective over the pair, as the exchange it prepares: its data part,
+ * `bytes` long, of this member's slot for the next exchange, or NULL where
+ * swap would not use the slots (the same conditions, the same answer on
+ * both). Writing it is safe at once: the other member posted this member's
+ * last exchange, so it has read this slot's previous contents. */
+void *tt_pair_host_slot(MPI_Comm comm, size_t bytes)
+{
+    int n;
+    MPI_Comm_size(comm, &n);
+    if (n != 2 || bytes > MAX_SLOT)
+        return NULL;
+    pair_host *ph = state_of(comm);
+    if (!ph->usable || ((!ph->base || bytes > ph->cap) && grow(comm, ph, bytes) != 0))
+        return NULL;
+    return slot(ph, ph->seq + 1, ph->me) + LINE;
+}
+
+int tt_pair_host_allreduce_to(MPI_Comm comm, const void *send, void *recv, int count,
+                              MPI_Datatype type, MPI_Op op, double *clock)
 {
     const size_t elem = tt_reduce_elem(type, op);
     if (elem == 0 || count < 0)
         return -1;
-    const char *theirs = swap(comm, buf, elem * (size_t)count, clock);
+    const char *theirs = swap(comm, send, elem * (size_t)count, clock);
     if (!theirs)
         return -1;
     const int me = me_in(comm); /* member 0's values first */
-    tt_reduce_fold(buf, me == 0 ? buf : theirs, me == 0 ? theirs : buf, count, type, op);
+    tt_reduce_fold(recv, me == 0 ? send : theirs, me == 0 ? theirs : send, count, type, op);
     return 0;
+}
+
+int tt_pair_host_allreduce(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op op,
+                           double *clock)
+{
+    return tt_pair_host_allreduce_to(comm, buf, buf, count, type, op, clock);
 }
 
 int tt_pair_host_allgather(MPI_Comm comm, const void *send, void *recv, int count,

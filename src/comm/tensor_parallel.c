@@ -23,8 +23,26 @@ static void sum_over_tp(const tt_grid *g, float *x, int n)
         tt_allreduce(g, TT_GROUP_TP, x, n, MPI_FLOAT, MPI_SUM);
 }
 
+/* x = the sum over the group of part (in place when part == x). */
+static void sum_over_tp_to(const tt_grid *g, float *x, const float *part, int n)
+{
+    if (tp_size(g) > 1)
+        tt_allreduce_to(g, TT_GROUP_TP, part, x, n, MPI_FLOAT, MPI_SUM);
+    else if (part != x)
+        memcpy(x, part, (size_t)n * sizeof(float));
+}
+
+float *tp_sum_space(const tt_grid *g, float *own, int n)
+{
+    return tp_size(g) > 1 ? tt_allreduce_space(g, TT_GROUP_TP, own, n, MPI_FLOAT) : own;
+}
+
 void tp_copy_forward(const tt_grid *g, const float *x, int n) { (void)g, (void)x, (void)n; }
 void tp_copy_backward(const tt_grid *g, float *dx, int n) { sum_over_tp(g, dx, n); }
+void tp_copy_backward_to(const tt_grid *g, float *dx, const float *part, int n)
+{
+    sum_over_tp_to(g, dx, part, n);
+}
 void tp_reduce_forward(const tt_grid *g, float *x, int n) { sum_over_tp(g, x, n); }
 void tp_reduce_backward(const tt_grid *g, const float *dx, int n) { (void)g, (void)dx, (void)n; }
 
@@ -109,16 +127,20 @@ void column_linear_backward(const tt_grid *g, float *dinp, float *dw, float *db,
                             const float *dout, const float *inp, const float *w, int N, int C,
                             int OCl)
 {
-    memset(dinp, 0, (size_t)N * C * sizeof(float));
-    linear_backward(dinp, dw, db, dout, inp, w, N, C, OCl);
-    tp_copy_backward(g, dinp, N * C);
+    /* the partial input gradient made where the sum reads it */
+    float *part = tp_sum_space(g, dinp, N * C);
+    memset(part, 0, (size_t)N * C * sizeof(float));
+    linear_backward(part, dw, db, dout, inp, w, N, C, OCl);
+    tp_copy_backward_to(g, dinp, part, N * C);
 }
 
 void row_linear_forward(const tt_grid *g, float *out, const float *inp, const float *w,
                         const float *b, int N, int Cl, int OC)
 {
-    linear_forward(out, inp, w, NULL, N, Cl, OC);
-    tp_reduce_forward(g, out, N * OC);
+    /* the partial sum made where the sum reads it */
+    float *part = tp_sum_space(g, out, N * OC);
+    linear_forward(part, inp, w, NULL, N, Cl, OC);
+    sum_over_tp_to(g, out, part, N * OC);
     if (b)
         bias_forward(out, b, N, OC); /* once, after the sum */
 }

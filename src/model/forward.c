@@ -136,16 +136,21 @@ static void block_backward(tt_model *m, tt_slot *s, int i, int split)
     KEEP(a->dq, m->dq, N * Cl);
     KEEP(a->dk, m->dk, N * Cl);
     KEEP(a->dv, m->dv, N * Cl);
-    memset(dtmp, 0, (size_t)N * C * sizeof(float));
-    linear_backward(dtmp, GW(b->q_w), GW(b->q_b), m->dq, a->ln1, W(b->q_w), N, C, Cl);
+    /* The shared copy of q, k and v: their input gradients summed here,
+     * then one all-reduce (made where the sum reads it, unless a planted
+     * fault (--inject-bug) drops the sum). */
+    const int drop = tt_fault_active(TT_FAULT_DROP_TP_ALLREDUCE);
+    float *dln1 = drop ? dtmp : tp_sum_space(g, dtmp, N * C);
+    memset(dln1, 0, (size_t)N * C * sizeof(float));
+    linear_backward(dln1, GW(b->q_w), GW(b->q_b), m->dq, a->ln1, W(b->q_w), N, C, Cl);
     /* The key bias gets no gradient: it is exactly zero, because a bias added
      * to every key adds the same q.b to a whole row of scores, which softmax
      * ignores. Summed in float it would be rounding noise (~1e-11) that Adam
      * turns into steps of lr * noise / eps, different in every layout. */
-    linear_backward(dtmp, GW(b->k_w), NULL, m->dk, a->ln1, W(b->k_w), N, C, Cl);
-    linear_backward(dtmp, GW(b->v_w), GW(b->v_b), m->dv, a->ln1, W(b->v_w), N, C, Cl);
-    if (!tt_fault_active(TT_FAULT_DROP_TP_ALLREDUCE)) /* a planted fault (--inject-bug) */
-        tp_copy_backward(g, dtmp, N * C); /* the shared copy of q, k and v: one all-reduce */
+    linear_backward(dln1, GW(b->k_w), NULL, m->dk, a->ln1, W(b->k_w), N, C, Cl);
+    linear_backward(dln1, GW(b->v_w), GW(b->v_b), m->dv, a->ln1, W(b->v_w), N, C, Cl);
+    if (!drop)
+        tp_copy_backward_to(g, dtmp, dln1, N * C);
     KEEP(a->dln1, dtmp, N * C);
     layernorm_backward(dres, LNW(b->ln1_w), LNW(b->ln1_b) + (split ? C : 0), dtmp, a->x_in,
                        W(b->ln1_w), a->ln1_mean, a->ln1_rstd, N, C);

@@ -66,6 +66,18 @@ MPI_Comm tt_group_comm(const tt_grid *g, int where);
 /* In-place all-reduce of count elements. */
 void tt_allreduce(const tt_grid *g, int where, void *buf, int count, MPI_Datatype type,
                   MPI_Op op);
+/* Out of place: recv gets the all-reduce of every member's send. A caller
+ * that makes its send in the space tt_allreduce_space gave it saves the
+ * copy of send into the group's shared memory (recv must then be another
+ * buffer). */
+void tt_allreduce_to(const tt_grid *g, int where, const void *send, void *recv, int count,
+                     MPI_Datatype type, MPI_Op op);
+/* Where to make the send of this rank's next tt_allreduce_to on the group
+ * (count elements): the pair's shared slot when the group is two ranks of
+ * one host, else own. Collective over the group (every member asks, at the
+ * same point), and valid only until that all-reduce: no other collective
+ * of the group may come between. */
+void *tt_allreduce_space(const tt_grid *g, int where, void *own, int count, MPI_Datatype type);
 /* The same, with what it is for ("loss all-reduce"), which the observer is
  * given: for the few bookkeeping calls a trace would otherwise show only as
  * "all-reduce other". purpose must outlive the call (a string literal) and

@@ -43,6 +43,16 @@ void tt_pair_finish(tt_pair_req *p);
  * 16 MiB; both members take the same branch. */
 int tt_pair_host_allreduce(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op op,
                            double *clock);
+/* The same, out of place: recv gets the sum of the members' send. send may
+ * be this member's slot for the next exchange (tt_pair_host_slot), made
+ * there in place of a copy; recv must not be. */
+int tt_pair_host_allreduce_to(MPI_Comm comm, const void *send, void *recv, int count,
+                              MPI_Datatype type, MPI_Op op, double *clock);
+/* Collective over the pair: where this member may make the `bytes` of its
+ * next exchange on comm (its shared slot), or NULL where that exchange would
+ * not go through the slots. Valid until that exchange: nothing else may go
+ * over comm in between. */
+void *tt_pair_host_slot(MPI_Comm comm, size_t bytes);
 /* The all-gather (count elements each, in rank order into recv) and the
  * reduce-scatter (MPI_SUM; send holds 2 count elements, recv gets this
  * member's block summed, member 0's first) of two members through the same

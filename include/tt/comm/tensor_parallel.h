@@ -32,6 +32,12 @@
  * (q, k and v) share one copy, so one all-reduce of their summed dx. */
 void tp_copy_forward(const tt_grid *g, const float *x /* n */, int n);
 void tp_copy_backward(const tt_grid *g, float *dx /* n */, int n);
+/* The same out of place: dx = the sum of every rank's part. A rank that
+ * makes its part where tp_sum_space says spares the sum a copy into the
+ * memory the TP pair shares (the TP sums are what many virtual GPUs on few
+ * cores pay most for: doc/communication.md). */
+void tp_copy_backward_to(const tt_grid *g, float *dx /* n */, const float *part /* n */, int n);
+float *tp_sum_space(const tt_grid *g, float *own /* n */, int n);
 
 /* reduce: the partial sums of a row-parallel layer are summed in place;
  * backward, the gradient reaches every rank's partial sum unchanged. */
