@@ -3,14 +3,20 @@
  * unsharded computation that every rank also does on the whole tensors:
  * column- and row-parallel linear layers forward and backward, the
  * vocabulary-parallel embedding and cross-entropy (with a vocabulary the TP
- * size does not divide), and the gather / reduce-scatter pair. */
+ * size does not divide), and the gather / reduce-scatter pair. The
+ * row-parallel layer with its residual add folded into the sum
+ * (row_linear_residual_forward) gives the bits of the layer and the add
+ * apart: through the pair's shared slots on 2 ranks (the doorbells are on),
+ * through MPI on 4, and without TP. */
 #include <check.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tt/comm/doorbell.h"
 #include "tt/comm/grid.h"
+#include "tt/comm/pair_reduce.h"
 #include "tt/core/kernels.h"
 #include "tt/core/params.h"
 #include "tt/comm/tensor_parallel.h"
@@ -99,6 +105,31 @@ START_TEST(row_parallel)
     ck_assert(rel_err(dbl, db, OC) < 1e-6); /* replicated: the full bias gradient */
     free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
     free(xl), free(wl), free(yl), free(dxl), free(dwl), free(dbl);
+}
+END_TEST
+
+START_TEST(row_parallel_residual)
+{
+    const int r = g.tp_rank, Cl = C / g.tp;
+    float *xl = fbuf(N * Cl), *wl = fbuf(OC * Cl), *b = fbuf(OC), *res = fbuf(N * OC);
+    float *want = fbuf(N * OC), *got = fbuf(N * OC), *tmp = fbuf(N * OC);
+    fill(xl, N * Cl, 20 + r), fill(wl, OC * Cl, 30 + r), fill(b, OC, 9), fill(res, N * OC, 10);
+    for (int with_bias = 0; with_bias < 2; with_bias++)
+        for (int grid = 0; grid < 2; grid++) { /* the TP group; then no TP (g NULL) */
+            const tt_grid *gg = grid ? NULL : &g;
+            const float *bb = with_bias ? b : NULL;
+            row_linear_forward(gg, tmp, xl, wl, bb, N, Cl, OC);
+            residual_forward(want, res, tmp, N * OC);
+            row_linear_residual_forward(gg, got, res, tmp, xl, wl, bb, N, Cl, OC);
+            ck_assert_msg(memcmp(got, want, sizeof(float) * N * OC) == 0,
+                          "bias %d, grid %d: the folded sum differs from the layer and the add",
+                          with_bias, !grid);
+            /* in place: the residual stream itself */
+            memcpy(got, res, sizeof(float) * N * OC);
+            row_linear_residual_forward(gg, got, got, tmp, xl, wl, bb, N, Cl, OC);
+            ck_assert(memcmp(got, want, sizeof(float) * N * OC) == 0);
+        }
+    free(xl), free(wl), free(b), free(res), free(want), free(got), free(tmp);
 }
 END_TEST
 
@@ -191,18 +222,23 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     int world;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
+    tt_bell_init();
     tt_grid_init(&g, world, 1, 1, MPI_COMM_WORLD); /* every rank in one TP group */
     Suite *s = suite_create("tensor_parallel");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, column_parallel);
     tcase_add_test(tc, row_parallel);
+    tcase_add_test(tc, row_parallel_residual);
     tcase_add_test(tc, vocab_embedding);
     tcase_add_test(tc, vocab_crossentropy);
     tcase_add_test(tc, gather_pair);
     tcase_add_test(tc, scatter_pair);
     suite_add_tcase(s, tc);
     int status = tt_check_run_mpi(s);
+    tt_pair_flush();
+    tt_pair_host_free();
     tt_grid_free(&g);
+    tt_bell_finalize();
     MPI_Finalize();
     return status;
 }

@@ -159,8 +159,11 @@ void *tt_allreduce_space(const tt_grid *g, int where, void *own, int count_, MPI
     return slot ? slot : own;
 }
 
-void tt_allreduce_to(const tt_grid *g, int where, const void *send, void *recv, int count_,
-                     MPI_Datatype type, MPI_Op op)
+/* The all-reduce behind tt_allreduce_to and tt_allreduce_fold: recv gets
+ * the sum, or (fold) fold gets the two members' parts, or the sum in recv
+ * (== send) where the group is not a pair on this host. */
+static void allreduce(const tt_grid *g, int where, const void *send, void *recv, int count_,
+                      MPI_Datatype type, MPI_Op op, tt_fold_fn fold, void *ctx)
 {
     double t0 = tt_clock_now();
     MPI_Comm comm = tt_group_comm(g, where);
@@ -170,8 +173,12 @@ void tt_allreduce_to(const tt_grid *g, int where, const void *send, void *recv, 
     /* A group of two exchanges its data and its entry clocks at once (the
      * exchange is its own meeting); a larger group meets, then MPI sums. */
     double latest = ticking ? tt_vclock_now() : 0.0;
-    if (tt_pair_host_allreduce_to(comm, send, recv, count_, type, op,
-                                  ticking ? &latest : NULL) != 0) {
+    double *clock = ticking ? &latest : NULL;
+    int me;
+    const void *theirs = NULL;
+    if (fold && (theirs = tt_pair_host_exchange(comm, send, (size_t)bytes, clock, &me)) != NULL) {
+        fold(ctx, me == 0 ? send : theirs, me == 0 ? theirs : send, count_); /* member 0's first */
+    } else if (fold || tt_pair_host_allreduce_to(comm, send, recv, count_, type, op, clock) != 0) {
         /* in place from here on */
         if (send != recv)
             memcpy(recv, send, (size_t)bytes);
@@ -187,10 +194,24 @@ void tt_allreduce_to(const tt_grid *g, int where, const void *send, void *recv, 
             latest = arrive(comm, ticking);
             MPI_Allreduce(MPI_IN_PLACE, recv, count_, type, op, comm);
         }
+        if (fold)
+            fold(ctx, recv, NULL, count_);
     }
     if (ticking)
         clock_collective(g, where, latest, TT_COLL_ALLREDUCE, tt_group_size(g, where), bytes);
     tt_comm_tally(where, TT_OP_ALLREDUCE, bytes, t0);
+}
+
+void tt_allreduce_to(const tt_grid *g, int where, const void *send, void *recv, int count_,
+                     MPI_Datatype type, MPI_Op op)
+{
+    allreduce(g, where, send, recv, count_, type, op, NULL, NULL);
+}
+
+void tt_allreduce_fold(const tt_grid *g, int where, float *send, int count_, tt_fold_fn fold,
+                       void *ctx)
+{
+    allreduce(g, where, send, send, count_, MPI_FLOAT, MPI_SUM, fold, ctx);
 }
 
 /* ---- non-blocking: a collective beside compute ---------------------------

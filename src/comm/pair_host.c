@@ -171,16 +171,25 @@ void *tt_pair_host_slot(MPI_Comm comm, size_t bytes)
     return slot(ph, ph->seq + 1, ph->me) + LINE;
 }
 
+const void *tt_pair_host_exchange(MPI_Comm comm, const void *send, size_t bytes, double *clock,
+                                  int *me)
+{
+    const char *theirs = swap(comm, send, bytes, clock);
+    if (theirs)
+        *me = me_in(comm);
+    return theirs;
+}
+
 int tt_pair_host_allreduce_to(MPI_Comm comm, const void *send, void *recv, int count,
                               MPI_Datatype type, MPI_Op op, double *clock)
 {
     const size_t elem = tt_reduce_elem(type, op);
-    if (elem == 0 || count < 0)
-        return -1;
-    const char *theirs = swap(comm, send, elem * (size_t)count, clock);
+    int me;
+    const void *theirs = elem == 0 || count < 0 ? NULL
+                         : tt_pair_host_exchange(comm, send, elem * (size_t)count, clock, &me);
     if (!theirs)
         return -1;
-    const int me = me_in(comm); /* member 0's values first */
+    /* member 0's values first */
     tt_reduce_fold(recv, me == 0 ? send : theirs, me == 0 ? theirs : send, count, type, op);
     return 0;
 }

@@ -6,7 +6,9 @@
 #include "tt/comm/tensor_parallel.h"
 #include "tt/comm/comm.h"
 #include "tt/core/faults.h"
+#include "tt/core/kcost.h"
 #include "tt/core/kernels.h"
+#include "tt/core/vclock.h"
 #include "core/vec.h"
 
 #include <float.h>
@@ -152,6 +154,66 @@ void row_linear_backward(const tt_grid *g, float *dinp, float *dw, float *db, co
     if (db)
         bias_backward(db, dout, N, OC);
     linear_backward(dinp, dw, NULL, dout, inp, w, N, Cl, OC);
+}
+
+/* x_out = x_in + ((x0 + x1) + b), row by row (x1 NULL: x0 is the sum
+ * already; b NULL: no bias): the sum, the bias and the residual add in
+ * one pass, each addition in the order of the three passes it replaces,
+ * so the same bits. */
+typedef struct {
+    float *out;         /* N,OC */
+    const float *resid; /* N,OC */
+    const float *b;     /* OC or NULL */
+    int OC;
+} residual_fold_ctx;
+
+TT_SIMD static void residual_fold_rows(float *out, const float *r, const float *x0,
+                                       const float *x1, const float *b, int N, int OC)
+{
+    for (int n = 0; n < N; n++) {
+        const size_t o = (size_t)n * OC;
+        float *y = out + o;
+        const float *xr = r + o, *a = x0 + o, *c = x1 ? x1 + o : NULL;
+        if (c && b) {
+            TT_IVDEP
+            for (int j = 0; j < OC; j++)
+                y[j] = xr[j] + ((a[j] + c[j]) + b[j]);
+        } else if (c) {
+            TT_IVDEP
+            for (int j = 0; j < OC; j++)
+                y[j] = xr[j] + (a[j] + c[j]);
+        } else if (b) {
+            TT_IVDEP
+            for (int j = 0; j < OC; j++)
+                y[j] = xr[j] + (a[j] + b[j]);
+        } else {
+            TT_IVDEP
+            for (int j = 0; j < OC; j++)
+                y[j] = xr[j] + a[j];
+        }
+    }
+}
+
+static void residual_fold(void *ctx, const float *x0, const float *x1, int count)
+{
+    const residual_fold_ctx *c = ctx;
+    residual_fold_rows(c->out, c->resid, x0, x1, c->b, count / c->OC, c->OC);
+}
+
+void row_linear_residual_forward(const tt_grid *g, float *x_out, const float *x_in, float *tmp,
+                                 const float *inp, const float *w, const float *b, int N, int Cl,
+                                 int OC)
+{
+    float *part = tp_sum_space(g, tmp, N * OC);
+    linear_forward(part, inp, w, NULL, N, Cl, OC);
+    residual_fold_ctx c = {x_out, x_in, b, OC};
+    if (tp_size(g) > 1)
+        tt_allreduce_fold(g, TT_GROUP_TP, part, N * OC, residual_fold, &c);
+    else
+        residual_fold(&c, part, NULL, N * OC);
+    /* the virtual clock's price of the residual add it replaces */
+    const tt_kcost k = tt_kcost_residual_fwd((double)N * OC);
+    tt_vclock_compute(k.flops, 4.0 * k.floats);
 }
 
 void row_linear_sp_forward(const tt_grid *g, float *out, float *partial, const float *inp,

@@ -42,8 +42,8 @@ static void block_forward(tt_model *m, tt_slot *s, int i, float *x_out /* N,C */
     linear_forward(a->k, a->ln1, W(b->k_w), W(b->k_b), N, C, Cl);
     linear_forward(a->v, a->ln1, W(b->v_w), W(b->v_b), N, C, Cl);
     attention_forward(a->atty, a->att, a->q, a->k, a->v, B, T, m->NHl, hs);
-    row_linear_forward(g, tmp, a->atty, W(b->proj_w), W(b->proj_b), N, Cl, C);
-    residual_forward(a->x_mid, a->x_in, tmp, N * C);
+    row_linear_residual_forward(g, a->x_mid, a->x_in, tmp, a->atty, W(b->proj_w), W(b->proj_b),
+                                N, Cl, C);
 
     layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, W(b->ln2_w), W(b->ln2_b), N, C);
     column_linear_forward(g, a->fc1, a->ln2, W(b->fc1_w), W(b->fc1_b), N, C, Hl);
@@ -57,8 +57,8 @@ static void block_forward(tt_model *m, tt_slot *s, int i, float *x_out /* N,C */
     } else {
         gelu_forward(a->gelu, a->fc1, N * Hl);
     }
-    row_linear_forward(g, tmp, fc2_in, W(b->fc2_w), W(b->fc2_b), N, Hl, C);
-    residual_forward(x_out, a->x_mid, tmp, N * C);
+    row_linear_residual_forward(g, x_out, a->x_mid, tmp, fc2_in, W(b->fc2_w), W(b->fc2_b), N, Hl,
+                                C);
 }
 
 /* One block backward: on entry m->dres is d loss / d block output; on exit it

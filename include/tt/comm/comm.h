@@ -78,6 +78,15 @@ void tt_allreduce_to(const tt_grid *g, int where, const void *send, void *recv, 
  * same point), and valid only until that all-reduce: no other collective
  * of the group may come between. */
 void *tt_allreduce_space(const tt_grid *g, int where, void *own, int count, MPI_Datatype type);
+/* A float sum that goes on into the caller's own pass instead of being
+ * written out (the row-parallel bias and the residual add after a TP sum):
+ * fold(ctx, x0, x1, count) gets group member 0's and member 1's send where
+ * the group is a pair on this host, and must add them x0 + x1, the pair's
+ * bits; elsewhere the group's sum is made in send (in place) and fold gets
+ * it as x0, with x1 NULL. send may be tt_allreduce_space's. */
+typedef void (*tt_fold_fn)(void *ctx, const float *x0, const float *x1, int count);
+void tt_allreduce_fold(const tt_grid *g, int where, float *send, int count, tt_fold_fn fold,
+                       void *ctx);
 /* The same, with what it is for ("loss all-reduce"), which the observer is
  * given: for the few bookkeeping calls a trace would otherwise show only as
  * "all-reduce other". purpose must outlive the call (a string literal) and

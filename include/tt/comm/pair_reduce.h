@@ -48,6 +48,12 @@ int tt_pair_host_allreduce(MPI_Comm comm, void *buf, int count, MPI_Datatype typ
  * there in place of a copy; recv must not be. */
 int tt_pair_host_allreduce_to(MPI_Comm comm, const void *send, void *recv, int count,
                               MPI_Datatype type, MPI_Op op, double *clock);
+/* The exchange alone: this member's `bytes` of send (in its slot, or
+ * copied there) for the other's, which it returns (read-only, valid until
+ * this member's next exchange on comm), with this member's index in *me;
+ * NULL where the pair cannot use its slots. */
+const void *tt_pair_host_exchange(MPI_Comm comm, const void *send, size_t bytes, double *clock,
+                                  int *me);
 /* Collective over the pair: where this member may make the `bytes` of its
  * next exchange on comm (its shared slot), or NULL where that exchange would
  * not go through the slots. Valid until that exchange: nothing else may go

@@ -100,6 +100,16 @@ void row_linear_backward(const tt_grid *g, float *dinp /* N,Cl */, float *dw /* 
                          const float *dout /* N,OC */, const float *inp /* N,Cl */,
                          const float *w /* OC,Cl */, int N, int Cl, int OC);
 
+/* A row-parallel linear and the residual add after it in a block:
+ * x_out = x_in + (reduce(inp_l W_l^T) + b), the sum going straight into the
+ * add (no pass over it alone; the same bits as row_linear_forward then
+ * residual_forward). tmp (N,OC) is scratch where the TP group has no
+ * shared slot. x_out may be x_in. */
+void row_linear_residual_forward(const tt_grid *g, float *x_out /* N,OC */,
+                                 const float *x_in /* N,OC */, float *tmp /* N,OC */,
+                                 const float *inp /* N,Cl */, const float *w /* OC,Cl */,
+                                 const float *b /* OC or NULL */, int N, int Cl, int OC);
+
 /* The same layers with sequence parallelism, N the micro-batch's rows and
  * N/tp this rank's: row-parallel, out (N/tp rows) = sp_scatter of the partial
  * sums (in `partial`, N,OC scratch) plus b; backward, dout (N/tp rows) is
