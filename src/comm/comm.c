@@ -285,6 +285,18 @@ int tt_ranks_on_host(const tt_grid *g)
     return n;
 }
 
+double tt_host_min(const tt_grid *g, double t)
+{
+    /* Not booked: like the split above, bookkeeping of the run's own. */
+    MPI_Comm host;
+    if (MPI_Comm_split_type(tt_group_comm(g, TT_GROUP_OTHER), MPI_COMM_TYPE_SHARED,
+                            g->world_rank, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MIN, host);
+        MPI_Comm_free(&host);
+    }
+    return t;
+}
+
 /* ---- gathering to rank 0 ---- */
 
 void *tt_gather_var_to_root(const tt_grid *g, const void *mine, int bytes, int **sizes)

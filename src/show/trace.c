@@ -17,11 +17,15 @@ static void observe_comm(int group, tt_op op, long long bytes, double t0, double
 
 void tt_trace_begin(const tt_grid *g)
 {
-    /* A common instant: on the wall clock every rank leaves the all-reduce at
-     * about the same time; the virtual clocks are equal between steps. */
+    /* A common instant: the virtual clocks are equal between steps; on the
+     * wall clock, the first rank of each host to leave the all-reduce (the
+     * host's ranks read one clock, but with more ranks than cores some leave
+     * the all-reduce milliseconds after the others, which would shift their
+     * rows against the rest; across hosts the clocks differ, and each
+     * host's ranks leave at about the same time). */
     int sync = 0;
     tt_allreduce(g, TT_GROUP_OTHER, &sync, 1, MPI_INT, MPI_SUM);
-    tt_events_start(tt_clock_now());
+    tt_events_start(tt_host_min(g, tt_clock_now()));
     tt_comm_set_observer(observe_comm);
 }
 

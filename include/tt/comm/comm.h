@@ -170,6 +170,10 @@ int tt_group_all_equal(const tt_grid *g, int group, uint32_t value);
 /* How many ranks of the world run on this rank's host (share its memory).
  * Collective over the world. */
 int tt_ranks_on_host(const tt_grid *g);
+/* The smallest t of the ranks on this rank's host (one clock: a common
+ * instant for them, where each rank's own reading of it may come late on
+ * shared cores). Collective over the world; not booked. */
+double tt_host_min(const tt_grid *g, double t);
 
 /* ---- gathering to rank 0 (booked as other) ---- */
 
