@@ -24,6 +24,13 @@
 #     gives the same checkpoint bits.
 #  7. A TT_SLICE_MS that is not a whole number of ms from 0 to 100 is
 #     refused naming it, on every rank, before any work.
+#  8. A core whose ranks are done with their step lends itself to the ranks
+#     still at work (src/comm/cores.c): a 12-rank run says how often (at
+#     least once in 20 steps), TT_LEND_CORES=0 says nothing, both give the
+#     same checkpoint bits, and the lent core is taken back: sampled while
+#     a run trains, some samples find every rank on its own core again (the
+#     lending would otherwise stay from the first step's end on). Part 2's
+#     samples are taken with TT_LEND_CORES=0, the binding alone.
 . "$TT_SRCDIR/testlib.sh"
 
 # the first two CPUs this test may use
@@ -100,7 +107,9 @@ allowed() {
     wait "$job" 2>/dev/null
     sort "$work/aff" | uniq -c | awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," }'
 }
+export TT_LEND_CORES=0
 got=$(allowed)
+unset TT_LEND_CORES
 if [ "$got" = "6x$first,6x$second" ]; then
     ok "bound: six ranks may run only on CPU $first, six only on CPU $second ($got)"
 else
@@ -211,5 +220,57 @@ for bad in abc 101 -1 5x; do
     expect_error "TT_SLICE_MS=$bad" 2 "^tiny_transformer: TT_SLICE_MS='$bad' in the environment: the time slice each rank asks for on shared cores, in whole ms from 0 (the system's) to 100$" 3 --pp 3 --steps 1
     unset TT_SLICE_MS
 done
+
+# 8. lending a core at a step's end
+unset TT_LEND_CORES
+on2 12 $small --tp 2 --pp 3 --dp 2 --steps 20 --save "$work/lend.ckpt"
+s1=$status
+k=$(sed -n 's/^cores: a core whose ranks were done with their step lent itself to the ranks still at work \([0-9]*\) times\{0,1\} in 20 steps (TT_LEND_CORES=0: never)$/\1/p' "$work/out")
+if [ "$s1" -eq 0 ] && [ -n "$k" ] && [ "$k" -ge 1 ]; then
+    ok "12 ranks on 2 cores: a core lent itself $k times in 20 steps"
+else
+    not_ok "no lending reported in 20 steps (exit $s1): $(grep '^cores' "$work/out")"
+fi
+export TT_LEND_CORES=0
+on2 12 $small --tp 2 --pp 3 --dp 2 --steps 20 --save "$work/nolend.ckpt"
+unset TT_LEND_CORES
+if [ "$status" -eq 0 ] && ! grep -q "lent itself" "$work/out" &&
+   cmp -s "$work/lend.ckpt" "$work/nolend.ckpt"; then
+    ok "TT_LEND_CORES=0: no lending, nothing said, the same checkpoint bits"
+else
+    not_ok "TT_LEND_CORES=0: lending reported, or the checkpoints differ (exit $status)"
+fi
+# samples of the ranks' allowed CPUs while a long run trains with lending,
+# on the default model (on part 2's tiny one the end of a step, when cores
+# are lent, is most of the step)
+taskset -c "$two" $TT_MPIRUN --bind-to none -np 12 "$TT_BIN" --tp 2 --pp 3 --dp 2 \
+    --steps 100000 \
+    --sample-len 0 --eval-every 0 --no-spot-check --quiet >"$work/out" 2>"$work/err" &
+job=$!
+i=0
+while [ $i -lt 300 ] && ! grep -q '^steps 0' "$work/out" 2>/dev/null; do
+    sleep 0.1
+    i=$((i + 1))
+done
+rm -f "$work/samples"
+n=0
+while [ $n -lt 20 ]; do
+    for p in $(pgrep -f -- "--tp 2 --pp 3 --dp 2 --steps 100000" 2>/dev/null); do
+        case $(cat "/proc/$p/comm" 2>/dev/null) in
+            tiny_transforme*|lt-tiny_transfo*) awk '/^Cpus_allowed_list/ { print $2 }' "/proc/$p/status" ;;
+        esac
+    done | sort | uniq -c | awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," } END { print "" }' >> "$work/samples"
+    sleep 0.1
+    n=$((n + 1))
+done
+kill "$job" 2>/dev/null
+pkill -f -- "--tp 2 --pp 3 --dp 2 --steps 100000" 2>/dev/null
+wait "$job" 2>/dev/null
+home=$(grep -c "^6x$first,6x$second$" "$work/samples")
+if [ "$home" -ge 1 ] && [ "$(grep -c . "$work/samples")" -ge 15 ]; then
+    ok "the lent core is taken back: $home of $(grep -c . "$work/samples") samples find every rank on its own core ($(sort "$work/samples" | uniq -c | tr -s ' \n' ' '))"
+else
+    not_ok "the lent core is not taken back: samples $(sort "$work/samples" | uniq -c | tr -s ' \n' ' ')"
+fi
 
 finish

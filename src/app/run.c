@@ -13,6 +13,7 @@
  * Every failure one rank can meet alone (a file, a budget) is agreed by all
  * ranks before anyone acts on it, and every rank returns the same status. */
 #include "app/run_internal.h"
+#include "tt/comm/cores.h"
 
 #include <unistd.h> /* isatty */
 
@@ -237,6 +238,13 @@ static int run_reports(tt_run *r)
             r->cpu[TT_CPU_KERNEL] * per * 1e3,
             (r->cpu[TT_CPU_WAITS] + r->cpu[TT_CPU_PREEMPTED]) * per, r->cpu[TT_CPU_WAITS] * per,
             r->cpu[TT_CPU_PREEMPTED] * per);
+        /* the cores that lent themselves at a step's end (src/comm/cores.c) */
+        int lend[2] = {tt_cores_lending(), (int)tt_cores_lent()};
+        tt_allreduce(g, TT_GROUP_OTHER, lend, 2, MPI_INT, MPI_SUM);
+        if (lend[0] > 0)
+            SAY("cores: a core whose ranks were done with their step lent itself to the ranks "
+                "still at work %d time%s in %ld steps (TT_LEND_CORES=0: never)\n",
+                lend[1], lend[1] == 1 ? "" : "s", r->end - r->step0);
     }
     if (trained && tt_vclock_mode() == TT_CLOCK_VIRTUAL) {
         const double per = r->clock_seconds / (double)(r->end - r->step0);

@@ -7,6 +7,7 @@
 #include "tt/core/common.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,11 +44,14 @@ static int known;    /* entries in core_of */
 
 int tt_cores_of(int r) { return r >= 0 && r < known ? core_of[r] : -1; }
 
+static void lend_free(void);
+
 void tt_cores_forget(void)
 {
     free(core_of);
     core_of = NULL;
     known = 0;
+    lend_free();
 }
 
 #ifdef TT_HAVE_AFFINITY
@@ -174,6 +178,134 @@ static int lengthen_slice(void)
 static int lengthen_slice(void) { return 0; }
 #endif
 
+/* ---- lending a core that finished its step ------------------------------
+ * The replicas of a host meet at the end of every step (the loss, the
+ * gradient norm), and the one whose core ran slower that step (the turns
+ * its six ranks took, the machine) sets the pace while the other core
+ * idles: a 12-rank run on 2 cores showed one replica's last backward 1 to
+ * 17 ms behind the other's in a step of about 100. So the last rank of a
+ * core to finish its step's pipeline work lends the core to the ranks of
+ * the cores still working (adds it to their allowed CPUs), and the
+ * scheduler moves a waking rank there: a TP pair of the late replica then
+ * runs its two halves on two cores at once. Each rank takes its own core
+ * back when its next step begins, which is after every rank has finished
+ * this one (the step's gradient norm meets them all). TT_LEND_CORES=0 in
+ * the environment turns it off. Where a rank runs changes no bit. */
+typedef struct {
+    _Atomic unsigned long long done; /* this core's ranks through their pipeline work, all steps */
+    char pad[64 - sizeof(unsigned long long)];
+} core_count;
+
+static struct {
+    int on;
+    int me, home;                 /* this rank among the host's ranks; its core's index */
+    int n, ncores;                /* the host's ranks, its cores */
+    int *home_of;                 /* [n] each rank's core index */
+    int *cpu;                     /* [ncores] the CPU of each index */
+    int *per_core;                /* [ncores] ranks bound there */
+    pid_t *pid;                   /* [n] */
+    core_count *count;            /* [ncores], shared by the host's ranks */
+    _Atomic int *widened;         /* [n], shared: another core was lent to rank i */
+    size_t len;
+    unsigned long long steps;     /* this rank's steps so far */
+    long lent;                    /* steps whose end this rank lent its core in */
+} lend = {0};
+
+static void lend_free(void)
+{
+    tt_bell_unshare(lend.count, lend.len);
+    free(lend.home_of);
+    free(lend.cpu);
+    free(lend.per_core);
+    free(lend.pid);
+    memset(&lend, 0, sizeof lend);
+}
+
+#ifdef TT_HAVE_AFFINITY
+/* Collective over local (the host's ranks), after every one of them was
+ * bound (core: this rank's CPU): the shared counters and who is where. */
+static void lend_setup(MPI_Comm local, int core)
+{
+    lend_free();
+    const char *v = getenv("TT_LEND_CORES");
+    int want = !(v && strcmp(v, "0") == 0);
+    MPI_Allreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MIN, local);
+    if (!want)
+        return;
+    MPI_Comm_size(local, &lend.n);
+    MPI_Comm_rank(local, &lend.me);
+    int *cpus = tt_malloc((size_t)lend.n * sizeof *cpus);
+    lend.pid = tt_malloc((size_t)lend.n * sizeof *lend.pid);
+    pid_t mine = getpid();
+    MPI_Allgather(&core, 1, MPI_INT, cpus, 1, MPI_INT, local);
+    MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, lend.pid, (int)sizeof mine, MPI_BYTE, local);
+    /* the cores in use, each once, in the order first met */
+    lend.cpu = tt_malloc((size_t)lend.n * sizeof *lend.cpu);
+    lend.home_of = tt_malloc((size_t)lend.n * sizeof *lend.home_of);
+    lend.per_core = tt_calloc((size_t)lend.n, sizeof *lend.per_core);
+    for (int i = 0; i < lend.n; i++) {
+        int c = 0;
+        while (c < lend.ncores && lend.cpu[c] != cpus[i])
+            c++;
+        if (c == lend.ncores)
+            lend.cpu[lend.ncores++] = cpus[i];
+        lend.home_of[i] = c;
+        lend.per_core[c]++;
+    }
+    free(cpus);
+    lend.home = lend.home_of[lend.me];
+    lend.len = (size_t)lend.ncores * sizeof(core_count) + (size_t)lend.n * sizeof(_Atomic int);
+    lend.count = tt_bell_share(local, lend.len, 1); /* zeroed: a new object */
+    if (!lend.count) {
+        lend_free();
+        return;
+    }
+    lend.widened = (_Atomic int *)(lend.count + lend.ncores);
+    lend.on = 1;
+}
+#endif
+
+void tt_cores_step_begin(void)
+{
+#ifdef TT_HAVE_AFFINITY
+    if (!lend.on || !atomic_exchange(&lend.widened[lend.me], 0))
+        return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(lend.cpu[lend.home], &one);
+    sched_setaffinity(0, sizeof one, &one);
+#endif
+}
+
+void tt_cores_step_done(void)
+{
+#ifdef TT_HAVE_AFFINITY
+    if (!lend.on)
+        return;
+    const unsigned long long s = ++lend.steps;
+    const unsigned long long v = atomic_fetch_add(&lend.count[lend.home].done, 1ull) + 1;
+    if (v != s * (unsigned long long)lend.per_core[lend.home])
+        return; /* not the last of this core */
+    int any = 0;
+    for (int i = 0; i < lend.n; i++) {
+        const int h = lend.home_of[i];
+        if (h == lend.home ||
+            atomic_load(&lend.count[h].done) >= s * (unsigned long long)lend.per_core[h])
+            continue; /* this core, or one that is done too */
+        cpu_set_t set;
+        if (sched_getaffinity(lend.pid[i], sizeof set, &set) != 0)
+            continue;
+        CPU_SET(lend.cpu[lend.home], &set);
+        atomic_store(&lend.widened[i], 1);
+        any |= sched_setaffinity(lend.pid[i], sizeof set, &set) == 0;
+    }
+    lend.lent += any;
+#endif
+}
+
+long tt_cores_lent(void) { return lend.lent; }
+int tt_cores_lending(void) { return lend.on; }
+
 tt_cores tt_cores_place(const tt_grid *g, int want)
 {
     tt_cores out = {0};
@@ -201,6 +333,11 @@ tt_cores tt_cores_place(const tt_grid *g, int want)
     } else if (core >= 0) {
         my_core = core;
     }
+    /* every rank of the host is bound (all or none): the cores may lend */
+    if (!any_failed && core >= 0)
+        lend_setup(local, core);
+    else
+        lend_free();
 
     MPI_Comm_free(&local);
     info[3] = my_core >= 0;

@@ -5,6 +5,7 @@
  * checks the gradients and follows the update). */
 #include "tt/train/train.h"
 #include "tt/comm/comm.h"
+#include "tt/comm/cores.h"
 #include "tt/comm/watchdog.h"
 #include "tt/core/events.h"
 #include "tt/core/vclock.h"
@@ -88,10 +89,12 @@ tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_val
     const float dloss = 1.0f / (float)((double)rc->batch * rc->model.T); /* global mean */
     double oracle = 0.0; /* the oracle's time in this step (wall clock only) */
 
+    tt_cores_step_begin(); /* its own core back, if another core's ranks lent it theirs */
     tt_params_zero_grads(&m->P);
     tt_events_set_step((int)step);
     /* This replica's micro-batches, in the order the schedule says. */
     double loss = tt_pipe_train(pipe, c, step, dloss);
+    tt_cores_step_done(); /* the last rank of a core lends it to the late (tt/comm/cores.h) */
     st.loss = tt_sum_from_last_stage(g, m, loss / rc->batch);
     if (g) /* waits for the buckets the backward started (the DP overlap) */
         tt_dp_sync_grads(g, &m->P, rc->dp_bucket);

@@ -70,5 +70,18 @@ int tt_cores_of(int r);
 void tt_cores_print(const tt_grid *g, FILE *out, int detail);
 /* Frees what the last placement recorded (the binding stays). */
 void tt_cores_forget(void);
+/* A bound host's cores lend themselves at the end of a step
+ * (src/comm/cores.c says why; TT_LEND_CORES=0: never): every rank calls
+ * tt_cores_step_done once its step's pipeline work is over (the last of a
+ * core then lends the core to the ranks of the cores still working) and
+ * tt_cores_step_begin when its next step begins (it takes its own core
+ * back), once per training step each, on every rank. No communication;
+ * nothing to do where the ranks are not bound. */
+void tt_cores_step_done(void);
+void tt_cores_step_begin(void);
+/* The steps at whose end this rank lent its core; whether its host's
+ * cores lend at all. */
+long tt_cores_lent(void);
+int tt_cores_lending(void);
 
 #endif
