@@ -232,17 +232,18 @@ P = ends + L * blk
 f1 = emb_f(1) + L * block_f(1) + head_f(1)
 b1 = head_b(1) + L * block_b(1) + emb_b()
 print("gpu1", (f1 + b1 + sumsq(P) + adamw(P)) * 1e3)
+# The step's loss travels with the gradient norm: one all-reduce of two
+# doubles (16 bytes) after the sum of squares.
 # dp 2, buckets of 65536 floats: [65536, P) is final after block 1's backward,
-# [0, 65536) after the embeddings'; the rings run one after the other while
-# the loss's all-reduce (8 bytes) runs beside them.
+# [0, 65536) after the embeddings'; the rings run one after the other.
 t1 = f1 + head_b(1) + block_b(1)
 end1 = t1 + ar(4 * (P - 65536))
 end0 = max(f1 + b1, end1) + ar(4 * 65536)
-print("dp2", (max(f1 + b1 + ar(8), end0) + sumsq(P) + ar(8) + adamw(P)) * 1e3)
+print("dp2", (end0 + sumsq(P) + ar(16) + adamw(P)) * 1e3)
 ends, blk = params(2)
 P = ends + L * blk
 print("tp2", (emb_f(2) + L * block_f(2) + head_f(2) + head_b(2) + L * block_b(2) + emb_b()
-              + sumsq(P) + adamw(P) + 2 * ar(8)) * 1e3)
+              + sumsq(P) + ar(16) + adamw(P)) * 1e3)
 # pp 2, 1F1B, 2 micro-batches: stage 0 = embeddings + block 0, stage 1 =
 # block 1 + head; a message of N x C floats costs alpha + bytes / bandwidth.
 f0, b0 = emb_f(1) + block_f(1), block_b(1) + emb_b()
@@ -253,8 +254,7 @@ s1B1 = max(s1B0, 2 * f0 + a) + g1 + h1
 s0B1 = max(max(2 * f0, s1B0 + a) + b0, s1B1 + a) + b0
 ends, blk = params(1)
 P0, P1 = V * C + T * C + blk, blk + 2 * C + V * C
-loss = max(s0B1, s1B1) + ar(8)
-norm = loss + max(sumsq(P0), sumsq(P1)) + ar(8)
+norm = max(s0B1, s1B1) + max(sumsq(P0), sumsq(P1)) + ar(16)
 print("pp2", (norm + max(adamw(P0), adamw(P1))) * 1e3)
 print("pp2first", (f0 + a) * 1e3)
 EOF

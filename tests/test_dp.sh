@@ -40,12 +40,13 @@ else
     not_ok "DP counters: '$row'"
 fi
 # The same run's bookkeeping inside the training steps is the loss and the
-# clipping norm, one 8-byte all-reduce each per step: 8 calls, 64 bytes over 4
-# steps. The spot check of the last step (no --validate here) compares
-# weights and moments with broadcasts of 4P bytes each; those are the
-# oracle's, not training's, and must not land in this row.
-if grep -qx "    other (loss, clipping norm): 8 calls, 64 bytes" "$work/out"; then
-    ok "other row: the loss and the clipping norm only (8 calls, 64 bytes)"
+# clipping norm's sum of squares, one all-reduce of two doubles (16 bytes)
+# per step: 4 calls, 64 bytes over 4 steps. The spot check of the last step
+# (no --validate here) compares weights and moments with broadcasts of 4P
+# bytes each; those are the oracle's, not training's, and must not land in
+# this row.
+if grep -qx "    other (loss, clipping norm): 4 calls, 64 bytes" "$work/out"; then
+    ok "other row: the loss and the clipping norm only (4 calls, 64 bytes)"
 else
     not_ok "other row: '$(grep "other (loss" "$work/out")'"
 fi

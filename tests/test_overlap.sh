@@ -11,19 +11,20 @@
 #     4 ms), NVLink of 24 MB/s without latency. The P = 2VC + TC + L(12C^2 +
 #     13C) + 2C floats (GPT-2's count, untied head) go in 16 KB buckets; a
 #     dp-2 ring all-reduce of b bytes costs 2 x (b/2) / bandwidth = b / bw.
-#     Without overlap: 6 ms of compute, the loss's all-reduce (8 bytes), the
-#     buckets one after another (4P bytes), the clipping norm's (8 bytes).
-#     With overlap the buckets run from 4 ms, one after another: the first
-#     three end inside the last backward, the last (the embeddings', final
-#     last) ends after it, so the step is max(6 ms + loss, 4 ms + 4P/bw) +
-#     norm. The trace draws them on the "beside compute" track, the first
-#     one starting before the last backward ends. GPU 0 waits for them from
-#     after the loss's all-reduce to the last ring's end, [6 ms + loss,
-#     4 ms + 4P/bw] with overlap and [6 ms + loss, 6 ms + loss + 4P/bw]
-#     without: the trace has that wait (on the communication track, drawn in
-#     the timeline), and none on one GPU. AdamW costs no time here (fixed
-#     chunk costs), so the optimizer step's event begins where the step
-#     ends, after the norm's all-reduce, instead of spanning it.
+#     Without overlap: 6 ms of compute, the buckets one after another (4P
+#     bytes), then the loss and the clipping norm's sum of squares in one
+#     all-reduce (two doubles, 16 bytes). With overlap the buckets run from
+#     4 ms, one after another: the first three end inside the last
+#     backward, the last (the embeddings', final last) ends after it, so the
+#     step is max(6 ms, 4 ms + 4P/bw) + 16/bw. The trace draws them on the
+#     "beside compute" track, the first one starting before the last
+#     backward ends. GPU 0 waits for them from the end of its compute to
+#     the last ring's end, [6 ms, 4 ms + 4P/bw] with overlap and [6 ms,
+#     6 ms + 4P/bw] without: the trace has that wait (on the communication
+#     track, drawn in the timeline), and none on one GPU. AdamW costs no
+#     time here (fixed chunk costs), so the optimizer step's event begins
+#     where the step ends, after the loss and norm's all-reduce, instead of
+#     spanning it.
 #  3. Planted: --inject-bug early-bucket starts each bucket after the first
 #     micro-batch's backward: --validate fails naming a gradient, and the
 #     checkpoint differs from the correct one (so the comparison of 1 can
@@ -76,13 +77,13 @@ want=$(python3 -c "
 L, C, T, V, bw = $L, $C, $T, $V, 24e6
 P = 2 * V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
 F, B = 1e-3, 2e-3
-small = 8 / bw                 # loss and norm: one double each, dp-2 ring
+both = 16 / bw                 # the loss and the norm: two doubles, dp-2 ring
 buckets = 4 * P / bw           # every bucket's ring, one after another
-off = 2 * F + 2 * B + small + buckets + small
-on = max(2 * F + 2 * B + small, 2 * F + B + buckets) + small
-# GPU 0's wait for the buckets: from the loss's all-reduce to the last ring
-wait_on = (2 * F + 2 * B + small, max(2 * F + 2 * B + small, 2 * F + B + buckets))
-wait_off = (2 * F + 2 * B + small, 2 * F + 2 * B + small + buckets)
+off = 2 * F + 2 * B + buckets + both
+on = max(2 * F + 2 * B, 2 * F + B + buckets) + both
+# GPU 0's wait for the buckets: from the end of its compute to the last ring
+wait_on = (2 * F + 2 * B, max(2 * F + 2 * B, 2 * F + B + buckets))
+wait_off = (2 * F + 2 * B, 2 * F + 2 * B + buckets)
 print('%.6f %.6f %d %.6f %.6f %.6f %.6f' % (on * 1e3, off * 1e3, P, *(t * 1e3 for t in wait_on + wait_off)))")
 set -- $want
 want_on=$1 want_off=$2 P=$3 wait_on="$4 $5" wait_off="$6 $7"

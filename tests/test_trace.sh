@@ -4,9 +4,9 @@
 # every forward and backward of the last step plus the TP and PP transfers,
 # with dp > 1 one wait for the DP all-reduce per GPU and step (none with dp
 # 1), no optimizer event over a transfer (the norm's all-reduce apart), the
-# loss and gradient-norm all-reduces by name on every GPU (a planted bare
-# one fails), and on the wall clock the oracle's paused work as an event
-# between them (none on the virtual clock); --timeline writes well-formed SVG
+# loss and norm all-reduce by name on every GPU (a planted bare one fails),
+# and on the wall clock the oracle's paused work as an event after it (none
+# on the virtual clock); --timeline writes well-formed SVG
 # with one labelled row per GPU, the micro-batch numbers, the idle fractions,
 # the named all-reduces and a legend (rendered to PNG when rsvg-convert is
 # installed); a path that cannot be written is an error that leaves no
@@ -84,34 +84,35 @@ for pid, gpu in sorted(procs.items()):
                 bad.append("%s: %s [%.3f, +%.3f] spans %s [%.3f, +%.3f]" % (gpu, o["name"], o["ts"], o["dur"],
                                                                           c["name"], c["ts"], c["dur"]))
                 break
-    # The bookkeeping all-reduces of the step (src/train/train.c), by name:
-    # the loss and the clipping norm, one double each (8 B), over the world
-    # (booked as other); no call of the step is left as a bare "all-reduce
-    # other". The norm's all-reduce sits between the optimizer's two boxes.
+    # The bookkeeping all-reduce of the step (src/train/train.c), by name:
+    # the loss and the clipping norm's sum of squares, two doubles (16 B),
+    # over the world (booked as other); no call of the step is left as a
+    # bare "all-reduce other". It sits between the optimizer's two boxes.
     step = [e for e in mine if e["args"].get("step") == last]
     other = [e for e in step if e.get("tid") == 1 and e.get("cat") == "other"]
     def one(purpose):
         hits = [e for e in other if e["args"].get("purpose") == purpose]
-        if len(hits) != 1 or not all(e["name"].startswith(purpose + " (other) 8 B") and
+        if len(hits) != 1 or not all(e["name"].startswith(purpose + " (other) 16 B") and
                                      e["args"].get("op") == "all-reduce" and
-                                     e["args"].get("bytes") == 8 for e in hits):
-            bad.append("%s: step %d has %s for '%s', expected one all-reduce of 8 B named so"
+                                     e["args"].get("bytes") == 16 for e in hits):
+            bad.append("%s: step %d has %s for '%s', expected one all-reduce of 16 B named so"
                        % (gpu, last, [e["name"] for e in hits], purpose))
             return None
         return hits[0]
-    loss, norm = one("loss all-reduce"), one("gradient-norm all-reduce")
+    both = one("loss and norm all-reduce")
     unnamed = [e["name"] for e in other if not e["args"].get("purpose")]
     if unnamed:
         bad.append("%s: unnamed other communication %s" % (gpu, unnamed))
     end = lambda e: e["ts"] + e["dur"]
     box = {e["name"]: e for e in step if e.get("cat") == "optimizer"}
-    if loss and norm and {"gradient norm", "optimizer step"} <= set(box) and not (
-            end(loss) <= box["gradient norm"]["ts"] + 0.01 and end(box["gradient norm"]) <= norm["ts"] + 0.01
-            and end(norm) <= box["optimizer step"]["ts"] + 0.01):
-        bad.append("%s: not loss all-reduce < gradient norm < its all-reduce < optimizer step" % gpu)
+    if both and {"gradient norm", "optimizer step"} <= set(box) and not (
+            end(box["gradient norm"]) <= both["ts"] + 0.01
+            and end(both) <= box["optimizer step"]["ts"] + 0.01):
+        bad.append("%s: not gradient norm < the loss and norm all-reduce < optimizer step" % gpu)
     # The oracle's work (the spot check of the last step) pauses the clocks:
     # on the wall clock it takes time and is an event, the longest one
-    # (validating the gradients) between the loss and the norm; on the virtual
+    # (validating the gradients) between the loss and norm all-reduce and
+    # the optimizer step; on the virtual
     # clock it takes none and is not recorded.
     oracle = [e for e in step if e.get("cat") == "oracle"]
     if clock == "virtual" and oracle:
@@ -121,8 +122,9 @@ for pid, gpu in sorted(procs.items()):
         if not big or not all(e["name"] == "oracle (paused clock)" and e.get("tid") == 0 for e in oracle):
             bad.append("%s: step %d has oracle events %s, expected 'oracle (paused clock)' on tid 0"
                        % (gpu, last, [(e["name"], e.get("tid")) for e in oracle]))
-        elif loss and norm and not (big["dur"] > 0 and end(loss) <= big["ts"] + 0.01 and end(big) <= norm["ts"] + 0.01):
-            bad.append("%s: the oracle [%.3f, +%.3f] is not between the loss and the norm's all-reduces"
+        elif both and "optimizer step" in box and not (
+                big["dur"] > 0 and end(both) <= big["ts"] + 0.01 and end(big) <= box["optimizer step"]["ts"] + 0.01):
+            bad.append("%s: the oracle [%.3f, +%.3f] is not between the loss and norm all-reduce and the optimizer step"
                        % (gpu, big["ts"], big["dur"]))
 for b in bad:
     print(b)
@@ -176,13 +178,13 @@ for g, label in zip(rows, labels):
     # The bookkeeping all-reduces by name in the tooltips (none bare), and
     # over their strips the name or its short form where it fits; the
     # oracle's paused work a box on the wall clock only.
-    for want in ("loss all-reduce (other) 8 B", "gradient-norm all-reduce (other) 8 B"):
+    for want in ("loss and norm all-reduce (other) 16 B",):
         if not any(t.startswith(want) for t in tips):
             bad.append("%s: no tooltip '%s'" % (label, want))
     if any(t.startswith("all-reduce other") for t in tips):
         bad.append("%s: a bare 'all-reduce other' tooltip" % label)
     names = [text(t) for t in g.iter(ns + "text") if cls(t, "comm-label")]
-    if not set(names) <= {"loss all-reduce", "loss", "gradient-norm all-reduce", "norm"}:
+    if not set(names) <= {"loss and norm all-reduce", "loss"}:
         bad.append("%s: strip labels %s" % (label, names))
     labelled += len(names)
     if (clock == "wall") != any(t.startswith("oracle (paused clock)") for t in tips):
@@ -199,7 +201,7 @@ legend = " ".join(text(t) for g in root.iter(ns + "g") if cls(g, "legend") for t
 if labelled == 0 and clock != "wall":
     bad.append("no bookkeeping all-reduce labelled over its strip on any row")
 words = ["forward", "backward", "optimizer", "TP", "PP", "DP", "idle",
-         "other communication: loss all-reduce, gradient-norm all-reduce"]
+         "other communication: loss and norm all-reduce"]
 for word in words + (["oracle"] if clock == "wall" else []):
     if word not in legend:
         bad.append("legend '%s' lacks '%s'" % (legend, word))
@@ -234,7 +236,7 @@ run_case() {
         return
     fi
     if check_json "$work/t.json" "$tp" "$pp" "$dp" "$m" 2 "$clock" >"$work/check" 2>&1; then
-        ok "$what: the Chrome trace parses, $np named GPUs, forward and backward of mb 0..$((m - 1)) on each, TP/PP traffic, $([ "$dp" -gt 1 ] && echo "a" || echo "no") DP wait, no optimizer box over a transfer, the loss and gradient-norm all-reduces named, $([ "$clock" = wall ] && echo "the oracle's paused work between them" || echo "no oracle event")"
+        ok "$what: the Chrome trace parses, $np named GPUs, forward and backward of mb 0..$((m - 1)) on each, TP/PP traffic, $([ "$dp" -gt 1 ] && echo "a" || echo "no") DP wait, no optimizer box over a transfer, the loss and norm all-reduce named, $([ "$clock" = wall ] && echo "the oracle's paused work after it" || echo "no oracle event")"
     else
         not_ok "$what: trace: $(cat "$work/check")"
     fi
@@ -251,35 +253,35 @@ run_case "4 GPUs on the wall clock" wall 2 2 1 4 4 --layers 4 --batch 8
 run_case "12 GPUs (tp2 pp3 dp2, 16 micro-batches)" virtual 2 3 2 16 12 --layers 6 --batch 32
 
 # The checks above see a wrong name: the 12 GPUs' trace with gpu5's loss
-# all-reduce planted back to the bare "all-reduce other 8 B" (no purpose),
-# and its timeline with gpu7's norm all-reduce's tooltip so.
+# and norm all-reduce planted back to the bare "all-reduce other 16 B" (no
+# purpose), and its timeline with gpu7's tooltip of that call so.
 python3 - "$work/t.json" "$work/bad.json" <<'EOF'
 import json, sys
 doc = json.load(open(sys.argv[1]))
 for e in doc["traceEvents"]:
-    if e.get("pid") == 5 and e.get("args", {}).get("purpose") == "loss all-reduce":
-        e["name"] = "all-reduce other 8 B"
+    if e.get("pid") == 5 and e.get("args", {}).get("purpose") == "loss and norm all-reduce":
+        e["name"] = "all-reduce other 16 B"
         del e["args"]["purpose"]
 json.dump(doc, open(sys.argv[2], "w"))
 EOF
 if check_json "$work/bad.json" 2 3 2 16 2 virtual >"$work/check" 2>&1; then
-    not_ok "a planted bare loss all-reduce on gpu5 passes the trace's check"
-elif grep -q "^gpu5(dp0,pp1,tp1): .*'loss all-reduce'" "$work/check" &&
-     grep -q "^gpu5(dp0,pp1,tp1): unnamed other communication \['all-reduce other 8 B'\]" "$work/check" &&
+    not_ok "a planted bare loss and norm all-reduce on gpu5 passes the trace's check"
+elif grep -q "^gpu5(dp0,pp1,tp1): .*'loss and norm all-reduce'" "$work/check" &&
+     grep -q "^gpu5(dp0,pp1,tp1): unnamed other communication \['all-reduce other 16 B'\]" "$work/check" &&
      [ "$(grep -vc '^gpu5(' "$work/check")" -eq 0 ]; then
-    ok "a planted bare loss all-reduce fails the trace's check on gpu5 only"
+    ok "a planted bare loss and norm all-reduce fails the trace's check on gpu5 only"
 else
-    not_ok "a planted bare loss all-reduce on gpu5: the check says $(cat "$work/check")"
+    not_ok "a planted bare loss and norm all-reduce on gpu5: the check says $(cat "$work/check")"
 fi
-awk '/<g class="row" id="row7">/ { r = 1 } r && /gradient-norm all-reduce \(other\)/ && !done { sub(/gradient-norm all-reduce \(other\)/, "all-reduce other"); done = 1 } { print }' \
+awk '/<g class="row" id="row7">/ { r = 1 } r && /loss and norm all-reduce \(other\)/ && !done { sub(/loss and norm all-reduce \(other\)/, "all-reduce other"); done = 1 } { print }' \
     "$work/t.svg" >"$work/bad.svg"
 if check_svg "$work/bad.svg" 2 3 2 virtual >"$work/check" 2>&1; then
-    not_ok "a planted bare norm all-reduce tooltip on gpu7 passes the timeline's check"
-elif grep -q "^gpu7(dp1,pp1,tp1): no tooltip 'gradient-norm all-reduce (other) 8 B'" "$work/check" &&
+    not_ok "a planted bare loss and norm all-reduce tooltip on gpu7 passes the timeline's check"
+elif grep -q "^gpu7(dp1,pp1,tp1): no tooltip 'loss and norm all-reduce (other) 16 B'" "$work/check" &&
      [ "$(grep -vc '^gpu7(' "$work/check")" -eq 0 ]; then
-    ok "a planted bare norm all-reduce tooltip fails the timeline's check on gpu7 only"
+    ok "a planted bare loss and norm all-reduce tooltip fails the timeline's check on gpu7 only"
 else
-    not_ok "a planted bare norm all-reduce tooltip on gpu7: the check says $(cat "$work/check")"
+    not_ok "a planted bare loss and norm all-reduce tooltip on gpu7: the check says $(cat "$work/check")"
 fi
 
 # Every view at once (the explanation, the memory and traffic reports, trace

@@ -57,17 +57,17 @@ gpu1(dp0,pp1,tp0): last received from it the gradient of micro-batch 1 back into
 last sent to it the activation of micro-batch 1 into chunk 1 (tag 3, step 1, micro-batch 1)" --pp 2
 
 # Two DP replicas: replica 0 waits in a collective with the stalled one.
-# After its micro-batches (one stage: no transfers; the DP buckets the
-# backward starts are not waited for yet) the first collective of a step
-# over both replicas is the loss's sum (train.c: the loss before the DP
-# sync), so that is the one it names. The last collective both completed on
-# DP is step 0's last gradient bucket: 42880 parameters x 4 B in buckets of
-# 64 KiB (16384 floats) are ceil(42880 / 16384) = 3 buckets, which
-# --no-overlap waits for front to back, so bucket 2 of 3 (numbered from 0).
+# After its micro-batches (one stage: no transfers) the first collective of
+# a step over both replicas is the DP sum of the gradients (train.c: the
+# loss travels with the gradient norm, after the DP sync): 42880 parameters
+# x 4 B in buckets of 64 KiB (16384 floats) are ceil(42880 / 16384) = 3
+# buckets, which --no-overlap starts and waits for front to back, so it
+# waits in bucket 0 of 3 (numbered from 0), and the last collective both
+# completed on DP is step 0's last bucket, 2 of 3.
 stalled "dp 2, replica 1 stalled" "tiny_transformer: watchdog: gpu0(dp0,pp0,tp0) (world rank 0) has waited
 waiting in: all-reduce on
 gpu1(dp1,pp0,tp0)}, step 1
-  for: the loss all-reduce
+  for: the gradient all-reduce of bucket 0 of 3
 DP the gradient all-reduce of bucket 2 of 3 (all-reduce, step 0)" --dp 2 --dp-bucket 64K --no-overlap
 
 # Unaffected: the watchdog on or off, the same checkpoint and no report.

@@ -8,9 +8,9 @@
  *             chunk, the links of the placement (tt_cluster_link, world-rank
  *             order as tt_grid_rank_of), the schedule's own action lists run
  *             through tt_schedule_simulate, then what tt_train_step does
- *             after the pipeline: the loss and clipping-norm all-reduces,
- *             the DP all-reduce in --dp-bucket buckets (tt_dp_buckets), the
- *             sum of squares and AdamW (tt_kcost_sumsq, tt_kcost_adamw);
+ *             after the pipeline: the DP all-reduce in --dp-bucket buckets
+ *             (tt_dp_buckets), the sum of squares (tt_kcost_sumsq), the
+ *             loss and clipping-norm all-reduce, AdamW (tt_kcost_adamw);
  *   memory    fp32: the emulator's account (tt_shard_memory_of, the slots
  *             and buffers tt_schedule_buffers says the executor allocates);
  *             mixed: the papers' forms (ZeRO's 2+2+12 bytes per parameter,
@@ -317,10 +317,11 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
         stage_shape_of(x, &g, chunk_layers, s, &lists[s], mbs, &c0, &shape[s]);
         busy += res.busy[s];
     }
-    /* The loss and the clipping norm: one double summed over the world. */
+    /* The loss and the clipping norm's sum of squares: two doubles summed
+     * over the world in one all-reduce. */
     const int N = c0.tp * c0.pp * c0.dp;
-    const double ar8 = tt_cost_collective(tt_cluster_link(cl, 0, N - 1), TT_COLL_ALLREDUCE, N,
-                                          8.0);
+    const double ar16 = tt_cost_collective(tt_cluster_link(cl, 0, N - 1), TT_COLL_ALLREDUCE, N,
+                                           16.0);
     const tt_plan *pl = x->plan;
     const double peak = pl->mixed ? cl->peak_flops : cl->peak_flops_fp32;
     for (int i = 0; i < nz && !rc_sim; i++) {
@@ -353,7 +354,7 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
         c.bubble = res.span > 0 ? 1.0 - busy / p / res.span : 0.0;
         c.tp_seconds = tp_comm;
         c.dp_seconds = tail_dp;
-        c.step_seconds = res.span + ar8 + tail_dp + ar8 + adam;
+        c.step_seconds = res.span + tail_dp + ar16 + adam;
         c.fits = c.memory[TT_PMEM_TOTAL] <= cl->gpu_memory_bytes;
         c.flops = tt_model_flops(cfg, rc->batch);
         /* Hardware FLOPs: what recomputation runs again (Narayanan et al.:

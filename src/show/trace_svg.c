@@ -171,10 +171,10 @@ static void write_box_label(FILE *f, const char *cls, const char *text, const ch
 
 /* A transfer or collective in the strip under the row at y; a non-blocking
  * one, which runs beside the compute, in its own strip over the boxes. A
- * named blocking call (the loss's and the gradient norm's all-reduces) is
- * labelled over its strip, where the GPU has nothing else to draw while it
- * waits in the call: "loss all-reduce", or "loss" or "norm" (the first
- * word's last part) where the whole does not fit. */
+ * named blocking call (the step's loss and norm all-reduce) is labelled
+ * over its strip, where the GPU has nothing else to draw while it waits in
+ * the call: "loss and norm all-reduce", or "loss" (the first word's last
+ * part after a dash) where the whole does not fit. */
 static void write_comm(FILE *f, const tt_svg_layout *L, const tt_event *x, int y)
 {
     double bx, bw;

@@ -93,8 +93,8 @@ static legend_item *add_legend_item(tt_svg_layout *L, rgb c, int strip)
     return it;
 }
 
-/* A group's legend entry: "other communication: loss all-reduce,
- * gradient-norm all-reduce" with the purposes of the step's named calls in
+/* A group's legend entry: "other communication: loss and norm all-reduce"
+ * with the purposes of the step's named calls in
  * the group (the strip's label is drawn only where it fits), ", others"
  * when unnamed calls share the colour. */
 static void name_group(const tt_svg_layout *L, legend_item *it, const char *grp)

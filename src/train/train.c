@@ -15,31 +15,46 @@
 
 #include <math.h>
 
-/* The global gradient norm: after the DP sum every replica holds the whole
- * gradient of its shards, so one replica (dp 0) counts; across it the TP
- * ranks' slices and the pipeline stages' tensors add up, and the replicated
- * tensors (identical on every TP rank) are counted once, by TP rank 0: the
- * norm torch.nn.utils.clip_grad_norm_ sees on the unsharded model. Under
- * ZeRO each replica holds the sum of its own shard only, and counts that. */
-static double grad_norm(const tt_model *m, const tt_grid *g)
+/* The step's loss and its global gradient norm, in one all-reduce of two
+ * numbers: every rank meets the others once at a step's end instead of
+ * twice (on shared cores each meeting costs every rank a turn on its core).
+ * Element by element the sum is the one two all-reduces would make, in
+ * rank order: the same bits.
+ *
+ * The loss: this rank's share of the global mean, which the last stage's TP
+ * rank 0 of each DP replica holds (identical on its TP ranks, counted once).
+ *
+ * The norm: after the DP sum every replica holds the whole gradient of its
+ * shards, so one replica (dp 0) counts; across it the TP ranks' slices and
+ * the pipeline stages' tensors add up, and the replicated tensors (identical
+ * on every TP rank) are counted once, by TP rank 0: the norm
+ * torch.nn.utils.clip_grad_norm_ sees on the unsharded model. Under ZeRO
+ * each replica holds the sum of its own shard only, and counts that. */
+static void loss_and_norm(const tt_model *m, const tt_grid *g, double loss, double *sum_loss,
+                          double *norm)
 {
     const int one = !g || g->world_size == 1;
     const double t0 = tt_clock_now();
-    double ss = tt_grad_sumsq(&m->P, one ? 0 : g->dp_rank, one ? 0 : g->tp_rank);
+    double v[2] = {loss, tt_grad_sumsq(&m->P, one ? 0 : g->dp_rank, one ? 0 : g->tp_rank)};
     /* The sum of squares is the optimizer's compute; the all-reduce after it
      * is communication (its own event, through comm's observer), where a
-     * GPU may wait long for the others: not drawn as optimizer work. */
+     * GPU may wait long for the others (for the last stage, at the loss):
+     * not drawn as optimizer work. */
     tt_events_add(TT_EV_OPTIMIZER, "gradient norm", NULL, t0, tt_clock_now(), -1, -1, -1, 0);
-    if (!one)
-        tt_allreduce_named(g, TT_GROUP_OTHER, "gradient-norm all-reduce", &ss, 1, MPI_DOUBLE,
-                           MPI_SUM);
-    return sqrt(ss);
+    if (!one) {
+        if (g->tp_rank != 0 || !m->sh.last_stage)
+            v[0] = 0.0;
+        tt_allreduce_named(g, TT_GROUP_OTHER, "loss and norm all-reduce", v, 2,
+                           MPI_DOUBLE, MPI_SUM);
+    }
+    *sum_loss = v[0];
+    *norm = sqrt(v[1]);
 }
 
 /* A value computed on the ranks of the last stage (identical on its TP
  * ranks), summed over the DP replicas: each replica's share counted once.
- * The loss (of training and of eval): every rank waits here for the last
- * stage, so the trace names it. */
+ * The eval's loss (a training step's travels with its gradient norm):
+ * every rank waits here for the last stage, so the trace names it. */
 double tt_sum_from_last_stage(const tt_grid *g, const tt_model *m, double v)
 {
     if (!g)
@@ -95,18 +110,13 @@ tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_val
     /* This replica's micro-batches, in the order the schedule says. */
     double loss = tt_pipe_train(pipe, c, step, dloss);
     tt_cores_step_done(); /* the last rank of a core lends it to the late (tt/comm/cores.h) */
-    st.loss = tt_sum_from_last_stage(g, m, loss / rc->batch);
     if (g) /* waits for the buckets the backward started (the DP overlap) */
         tt_dp_sync_grads(g, &m->P, rc->dp_bucket);
     tt_inject_after_backward(m, g); /* a planted fault (--inject-bug), or nothing */
+    loss_and_norm(m, g, loss / rc->batch, &st.loss, &st.grad_norm);
     if (val) {
         const double o = oracle_begin();
         tt_validate_grads(val, m, c, step, st.loss);
-        oracle += oracle_end(o);
-    }
-    st.grad_norm = grad_norm(m, g);
-    if (val) {
-        const double o = oracle_begin();
         tt_validate_norm(val, m, step, st.grad_norm);
         oracle += oracle_end(o);
     }
