@@ -30,7 +30,8 @@
 #     same checkpoint bits, and the lent core is taken back: sampled while
 #     a run trains, some samples find every rank on its own core again (the
 #     lending would otherwise stay from the first step's end on). Part 2's
-#     samples are taken with TT_LEND_CORES=0, the binding alone.
+#     samples are taken with TT_LEND_CORES=0, the binding alone. A value
+#     other than 0 or 1 is refused naming it, as in 7.
 . "$TT_SRCDIR/testlib.sh"
 
 # the first two CPUs this test may use
@@ -272,5 +273,10 @@ if [ "$home" -ge 1 ] && [ "$(grep -c . "$work/samples")" -ge 15 ]; then
 else
     not_ok "the lent core is not taken back: samples $(sort "$work/samples" | uniq -c | tr -s ' \n' ' ')"
 fi
+for bad in yes 2; do
+    export TT_LEND_CORES=$bad
+    expect_error "TT_LEND_CORES=$bad" 2 "^tiny_transformer: TT_LEND_CORES='$bad' in the environment: whether a core whose ranks are done with their step lends itself to the ranks still at work, 1 (the default) or 0$" 3 --pp 3 --steps 1
+    unset TT_LEND_CORES
+done
 
 finish

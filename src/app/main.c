@@ -146,12 +146,12 @@ int main(int argc, char **argv)
                                  rc.virtual_stages, command_line(argc, argv, command, sizeof command)};
         int bad_values = tt_config_check(&rc, &err) != 0;
         /* The environment's settings too, agreed: each rank reads its own. */
-        if (!bad_values && tt_cores_slice_env(&err) < 0)
+        if (!bad_values && (tt_cores_slice_env(&err) < 0 || tt_cores_lend_env(&err) < 0))
             bad_values = 1;
         const int any_bad = tt_agree_status_world(bad_values);
         if (any_bad && !bad_values)
-            tt_fail(&err, "TT_SLICE_MS differs between the ranks' environments and is not "
-                          "valid on all of them");
+            tt_fail(&err, "TT_SLICE_MS or TT_LEND_CORES differs between the ranks' "
+                          "environments and is not valid on all of them");
         bad_values = any_bad;
         if (bad_values || tt_grid_choose(world, &tp, &pp, &dp, &rules, &err)) {
             /* One of the values may be the checkpoint's (--batch 4 when

@@ -135,6 +135,19 @@ int tt_cores_slice_env(tt_err *e)
     return (int)x;
 }
 
+int tt_cores_lend_env(tt_err *e)
+{
+    const char *v = getenv("TT_LEND_CORES");
+    if (!v || !*v || strcmp(v, "1") == 0)
+        return 1;
+    if (strcmp(v, "0") == 0)
+        return 0;
+    return tt_fail(e, "TT_LEND_CORES='%s' in the environment: whether a core whose ranks are "
+                      "done with their step lends itself to the ranks still at work, 1 (the "
+                      "default) or 0",
+                   v);
+}
+
 #if defined(TT_HAVE_AFFINITY) && defined(SYS_sched_setattr)
 /* The kernel's struct sched_attr (glibc has no wrapper before 2.41). */
 typedef struct {
@@ -227,8 +240,8 @@ static void lend_free(void)
 static void lend_setup(MPI_Comm local, int core)
 {
     lend_free();
-    const char *v = getenv("TT_LEND_CORES");
-    int want = !(v && strcmp(v, "0") == 0);
+    tt_err e;
+    int want = tt_cores_lend_env(&e) == 1; /* main refused a bad value before */
     MPI_Allreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MIN, local);
     if (!want)
         return;

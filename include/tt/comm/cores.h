@@ -34,7 +34,16 @@
  * 2 cores the 12-rank tp 2 x pp 3 x dp 2 run's step went from 111.3 to
  * 104.5 ms (medians of 10 alternating runs, Linux 6.18). Kernels before
  * 6.12 ignore the request; the run's first lines say when it took. What a
- * rank computes does not change. */
+ * rank computes does not change.
+ *
+ * Bound replicas meet at the end of every step, and the one whose core ran
+ * slower that step sets the pace while the other core idles. So the last
+ * rank of a core to finish its step's pipeline work lends the core to the
+ * ranks of the cores still at work (adds it to their allowed CPUs; the
+ * scheduler then runs a waking rank there, and a TP pair of the late
+ * replica computes its two halves at once), and each rank takes its core
+ * back when its next step begins (TT_LEND_CORES=0: never). The run's last
+ * lines say how often. */
 #ifndef TT_COMM_CORES_H
 #define TT_COMM_CORES_H
 
@@ -58,6 +67,10 @@ typedef struct {
  * with an error naming the value when it is not a whole number from 0 to
  * 100 (the longest Linux grants). No communication. */
 int tt_cores_slice_env(tt_err *e);
+/* Whether TT_LEND_CORES lets the cores lend themselves (tt_cores_step_done):
+ * 1 (unset, empty or 1), 0 (0), or -1 with an error naming any other
+ * value. No communication. */
+int tt_cores_lend_env(tt_err *e);
 /* Collective over g->world: places this rank as above (want 0: never pins)
  * and returns, on every rank, what was done on rank 0's host. Call before
  * starting any thread that should inherit the placement. */
