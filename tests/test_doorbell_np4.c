@@ -11,6 +11,8 @@
  *    all-gather and reduce-scatter (in place too) equal MPI's; a sum made
  *    in this member's slot (tt_pair_host_slot, tt_allreduce_space) and
  *    summed out of place gives the same bits without the copy;
+ *  - tt_clock_max_n gives each value's maximum over the members, a few
+ *    through the doorbells' page, more through MPI;
  *  - the shared-memory gather returns every member's bytes in rank order,
  *    over and over (the records' two rows), and its maximum is the largest;
  *  - tt_allreduce of a few numbers over 4 members equals the rank-order sum
@@ -202,6 +204,24 @@ START_TEST(sum_made_in_the_slot)
 }
 END_TEST
 
+START_TEST(clock_max_of_several)
+{
+    /* two values in one meeting (the doorbells' page), and ten (over the
+     * page's slot: MPI), each the largest of the members' */
+    double two[2] = {rank, -rank};
+    tt_clock_max_n(&g, TT_GROUP_OTHER, two, 2);
+    ck_assert(two[0] == 3.0 && two[1] == 0.0);
+    double ten[10];
+    for (int i = 0; i < 10; i++)
+        ten[i] = (i + rank) % 4;
+    tt_clock_max_n(&g, TT_GROUP_OTHER, ten, 10);
+    for (int i = 0; i < 10; i++)
+        ck_assert(ten[i] == 3.0);
+    /* the PP groups (tp 1, pp 2, dp 2: world rank = dp + 2 pp) are {0, 2} and {1, 3} */
+    ck_assert(tt_clock_max(&g, TT_GROUP_PP, 1.5 * rank) == 1.5 * (rank | 2));
+}
+END_TEST
+
 START_TEST(gather_in_rank_order)
 {
     for (int round = 0; round < 5; round++) {
@@ -287,6 +307,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, pair_equals_mpi);
     tcase_add_test(tc, host_pair_equals_mpi);
     tcase_add_test(tc, sum_made_in_the_slot);
+    tcase_add_test(tc, clock_max_of_several);
     tcase_add_test(tc, gather_in_rank_order);
     tcase_add_test(tc, small_allreduce_in_rank_order);
     tcase_add_test(tc, waiting_sleeps);

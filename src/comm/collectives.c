@@ -11,6 +11,7 @@
 #include "tt/core/common.h"
 #include "tt/core/vclock.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,16 +100,30 @@ static void clock_collective(const tt_grid *g, int where, double latest, tt_coll
     tt_vclock_set(latest + tt_cost_collective(group_link(g, where), kind, n, (double)bytes));
 }
 
-double tt_clock_max(const tt_grid *g, int where, double t)
+void tt_clock_max_n(const tt_grid *g, int where, double *t, int n)
 {
     WATCH_COLLECTIVE(TT_OP_ALLREDUCE, g, where);
     MPI_Comm comm = tt_group_comm(g, where);
-    if (tt_bell_gather_max(comm, &t) != 0) {
+    int size;
+    MPI_Comm_size(comm, &size);
+    /* one meeting for all n: through the doorbells' page where it holds them */
+    double *all = n * (int)sizeof *t <= TT_BELL_SLOT ? tt_malloc((size_t)size * n * sizeof *t) : NULL;
+    if (all && tt_bell_allgather(comm, t, n * (int)sizeof *t, all) == 0) {
+        for (int r = 0; r < size; r++)
+            for (int i = 0; i < n; i++)
+                t[i] = fmax(t[i], all[(size_t)r * n + i]);
+    } else {
         MPI_Request req;
-        MPI_Iallreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm, &req);
+        MPI_Iallreduce(MPI_IN_PLACE, t, n, MPI_DOUBLE, MPI_MAX, comm, &req);
         tt_bell_wait(&req, TT_BELL_NONE);
     }
+    free(all);
     tt_watch_end();
+}
+
+double tt_clock_max(const tt_grid *g, int where, double t)
+{
+    tt_clock_max_n(g, where, &t, 1);
     return t;
 }
 

@@ -325,11 +325,11 @@ double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss)
      * forward to its last backward or W, over all its stages (and TP ranks). */
     pipe->window_seconds = pipe->step_seconds;
     if (pipe->g && tt_vclock_ticking() && pipe->list.n > 0) {
+        /* the earliest first forward and the latest last unit, together */
+        double ends[2] = {-first, last};
         tt_watch_purpose(WHY_WINDOW, 0, 0);
-        double lo = -tt_clock_max(pipe->g, TT_GROUP_PP, -first);
-        tt_watch_purpose(WHY_WINDOW, 0, 0);
-        double hi = tt_clock_max(pipe->g, TT_GROUP_PP, last);
-        pipe->window_seconds = hi - lo;
+        tt_clock_max_n(pipe->g, TT_GROUP_PP, ends, 2);
+        pipe->window_seconds = ends[1] + ends[0];
     }
     free(st.in);
     free(st.tg);

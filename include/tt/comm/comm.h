@@ -153,6 +153,10 @@ void tt_wait_all(int n, MPI_Request *reqs);
 
 /* The largest t of the group's members (not counted: clocks only). */
 double tt_clock_max(const tt_grid *g, int where, double t);
+/* The same for n values at once, t[i] the largest t[i] of the members: one
+ * meeting where n separate calls would be n (n * 8 bytes up to the
+ * doorbells' slot go through shared memory). */
+void tt_clock_max_n(const tt_grid *g, int where, double *t, int n);
 
 /* ---- agreement: one rank's finding becomes every rank's, before acting ----
  * Booked as other. Each is a collective over the world. */
