@@ -78,34 +78,45 @@ else
     not_ok "tp 2 x pp 3 x dp 2 placement"
 fi
 
-# 2. what the operating system says, while a run trains. allowed FLAGS...:
-# the ranks' Cpus_allowed_list values, counted ("6x0,6x1"), read once all
-# 12 ranks are in the training steps (their banner is out).
-allowed() {
-    rm -f "$work/aff"
-    taskset -c "$two" $TT_MPIRUN --bind-to none -np 12 "$TT_BIN" --tp 2 --pp 3 --dp 2 \
-        --layers 3 --dim 16 --heads 2 --seq 8 --batch 12 --micro-batches 3 --steps 100000 \
-        --sample-len 0 --eval-every 0 --no-spot-check --quiet "$@" >"$work/out" 2>"$work/err" &
+# 2. what the operating system says, while a run trains.
+# long_run ARGS...: tp 2 x pp 3 x dp 2 on the two CPUs with ARGS, training
+# until stopped (stop_long ARGS...), started in the background; returns
+# once all 12 ranks are in the training steps (their banner is out).
+long_run() {
+    taskset -c "$two" $TT_MPIRUN --bind-to none -np 12 "$TT_BIN" --tp 2 --pp 3 --dp 2 "$@" \
+        --steps 100000 --sample-len 0 --eval-every 0 --no-spot-check --quiet \
+        >"$work/out" 2>"$work/err" &
     job=$!
     i=0
     while [ $i -lt 300 ] && ! grep -q '^steps 0' "$work/out" 2>/dev/null; do
         sleep 0.1
         i=$((i + 1))
     done
-    # the ranks (the program under any libtool wrapper), not mpirun
-    for p in $(pgrep -f -- "--tp 2 --pp 3 --dp 2 --layers 3 --dim 16" 2>/dev/null); do
-        case $(cat "/proc/$p/comm" 2>/dev/null) in
-            tiny_transforme*|lt-tiny_transfo*) awk '/^Cpus_allowed_list/ { print $2 }' "/proc/$p/status" ;;
-        esac
-    done > "$work/aff"
-    for p in $(pgrep -f -- "--tp 2 --pp 3 --dp 2 --layers 3 --dim 16" 2>/dev/null); do
-        case $(cat "/proc/$p/comm" 2>/dev/null) in
-            tiny_transforme*|lt-tiny_transfo*) awk '$1 == "se.slice" { print $3 }' "/proc/$p/sched" 2>/dev/null ;;
-        esac
-    done > "$work/slices"
+}
+stop_long() {
     kill "$job" 2>/dev/null
-    pkill -f -- "--tp 2 --pp 3 --dp 2 --layers 3 --dim 16" 2>/dev/null
+    pkill -f -- "--tp 2 --pp 3 --dp 2 $*" 2>/dev/null
     wait "$job" 2>/dev/null
+}
+# of_ranks FILE AWK ARGS...: AWK over /proc/PID/FILE of each rank of the
+# long run started with ARGS (the program under any libtool wrapper, not
+# mpirun)
+of_ranks() {
+    file=$1 prog=$2
+    shift 2
+    for p in $(pgrep -f -- "--tp 2 --pp 3 --dp 2 $*" 2>/dev/null); do
+        case $(cat "/proc/$p/comm" 2>/dev/null) in
+            tiny_transforme*|lt-tiny_transfo*) awk "$prog" "/proc/$p/$file" 2>/dev/null ;;
+        esac
+    done
+}
+# allowed FLAGS...: the ranks' Cpus_allowed_list values, counted ("6x0,6x1")
+tiny="--layers 3 --dim 16 --heads 2 --seq 8 --batch 12 --micro-batches 3"
+allowed() {
+    long_run $tiny "$@"
+    of_ranks status '/^Cpus_allowed_list/ { print $2 }' $tiny > "$work/aff"
+    of_ranks sched '$1 == "se.slice" { print $3 }' $tiny > "$work/slices"
+    stop_long $tiny
     sort "$work/aff" | uniq -c | awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," }'
 }
 export TT_LEND_CORES=0
@@ -244,29 +255,16 @@ fi
 # samples of the ranks' allowed CPUs while a long run trains with lending,
 # on the default model (on part 2's tiny one the end of a step, when cores
 # are lent, is most of the step)
-taskset -c "$two" $TT_MPIRUN --bind-to none -np 12 "$TT_BIN" --tp 2 --pp 3 --dp 2 \
-    --steps 100000 \
-    --sample-len 0 --eval-every 0 --no-spot-check --quiet >"$work/out" 2>"$work/err" &
-job=$!
-i=0
-while [ $i -lt 300 ] && ! grep -q '^steps 0' "$work/out" 2>/dev/null; do
-    sleep 0.1
-    i=$((i + 1))
-done
+long_run
 rm -f "$work/samples"
 n=0
 while [ $n -lt 20 ]; do
-    for p in $(pgrep -f -- "--tp 2 --pp 3 --dp 2 --steps 100000" 2>/dev/null); do
-        case $(cat "/proc/$p/comm" 2>/dev/null) in
-            tiny_transforme*|lt-tiny_transfo*) awk '/^Cpus_allowed_list/ { print $2 }' "/proc/$p/status" ;;
-        esac
-    done | sort | uniq -c | awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," } END { print "" }' >> "$work/samples"
+    of_ranks status '/^Cpus_allowed_list/ { print $2 }' --steps 100000 | sort | uniq -c |
+        awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," } END { print "" }' >> "$work/samples"
     sleep 0.1
     n=$((n + 1))
 done
-kill "$job" 2>/dev/null
-pkill -f -- "--tp 2 --pp 3 --dp 2 --steps 100000" 2>/dev/null
-wait "$job" 2>/dev/null
+stop_long --steps 100000
 home=$(grep -c "^6x$first,6x$second$" "$work/samples")
 if [ "$home" -ge 1 ] && [ "$(grep -c . "$work/samples")" -ge 15 ]; then
     ok "the lent core is taken back: $home of $(grep -c . "$work/samples") samples find every rank on its own core ($(sort "$work/samples" | uniq -c | tr -s ' \n' ' '))"

@@ -104,6 +104,21 @@ static pair_host *state_of(MPI_Comm comm)
     return ph;
 }
 
+/* This pair's state with slots that hold `bytes` (collective over the pair
+ * when they must grow), or NULL where the pair cannot use its slots: both
+ * members get the same answer. */
+static pair_host *ready(MPI_Comm comm, size_t bytes)
+{
+    int n;
+    MPI_Comm_size(comm, &n);
+    if (n != 2 || bytes > MAX_SLOT)
+        return NULL;
+    pair_host *ph = state_of(comm);
+    if (!ph->usable || ((!ph->base || bytes > ph->cap) && grow(comm, ph, bytes) != 0))
+        return NULL;
+    return ph;
+}
+
 /* The exchange itself: this member's `bytes` (and clock) into its slot,
  * the other's back. Returns the other's bytes - valid until this member's
  * next exchange on comm, since the other writes that slot again only after
@@ -112,12 +127,8 @@ static pair_host *state_of(MPI_Comm comm)
  * not NULL, becomes the larger of the two. */
 static const char *swap(MPI_Comm comm, const void *mine_data, size_t bytes, double *clock)
 {
-    int n;
-    MPI_Comm_size(comm, &n);
-    if (n != 2 || bytes > MAX_SLOT)
-        return NULL;
-    pair_host *ph = state_of(comm);
-    if (!ph->usable || ((!ph->base || bytes > ph->cap) && grow(comm, ph, bytes) != 0))
+    pair_host *ph = ready(comm, bytes);
+    if (!ph)
         return NULL;
     const unsigned long long s = ++ph->seq;
     char *mine = slot(ph, s, ph->me), *theirs = slot(ph, s, 1 - ph->me);
@@ -161,14 +172,8 @@ static int me_in(MPI_Comm comm)
  * last exchange, so it has read this slot's previous contents. */
 void *tt_pair_host_slot(MPI_Comm comm, size_t bytes)
 {
-    int n;
-    MPI_Comm_size(comm, &n);
-    if (n != 2 || bytes > MAX_SLOT)
-        return NULL;
-    pair_host *ph = state_of(comm);
-    if (!ph->usable || ((!ph->base || bytes > ph->cap) && grow(comm, ph, bytes) != 0))
-        return NULL;
-    return slot(ph, ph->seq + 1, ph->me) + LINE;
+    pair_host *ph = ready(comm, bytes);
+    return ph ? slot(ph, ph->seq + 1, ph->me) + LINE : NULL;
 }
 
 const void *tt_pair_host_exchange(MPI_Comm comm, const void *send, size_t bytes, double *clock,
