@@ -195,14 +195,15 @@ static int lengthen_slice(void) { return 0; }
  * The replicas of a host meet at the end of every step (the loss, the
  * gradient norm), and the one whose core ran slower that step (the turns
  * its six ranks took, the machine) sets the pace while the other core
- * idles: a 12-rank run on 2 cores showed one replica's last backward 1 to
- * 17 ms behind the other's in a step of about 100. So the last rank of a
+ * idles: wall-clock traces of a 12-rank run on 2 cores showed one
+ * replica's last backward 2 to 48 ms behind the other's (9 ms in the median
+ * step of about 100). So the last rank of a
  * core to finish its step's pipeline work lends the core to the ranks of
  * the cores still working (adds it to their allowed CPUs), and the
  * scheduler moves a waking rank there: a TP pair of the late replica then
  * runs its two halves on two cores at once. Each rank takes its own core
  * back when its next step begins, which is after every rank has finished
- * this one (the step's gradient norm meets them all). TT_LEND_CORES=0 in
+ * this one (the step's loss and norm all-reduce meets them all). TT_LEND_CORES=0 in
  * the environment turns it off. Where a rank runs changes no bit. */
 typedef struct {
     _Atomic unsigned long long done; /* this core's ranks through their pipeline work, all steps */
