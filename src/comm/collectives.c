@@ -190,8 +190,8 @@ static void allreduce(const tt_grid *g, int where, const void *send, void *recv,
     double latest = ticking ? tt_vclock_now() : 0.0;
     double *clock = ticking ? &latest : NULL;
     int me;
-    const void *theirs = NULL;
-    if (fold && (theirs = tt_pair_host_exchange(comm, send, (size_t)bytes, clock, &me)) != NULL) {
+    const void *theirs = fold ? tt_pair_host_exchange(comm, send, (size_t)bytes, clock, &me) : NULL;
+    if (theirs) {
         fold(ctx, me == 0 ? send : theirs, me == 0 ? theirs : send, count_); /* member 0's first */
     } else if (fold || tt_pair_host_allreduce_to(comm, send, recv, count_, type, op, clock) != 0) {
         /* in place from here on */

@@ -271,14 +271,21 @@ int tt_group_all_equal(const tt_grid *g, int group, uint32_t value)
     return same;
 }
 
+/* The ranks that share this rank's memory (MPI-3's shared-memory split),
+ * to be freed by the caller; 0 if the split failed. Collective over the
+ * world. Neither caller below books anything: the bookkeeping of the run's
+ * own, no training data. */
+static int host_comm(const tt_grid *g, MPI_Comm *host)
+{
+    return MPI_Comm_split_type(tt_group_comm(g, TT_GROUP_OTHER), MPI_COMM_TYPE_SHARED,
+                               g->world_rank, MPI_INFO_NULL, host) == MPI_SUCCESS;
+}
+
 int tt_ranks_on_host(const tt_grid *g)
 {
-    /* The ranks that share this rank's memory (MPI-3's shared-memory split);
-     * no data moves, so nothing is booked. */
     MPI_Comm host;
     int n = 1;
-    if (MPI_Comm_split_type(tt_group_comm(g, TT_GROUP_OTHER), MPI_COMM_TYPE_SHARED,
-                            g->world_rank, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
+    if (host_comm(g, &host)) {
         MPI_Comm_size(host, &n);
         MPI_Comm_free(&host);
     }
@@ -287,10 +294,8 @@ int tt_ranks_on_host(const tt_grid *g)
 
 double tt_host_min(const tt_grid *g, double t)
 {
-    /* Not booked: like the split above, bookkeeping of the run's own. */
     MPI_Comm host;
-    if (MPI_Comm_split_type(tt_group_comm(g, TT_GROUP_OTHER), MPI_COMM_TYPE_SHARED,
-                            g->world_rank, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
+    if (host_comm(g, &host)) {
         MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MIN, host);
         MPI_Comm_free(&host);
     }

@@ -18,14 +18,8 @@
 
 static int tp_size(const tt_grid *g) { return g ? g->tp : 1; }
 
-/* The one in-place sum of the TP group, behind copy backward and reduce forward. */
-static void sum_over_tp(const tt_grid *g, float *x, int n)
-{
-    if (tp_size(g) > 1)
-        tt_allreduce(g, TT_GROUP_TP, x, n, MPI_FLOAT, MPI_SUM);
-}
-
-/* x = the sum over the group of part (in place when part == x). */
+/* The one sum of the TP group, behind copy backward and reduce forward:
+ * x = the sum over the group of part (in place when part == x). */
 static void sum_over_tp_to(const tt_grid *g, float *x, const float *part, int n)
 {
     if (tp_size(g) > 1)
@@ -33,6 +27,8 @@ static void sum_over_tp_to(const tt_grid *g, float *x, const float *part, int n)
     else if (part != x)
         memcpy(x, part, (size_t)n * sizeof(float));
 }
+
+static void sum_over_tp(const tt_grid *g, float *x, int n) { sum_over_tp_to(g, x, x, n); }
 
 float *tp_sum_space(const tt_grid *g, float *own, int n)
 {

@@ -15,6 +15,14 @@
 
 #include <math.h>
 
+/* What a value computed on the last stage (identical on its TP ranks)
+ * adds to its sum over the world: v on TP rank 0 of the last stage, so each
+ * DP replica's share is counted once, 0 elsewhere. */
+static double last_stage_share(const tt_grid *g, const tt_model *m, double v)
+{
+    return g->tp_rank == 0 && m->sh.last_stage ? v : 0.0;
+}
+
 /* The step's loss and its global gradient norm, in one all-reduce of two
  * numbers: every rank meets the others once at a step's end instead of
  * twice (on shared cores each meeting costs every rank a turn on its core).
@@ -42,8 +50,7 @@ static void loss_and_norm(const tt_model *m, const tt_grid *g, double loss, doub
      * not drawn as optimizer work. */
     tt_events_add(TT_EV_OPTIMIZER, "gradient norm", NULL, t0, tt_clock_now(), -1, -1, -1, 0);
     if (!one) {
-        if (g->tp_rank != 0 || !m->sh.last_stage)
-            v[0] = 0.0;
+        v[0] = last_stage_share(g, m, v[0]);
         tt_allreduce_named(g, TT_GROUP_OTHER, "loss and norm all-reduce", v, 2,
                            MPI_DOUBLE, MPI_SUM);
     }
@@ -59,8 +66,7 @@ double tt_sum_from_last_stage(const tt_grid *g, const tt_model *m, double v)
 {
     if (!g)
         return v;
-    if (g->tp_rank != 0 || !m->sh.last_stage)
-        v = 0.0;
+    v = last_stage_share(g, m, v);
     tt_allreduce_named(g, TT_GROUP_OTHER, "loss all-reduce", &v, 1, MPI_DOUBLE, MPI_SUM);
     return v;
 }
