@@ -30,10 +30,16 @@
 # waiting. Last, the layout's ceiling: the throughput it would have if its
 # user CPU alone filled the cores, which better waiting can beat only by the
 # user CPU that waiting spends (MPI's progress loops spin in user code).
+# Each layout's line also gives the lowest and highest of its rounds'
+# ratios: on a machine whose speed moves between runs (a shared or virtual
+# one), that spread, not the median's last digit, says how far one run's
+# figure can be trusted. More rounds narrow the median's own uncertainty:
+# BENCH_ROUNDS=N (default 5).
 # Usage: bench_dp.sh TT_BIN [ROUNDS]
 set -u
 bin=$1
-rounds=${2:-5}
+rounds=${2:-${BENCH_ROUNDS:-5}}
+case $rounds in '' | *[!0-9]* | 0) echo "bench_dp.sh: BENCH_ROUNDS must be a positive number, not '$rounds'" >&2; exit 2 ;; esac
 launch="${MPIRUN:-mpirun} -q --oversubscribe"
 [ "$(id -u)" = 0 ] && launch="$launch --allow-run-as-root"
 export OPENBLAS_NUM_THREADS=1
@@ -113,12 +119,15 @@ done
 base=$(median < "$tmp/dp2.all")
 echo "$layouts" | while IFS=: read -r name np setting flags; do
     m=$(median < "$tmp/$name.all")
-    ratio=$(paste "$tmp/dp2.all" "$tmp/$name.all" | awk '{ print $1 / $2 }' | median)
+    paste "$tmp/dp2.all" "$tmp/$name.all" | awk '{ print $1 / $2 }' > "$tmp/$name.ratios"
+    ratio=$(median < "$tmp/$name.ratios")
+    lo=$(sort -g "$tmp/$name.ratios" | head -n 1)
+    hi=$(sort -g "$tmp/$name.ratios" | tail -n 1)
     u=$(median < "$tmp/$name.user")
     k=$(median < "$tmp/$name.kernel")
     sw=$(median < "$tmp/$name.switches")
-    awk -v n="$name" -v np="$np" -v m="$m" -v r="$ratio" -v u="$u" -v k="$k" -v sw="$sw" \
-        'BEGIN { printf "median %-16s on %2d ranks: %6.1f ms/step wall, throughput %.2f of dp2 on 2 ranks; a step used %.1f ms user + %.1f ms kernel CPU, %d context switches\n", n, np, m, r, u, k, sw }'
+    awk -v n="$name" -v np="$np" -v m="$m" -v r="$ratio" -v lo="$lo" -v hi="$hi" -v u="$u" -v k="$k" -v sw="$sw" \
+        'BEGIN { printf "median %-16s on %2d ranks: %6.1f ms/step wall, throughput %.2f of dp2 on 2 ranks (rounds %.2f to %.2f); a step used %.1f ms user + %.1f ms kernel CPU, %d context switches\n", n, np, m, r, lo, hi, u, k, sw }'
     # cores left idle: what the step's wall time offered (ranks up to the
     # cores) less what its ranks used; with the kernel's share, what waiting
     # cost, as opposed to the layout's own work (its user CPU). The ceiling:

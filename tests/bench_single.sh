@@ -19,7 +19,8 @@
 set -u
 train=$1
 torch_py=$2
-rounds=${3:-5}
+rounds=${3:-${BENCH_ROUNDS:-5}}
+case $rounds in "" | *[!0-9]* | 0) echo "bench_single.sh: BENCH_ROUNDS must be a positive number, not '$rounds'" >&2; exit 2 ;; esac
 export OPENBLAS_NUM_THREADS=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
