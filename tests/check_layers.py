@@ -11,6 +11,11 @@
      transfers and collectives directly (the rest goes through tt/comm/comm.h).
   4. the map: every file of src/LAYER/ has its row in doc/design.md's module map
      ("| src/LAYER/FILE |"), and the map names no file that is gone.
+  5. the map's "uses" column (its last) is exactly what the file includes: the
+     project headers its #include lines name and, for a .c file, those its
+     public header include/tt/LAYER/NAME.h names, each as LAYER/NAME (a private
+     header by its own name: "model/model_internal.h" is model/model_internal),
+     without the file's own header NAME.h; sorted, "-" for none.
 
 Prints every violation and exits 1, or prints a summary and exits 0.
 """
@@ -60,8 +65,62 @@ def target(inc, layer):
     return None
 
 
+def header_of(inc, layer):
+    """LAYER/NAME of a project header an include names (a private NAME_internal.h
+    keeps its name), or None for outside headers and config.h."""
+    parts = inc.split("/")
+    if len(parts) == 3 and parts[0] == "tt" and parts[1] in LAYERS:
+        return parts[1] + "/" + parts[2].rsplit(".", 1)[0]
+    if len(parts) == 2 and parts[0] in LAYERS:
+        return parts[0] + "/" + parts[1].rsplit(".", 1)[0]
+    if len(parts) == 1 and inc != "config.h":
+        return layer + "/" + inc.rsplit(".", 1)[0]
+    return None
+
+
+def uses_of(root, layer, filename):
+    """The set the map's "uses" column must hold for src/LAYER/FILENAME (rule 5)."""
+    name = filename.rsplit(".", 1)[0]
+    paths = [os.path.join(root, "src", layer, filename)]
+    if filename.endswith(".c"):
+        paths.append(os.path.join(root, "include", "tt", layer, name + ".h"))
+    uses = set()
+    for path in paths:
+        if os.path.exists(path):
+            for inc in INCLUDE.findall(open(path, encoding="utf-8").read()):
+                h = header_of(inc, layer)
+                if h is not None:
+                    uses.add(h)
+    uses.discard(layer + "/" + name)
+    return uses
+
+
+MAP_ROW = re.compile(r"^\| src/(\w+)/([\w.]+) \|.*\| *([^|]*?) *\|\s*$", re.M)
+
+
+def check_uses(root, doc, errors):
+    """Rule 5; returns the number of rows checked."""
+    rows = 0
+    for layer, filename, cell in MAP_ROW.findall(doc):
+        if not os.path.exists(os.path.join(root, "src", layer, filename)):
+            continue                # rule 4 reports it
+        rows += 1
+        rel = "src/%s/%s" % (layer, filename)
+        listed = [] if cell == "-" else [u.strip() for u in cell.split(",")]
+        want = uses_of(root, layer, filename)
+        missing, extra = sorted(want - set(listed)), sorted(set(listed) - want)
+        if missing or extra:
+            errors.append("doc/design.md's module map row %s: uses is not its #include lines: "
+                          "missing %s; extra %s"
+                          % (rel, ", ".join(missing) or "none", ", ".join(extra) or "none"))
+        elif listed != sorted(listed) or len(listed) != len(set(listed)):
+            errors.append("doc/design.md's module map row %s: uses is not sorted (or repeats "
+                          "one): %s, want %s" % (rel, cell, ", ".join(sorted(want)) or "-"))
+    return rows
+
+
 def main(root):
-    errors, edges, nfiles = [], {}, 0
+    errors, edges, nfiles, nrows = [], {}, 0, 0
     for rel, layer, module in sources(root):
         nfiles += 1
         text = open(os.path.join(root, rel), encoding="utf-8").read()
@@ -89,6 +148,7 @@ def main(root):
             errors.append("src/%s has no row in the module map of doc/design.md" % f)
         for f in sorted(listed - present):
             errors.append("doc/design.md's module map lists src/%s, which does not exist" % f)
+        nrows = check_uses(root, doc, errors)
     # Cycles: depth-first search, reporting one cycle path per back edge.
     state, stack = {}, []
 
@@ -112,9 +172,9 @@ def main(root):
     if errors:
         return 1
     print("layers ok: %d files, %d modules, %d dependencies, no cycle, MPI only through comm, "
-          "module map complete"
+          "module map complete, %d rows' uses match their #include lines"
           % (nfiles, len(set(edges) | {v for s in edges.values() for v in s}),
-             sum(len(s) for s in edges.values())))
+             sum(len(s) for s in edges.values()), nrows))
     return 0
 
 

@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/test_layers.sh - the source tree keeps its dependency rules (layers in
-# order, no cycle, MPI only through comm; see tests/check_layers.py), and the
-# checker itself catches each kind of planted violation.
+# order, no cycle, MPI only through comm, and doc/design.md's module map
+# with a row per file whose "uses" are its #include lines; see
+# tests/check_layers.py), and the checker itself catches each kind of
+# planted violation.
 set -u
 root="${TT_SRCDIR:-$(dirname "$0")}/.."
 checker="$root/tests/check_layers.py"
@@ -52,6 +54,8 @@ fi
 plant "an all-reduce outside comm" src/train/validate.c \
     'static void bad(void) { int x = 0; MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); }' \
     "src/train/validate.c:[0-9]* calls MPI_Allreduce directly"
+plant "an include the module map's uses column leaves out" src/show/plot.c '#include "tt/core/faults.h"' \
+    "row src/show/plot.c: uses is not its #include lines: missing core/faults"
 plant "a file missing from the module map" src/core/zero_stub.c '/* a new module */' \
     "src/core/zero_stub.c has no row in the module map"
 [ "$failures" -eq 0 ] || exit 1
