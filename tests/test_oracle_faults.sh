@@ -3,7 +3,8 @@
 # fault of --inject-bug, on a layout where it bites, makes a --validate run
 # exit 1 on every rank with "validation FAILED" naming the quantity the bug
 # spoils first and a GPU; the same run without the fault passes, so the
-# difference is the bug. Also: --inject-bug list names every fault, and an
+# difference is the bug. Also: --inject-bug list names these four faults
+# (test_bugs.sh runs every line of the list), and an
 # unknown name is a usage error of one line.
 . "$TT_SRCDIR/testlib.sh"
 
@@ -62,7 +63,7 @@ for bug in grad-shard drop-tp-allreduce no-vocab-mask dp-no-sync; do
     grep -q "^  $bug " "$work/out" || missing="$missing $bug"
 done
 if [ "$status" -eq 0 ] && [ -z "$missing" ]; then
-    ok "--inject-bug list: exit 0, lists every fault"
+    ok "--inject-bug list: exit 0, lists these four faults"
 else
     not_ok "--inject-bug list: exit $status, missing:$missing"
 fi

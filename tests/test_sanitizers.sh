@@ -3,9 +3,11 @@
 # UndefinedBehaviorSanitizer (issue 13: "Sanitizers in CI"; CI runs `make
 # check`, so this runs there): the library, the program and the cheap unit
 # tests compiled with -fsanitize=address,undefined -fno-sanitize-recover=undefined,
-# then the unit tests and a few MPI runs of tiny_transformer (1 rank with a
-# save; tp 2 x pp 2 resuming it under --validate; dp 2; interleaved pp 2 x
-# dp 2 with the trace and timeline written). Any sanitizer report fails.
+# then the unit tests and six runs of tiny_transformer (1 rank with a save;
+# tp 2 x pp 2 resuming it under --validate; dp 2 with the reports;
+# interleaved pp 2 x dp 2 with the trace, timeline, log and a save; zb-v on
+# pp 2 x tp 2 under --validate; a damaged checkpoint refused on pp 2). Any
+# sanitizer report fails.
 #
 # The build is not a second configure: an out-of-tree configure is refused
 # when the source tree was configured in place (a git clone built the README
