@@ -2,7 +2,7 @@
 """bench_torch.py - `make bench`: the same GPT in PyTorch eager, the baseline
 our single-rank speed is compared with.
 
-The model of DESIGN section 4 at the bench config (C=192, L=12, NH=12, T=64,
+The model of design.md section 4 at the bench config (C=192, L=12, NH=12, T=64,
 B=8, V=256): token and position embeddings, pre-LayerNorm blocks (q, k and v as one
 C -> 3C linear, as nanoGPT writes it: the same math as our three linears, and
 the faster form in eager mode), causal softmax attention, tanh-GELU MLP of width 4C, a final

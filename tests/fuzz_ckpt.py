@@ -10,7 +10,7 @@ run (--save), resumes each with `$TT_BIN --resume MUTANT --steps STEP+1` on
 1 rank, every K-th also on pp 2 and on tp 2 x pp 2 (--pp-every 4 plus
 every valid file and bad value, --tp-every 16: a run costs MPI's start-up,
 about 0.4 s of CPU per rank; mpirun from $TT_MPIRUN, every run under a
-timeout), and checks what DESIGN section 7 promises for a hostile file:
+timeout), and checks what design.md section 7 promises for a hostile file:
 
   - no crash (a rank's exit status outside 0, 1, 2, a signal, or a crash
     report in the output) and no hang (the timeout);

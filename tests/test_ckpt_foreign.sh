@@ -2,7 +2,7 @@
 # tests/test_ckpt_foreign.sh - our reader on a checkpoint from an independent
 # writer. test_safetensors_py.sh reads our file with Python; this is the other
 # direction: Python (standard library only: struct, json, math, zlib) writes a
-# safetensors checkpoint by itself, from DESIGN sections 4 and 6 and the
+# safetensors checkpoint by itself, from doc/design.md sections 4 and 6 and the
 # metadata keys of doc/design.md, so a misreading shared by our writer and our
 # reader cannot hide. The Python file is laid out the way the safetensors
 # library lays out its own (tensors sorted by name, data in that order), not
@@ -38,7 +38,7 @@ L, C, NH, T, V = 2, 16, 2, 8, 256
 STEP = int(sys.argv[2]) if sys.argv[1] == "write" else 0
 
 def tensors():
-    """DESIGN section 4: (name, shape) of every parameter."""
+    """doc/design.md section 4: (name, shape) of every parameter."""
     out = [("tok_emb.weight", [V, C]), ("pos_emb.weight", [T, C])]
     for i in range(L):
         b = "blocks.%d." % i

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/test_clock.sh - the virtual GPU clocks in whole runs (DESIGN section 12):
+# tests/test_clock.sh - the virtual GPU clocks in whole runs (doc/design.md section 12):
 #  1. With free links and equal chunk costs (a cluster file with fixed_forward
 #     and fixed_backward), the bubble of every schedule measured from the
 #     --trace events equals its closed form to 1e-9 (naive (p-1)/p, gpipe and

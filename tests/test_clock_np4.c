@@ -3,7 +3,7 @@
  * figure worked out by hand from the cluster below: compute by FLOPs and by
  * bytes, a 2-stage pipeline transfer, ring all-reduces inside a server and
  * across two, a paused and a stopped clock. Also the classroom cluster's
- * calibration (DESIGN section 12) for the default model. */
+ * calibration (doc/design.md section 12) for the default model. */
 #include <check.h>
 #include <math.h>
 #include <mpi.h>
@@ -122,7 +122,7 @@ START_TEST(pipeline_and_collectives)
 }
 END_TEST
 
-/* DESIGN section 12: on classroom, for the default model (C 96, T 64, 3
+/* design.md section 12: on classroom, for the default model (C 96, T 64, 3
  * sequences per micro-batch, tp 2 inside a server, stages on servers of
  * their own), a block's TP all-reduces cost 10-30% of its compute and a
  * pipeline transfer 5-15% of a 2-block stage's forward. Compute here is the

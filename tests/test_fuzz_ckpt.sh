@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/test_fuzz_ckpt.sh - checkpoint fuzzing (issue 13, DESIGN section 7):
+# tests/test_fuzz_ckpt.sh - checkpoint fuzzing (issue 13, doc/design.md section 7):
 # a few hundred mutants of one valid checkpoint (truncations, changed bytes
 # in the header and the data, the header length, shapes, data offsets,
 # dtypes, checksums, metadata values and the header's structure, plus

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/test_plan.sh - the planner (--plan, DESIGN section 11) against the
+# tests/test_plan.sh - the planner (--plan, doc/design.md section 11) against the
 # papers (its agreement with the emulator's runs: tests/test_plan_runs.sh):
 #  1. Parameters of GPT shapes equal the closed form 12Lh^2 + 13Lh + (2V+s)h
 #     + 2h of this model (untied lm_head, biases) exactly, and GPT-3 175B's

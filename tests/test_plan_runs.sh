@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/test_plan_runs.sh - the planner (--plan, DESIGN section 11) against
+# tests/test_plan_runs.sh - the planner (--plan, doc/design.md section 11) against
 # the emulator's own runs: for tp2 pp2, pp4, pp2 dp2 and tp2 dp2 on 4
 # classroom GPUs, tp2 pp2 dp2 on 8 (two servers: the pipeline crosses the
 # network), ZeRO 1 and 2 on pp2 dp2, ZeRO 3 on tp2 dp2, selective and full

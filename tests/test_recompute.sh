@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/test_recompute.sh - activation recomputation (DESIGN section 10):
+# tests/test_recompute.sh - activation recomputation (doc/design.md section 10):
 # --recompute selective and full give checkpoints bit-identical to none (the
 # same kernels on the same inputs), pass --validate, keep the TP traffic equal
 # to its formula (full repeats each block's forward all-reduces), and save

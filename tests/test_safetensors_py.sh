@@ -5,7 +5,7 @@
 #
 #   TT_BIN       the tiny_transformer program; the test runs
 #                $TT_MPIRUN -np 1 $TT_BIN --steps 0 --save F
-#                and checks F against the format and the model of DESIGN 4 and 6.
+#                and checks F against the format and the model of doc/design.md sections 4 and 6.
 #   TT_MPIRUN    launcher (set by run-test; plain mpirun otherwise).
 #   TT_CKPT_FILE if set, check this existing file instead (format checks only,
 #                no model-specific ones) - for trying the reader by hand.
@@ -188,7 +188,7 @@ def floats(name):
         if n == name:
             return struct.unpack("<%df" % ((end - begin) // 4), data[begin:end])
 
-# --- a fresh checkpoint of the program: the model of DESIGN section 4 ---
+# --- a fresh checkpoint of the program: the model of doc/design.md section 4 ---
 if mode == "program" and not errors:
     L, T = ints["layers"], ints["seq"]
     if V != 256:
@@ -214,7 +214,7 @@ if mode == "program" and not errors:
         fail("unexpected tensor %s" % n)
     for n in sorted(set(model) & set(have)):
         if have[n] != model[n]:
-            fail("%s has shape %r, DESIGN says %r" % (n, have[n], model[n]))
+            fail("%s has shape %r, design.md says %r" % (n, have[n], model[n]))
     # --steps 0: nothing trained yet
     if meta.get("step") != "0":
         fail("step is %r after --steps 0" % meta.get("step"))

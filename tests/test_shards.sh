@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/test_shards.sh - --report shards tells what every virtual GPU holds.
 # tp 2 pp 2 on a 2-block model of width 48 (H = 4 x 48 = 192), checked line
-# by line against slices worked out from the Megatron split (DESIGN section
+# by line against slices worked out from the Megatron split (doc/design.md section
 # 4): q, k, v and fc1 are column-parallel, so TP rank r holds rows
 # [r n/2, (r+1) n/2) of their [out, in] weights and of their biases; proj
 # and fc2 are row-parallel, so rank r holds the same range of columns; the

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/test_sp.sh - sequence parallelism (--sequence-parallel, DESIGN section
+# tests/test_sp.sh - sequence parallelism (--sequence-parallel, design.md section
 # 10, Korthikanti et al. 2022): --validate passes with tp 2 and 3, with pp
 # (interleaved), dp, ZeRO-1 and both recomputations; the eval loss and the
 # sample equal the run without it (eval and generation batches whose tokens

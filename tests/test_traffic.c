@@ -279,7 +279,7 @@ static const zero_case ZERO_CASES[] = {
      * 2 x 4 x 3 = 24 reduce-scatters of 2 x 4 x 432 = 3456 bytes, 48
      * all-gathers of 6912 bytes, none after the update. In ring bytes per
      * micro-batch 3 x 2/3 x 432 = 864 against DP's 576 per step: 1.5x with
-     * one micro-batch, 3m/2 with m (DESIGN's (2m+1)/2 would reduce once per
+     * one micro-batch, 3m/2 with m (design.md's (2m+1)/2 would reduce once per
      * step, which needs the whole gradient kept: stage 2's saving gone). */
     {"ZeRO-3, 4 micro-batches, 2 steps", 3, 4, 2,
      {CELL(DP, REDUCE_SCATTER, 24, 3456), CELL(DP, ALLGATHER, 48, 6912)}},

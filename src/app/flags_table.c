@@ -322,8 +322,8 @@ const tt_flag tt_flags[] = {
              "MFU and cost of every layout of --gpus GPUs of the\n"
              "--cluster, best first (--tp, --pp, --dp, --zero,\n"
              "--recompute, --sequence-parallel, --schedule and\n"
-             "--micro-batches pin a value). Rank 0 plans, other\n"
-             "ranks exit at once"},
+             "--micro-batches pin a value). Rank 0 plans, the\n"
+             "other ranks wait and leave with its exit status"},
     {STRING("--plan-json", plan_json), .metavar = "FILE", IN(PLAN),
      .help = "also write the plan as JSON (doc/design.md\nsection 11)"},
     {INT("--gpus", gpus, 1, 1 << 24), .metavar = "N", IN(PLAN),

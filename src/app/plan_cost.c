@@ -227,11 +227,11 @@ static double dp_sync_seconds(const tt_plan_ctx *x, const tt_link *l, int dp, do
         return (nb - 1) * tt_cost_collective(l, TT_COLL_ALLREDUCE, dp, elem * bucket) +
                tt_cost_collective(l, TT_COLL_ALLREDUCE, dp, elem * last);
     }
-    /* DESIGN section 10: stage 1 reduce-scatters the gradients once and
+    /* design.md section 10: stage 1 reduce-scatters the gradients once and
      * all-gathers the weights; stage 2 reduce-scatters per micro-batch;
      * stage 3 all-gathers the weights before each forward and backward of
      * every micro-batch and reduce-scatters per micro-batch, as stage 2
-     * (tt_zero_expected_traffic; DESIGN's (2m+1)/2 assumes one
+     * (tt_zero_expected_traffic; design.md's (2m+1)/2 assumes one
      * reduce-scatter per step). */
     const double rs = tt_cost_collective(l, TT_COLL_REDUCE_SCATTER, dp, elem * P);
     const double ag = tt_cost_collective(l, TT_COLL_ALLGATHER, dp, elem * P);

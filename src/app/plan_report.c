@@ -1,5 +1,5 @@
 /* plan_report.c - the planner's answer: a ranked table a person reads, the
- * JSON of DESIGN section 11 a program reads, and --plan's entry point. */
+ * JSON of design.md section 11 a program reads, and --plan's entry point. */
 #include "tt/app/plan.h"
 #include "tt/core/outpath.h"
 #include "tt/model/cost.h"

@@ -2,7 +2,7 @@
  * compute, all-gather, reduce-scatter, gather, broadcast) and the clocks'
  * maximum: how the members meet, which algorithm sums (a pair's exchange,
  * a rank-order fold of a few numbers, or MPI's), and the virtual time each
- * collective costs (DESIGN section 12). */
+ * collective costs (design.md section 12). */
 #include "comm_internal.h"
 #include "tt/comm/comm.h"
 #include "tt/comm/doorbell.h"

@@ -100,7 +100,7 @@ long long tt_comm_type_size(MPI_Datatype type)
     return s;
 }
 
-/* ---- the virtual clocks (DESIGN section 12, tt/core/vclock.h) ----------------
+/* ---- the virtual clocks (design.md section 12, tt/core/vclock.h) ----------------
  * Clocks travel beside the data only while they tick (a training step, on
  * every rank at once), and these exchanges are the emulator's bookkeeping,
  * not transfers of the modelled GPUs: they are not counted. */

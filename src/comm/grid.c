@@ -1,5 +1,5 @@
 /* grid.c - choosing and checking a layout, and building the TP/PP/DP
- * communicators of DESIGN section 3. */
+ * communicators of design.md section 3. */
 #include "tt/comm/grid.h"
 
 #include <stdarg.h>

@@ -95,7 +95,7 @@ tt_chunk_seconds tt_chunk_cost(const tt_config *cfg, const tt_cost_ctx *x, doubl
 {
     const tt_cluster *cl = x->cluster;
     const double tp = x->tp, T = cfg->T, C = cfg->C, N = B * T;
-    /* The vocabulary is padded to a multiple of tp (DESIGN section 4). */
+    /* The vocabulary is padded to a multiple of tp (design.md section 4). */
     const double Vp = (double)((cfg->V + x->tp - 1) / x->tp) * x->tp, Vl = Vp / tp;
     acc f = {x, x->mixed ? cl->peak_flops : cl->peak_flops_fp32, x->mixed ? 2.0 : 4.0, 0, 0};
     acc b = f;

@@ -36,7 +36,7 @@ static int add(tt_model *m, const char *fmt, int layer, const char *part, int nd
     return tt_params_add(&m->P, name, ndim, rows, cols, split, offset, local);
 }
 
-/* Registers one block's tensors with their TP slices (DESIGN section 4). */
+/* Registers one block's tensors with their TP slices (design.md section 4). */
 static void add_block(tt_model *m, int layer, tt_block_idx *b)
 {
     const int C = m->cfg.C, H = 4 * C, r = m->sh.tp_rank;

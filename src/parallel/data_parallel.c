@@ -257,7 +257,7 @@ void tt_zero_gather_unit(void *grid, tt_params *p, int tensor)
     tt_zero_unit(p, u, &begin, &n, &lo);
     const size_t piece = n / (size_t)p->z.parts;
     /* Gathered even when the unit is already there (the head's forward is
-     * followed by its backward): every use pays its gather, as DESIGN
+     * followed by its backward): every use pays its gather, as design.md
      * section 10 counts them; a run that kept it would save 4 x unit bytes. */
     tt_watch_purpose(WHY_UNIT_AG, u, 0);
     tt_allgather(g, TT_GROUP_DP, tt_params_buffer(p, TT_W) + begin / (size_t)p->z.parts,

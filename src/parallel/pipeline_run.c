@@ -321,7 +321,7 @@ double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss)
     tt_watch_context(step, -1);
     complete_sends(pipe);
     pipe->step_seconds = tt_clock_now() - t_start;
-    /* The bubble's window (DESIGN section 12): from the pipeline's first
+    /* The bubble's window (design.md section 12): from the pipeline's first
      * forward to its last backward or W, over all its stages (and TP ranks). */
     pipe->window_seconds = pipe->step_seconds;
     if (pipe->g && tt_vclock_ticking() && pipe->list.n > 0) {

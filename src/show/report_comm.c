@@ -50,7 +50,7 @@ static int matches(const tt_comm_stats *a, const tt_comm_stats *b)
 }
 
 /* Bytes this GPU sends for `bytes` booked in group gr by operation op under
- * the ring algorithms (DESIGN section 10): an all-reduce 2(n-1)/n of its
+ * the ring algorithms (design.md section 10): an all-reduce 2(n-1)/n of its
  * buffer, an all-gather or reduce-scatter (n-1)/n of the full buffer, a send
  * its message, a receive nothing. */
 static double ring_bytes(const tt_grid *g, int gr, int op, long long bytes)

@@ -53,7 +53,7 @@ static void measure_rows(tt_svg_layout *L, const int *counts)
         if (boxes > L->max_boxes)
             L->max_boxes = boxes;
     }
-    /* The bubble's window (DESIGN section 12) is the pipeline's, shared by
+    /* The bubble's window (design.md section 12) is the pipeline's, shared by
      * every GPU of one DP replica: DP sync, clipping and the optimizer come
      * after it and are not idle time of the schedule. */
     for (int d = 0; d < L->g->dp; d++) {

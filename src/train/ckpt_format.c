@@ -1,4 +1,4 @@
-/* ckpt_format.c - the safetensors layout of a checkpoint (DESIGN section 6):
+/* ckpt_format.c - the safetensors layout of a checkpoint (design.md section 6):
  * byte order, where every stored array lies, the JSON header and its framing.
  *
  * Both writers (ckpt_write.c, ckpt_mpiio.c) take their offsets and header

@@ -112,7 +112,7 @@ static const fault_row rows[] = {
      "the loss matches at first; the LayerNorm gradients are each rank's partial sums, so the "
      "TP copies of the LayerNorms drift apart; only with --sequence-parallel",
      2, "--tp 2 --sequence-parallel " SMALL " --validate", BY_ORACLE, "gradient of ln_f.bias",
-     "model/forward.c, sp_ln_grads_done"},
+     "model/block_sp.c, tt_sp_ln_grads_done"},
     {TT_FAULT_EARLY_BUCKET, "early-bucket",
      "the DP all-reduce overlapped with the backward starts a bucket after the first "
      "micro-batch's backward of its layers instead of the last",

@@ -1,4 +1,4 @@
-/* train.c - one optimizer step of DESIGN section 5: each DP replica runs its
+/* train.c - one optimizer step of design.md section 5: each DP replica runs its
  * share of the sampler's global batch through the pipeline in micro-batches,
  * the gradients are summed over the DP group, then global-norm clipping and
  * AdamW on the warm-up + cosine schedule (the --validate oracle, when given,

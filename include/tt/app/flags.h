@@ -1,4 +1,4 @@
-/* tt/app/flags.h - the command line: every flag of DESIGN section 9, its
+/* tt/app/flags.h - the command line: every flag of design.md section 9, its
  * default, and the parser that checks it identically on every rank.
  *
  * The flags are one table (tt_flags, src/app/flags_table.c): the parser walks

@@ -1,4 +1,4 @@
-/* tt/app/plan.h - the planner (DESIGN section 11): for a model, a cluster,
+/* tt/app/plan.h - the planner (doc/design.md section 11): for a model, a cluster,
  * a GPU count and a global batch, every layout (or the pinned one) with its
  * memory per GPU, step time, MFU and, given the tokens to train on, days,
  * energy and cost. One process, no training: the figures come from the
@@ -50,7 +50,7 @@ double tt_plan_layer_activation_bytes(const tt_config *m, double b, int t, int s
 int tt_plan_make(tt_plan *plan, const tt_run_config *rc, tt_err *e);
 void tt_plan_free(tt_plan *plan);
 
-/* The ranked table (src/app/plan_report.c) and the JSON of DESIGN section 11. */
+/* The ranked table (src/app/plan_report.c) and the JSON of design.md section 11. */
 void tt_plan_print(FILE *out, const tt_plan *plan, int rows);
 int tt_plan_write_json(const tt_plan *plan, const char *path, tt_err *e);
 

@@ -2,7 +2,7 @@
  * operation costs on it. The virtual GPU clocks (tt/core/vclock.h) and the
  * planner use these functions and nothing else, so the emulator's timelines
  * and the planner's cluster-scale figures come from one implementation
- * (DESIGN sections 11 and 12; doc/clocks.md has the numbers and their sources).
+ * (doc/design.md sections 11 and 12; doc/clocks.md has the numbers and their sources).
  *
  * Links: GPUs are placed on servers in world-rank order (TP fastest), so GPU
  * r sits in server r / gpus_per_server; two GPUs of one server talk over
@@ -71,7 +71,7 @@ typedef enum { TT_COLL_ALLREDUCE, TT_COLL_ALLGATHER, TT_COLL_REDUCE_SCATTER, TT_
                TT_COLL_GATHER } tt_coll_kind;
 double tt_cost_collective(const tt_link *l, tt_coll_kind kind, int n, double bytes);
 
-/* Bytes each GPU sends under the ring algorithm (DESIGN section 10's "ring bytes"). */
+/* Bytes each GPU sends under the ring algorithm (doc/design.md section 10's "ring bytes"). */
 double tt_ring_bytes(tt_coll_kind kind, int n, double bytes);
 
 #endif

@@ -1,5 +1,5 @@
 /* tt/core/config.h - the run configuration as plain data: the model's shape
- * (DESIGN section 4), the optimizer's hyper-parameters (section 5) and every
+ * (doc/design.md section 4), the optimizer's hyper-parameters (section 5) and every
  * flag of section 9. Every layer reads it; only the flag parser (tt/app/flags.h)
  * and a resumed checkpoint's metadata write it. */
 #ifndef TT_CORE_CONFIG_H
@@ -36,7 +36,7 @@ enum {
     TT_GIVEN_SP = 1 << 18, TT_GIVEN_SCHEDULE = 1 << 19, TT_GIVEN_VOCAB = 1 << 20
 };
 
-/* --recompute (DESIGN section 10): what a block keeps for its backward. */
+/* --recompute (doc/design.md section 10): what a block keeps for its backward. */
 enum { TT_RECOMPUTE_NONE, TT_RECOMPUTE_SELECTIVE, TT_RECOMPUTE_FULL };
 
 typedef struct {
@@ -84,7 +84,7 @@ typedef struct {
     int clock_wall;           /* --clock wall (1) or virtual (0) */
     int spot_check;           /* check the first and last steps (off: --no-spot-check) */
     const char *inject_bug;   /* --inject-bug NAME: a planted fault for the oracle (tests, labs) */
-    /* The planner (DESIGN section 11, src/app/plan.c): trains nothing. */
+    /* The planner (doc/design.md section 11, src/app/plan.c): trains nothing. */
     int plan;                 /* --plan */
     const char *plan_json;    /* --plan-json FILE */
     int gpus;                 /* --gpus N: GPUs to plan for (0: tp x pp x dp if all given) */
@@ -95,7 +95,7 @@ typedef struct {
 } tt_run_config;
 
 /* Sequences in one micro-batch of one DP replica: the global batch split over
- * dp replicas, then into the micro-batches (DESIGN section 5). */
+ * dp replicas, then into the micro-batches (doc/design.md section 5). */
 static inline int tt_micro_batch_size(const tt_run_config *rc, int dp)
 {
     return rc->batch / dp / rc->micro_batches;

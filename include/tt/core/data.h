@@ -1,4 +1,4 @@
-/* tt/core/data.h - the training corpus and the sampler of DESIGN section 5.
+/* tt/core/data.h - the training corpus and the sampler of design.md section 5.
  *
  * The corpus is a byte string of N bytes; the last N/10 are the eval split and
  * the first Ntr = N - N/10 the train split. Global sample j of step s is the

@@ -2,7 +2,7 @@
  * the floats it reads and writes. The kernels charge these to the virtual GPU
  * clock (src/core/kernels.c, attention.c, src/train/optim.c) and the planner
  * (src/model/cost.c) sums the same figures for a model it never builds, so a
- * kernel's price is written once (DESIGN section 11: one implementation
+ * kernel's price is written once (doc/design.md section 11: one implementation
  * serves both). Matrix products count 2 per multiply-add, as the model-FLOPs
  * formula does; attention is counted over the whole T x T square.
  * Arguments are doubles: the planner prices GPT-3-sized shapes. */

@@ -39,7 +39,7 @@ typedef struct {
  * table: weights, their gradients, Adam's first and second moments. */
 typedef enum { TT_W, TT_G, TT_M, TT_V, TT_NKINDS } tt_kind;
 
-/* ZeRO's partition of the table over a DP group (DESIGN section 10). The
+/* ZeRO's partition of the table over a DP group (doc/design.md section 10). The
  * table falls into units, the runs of tensors one step of the backward
  * completes together: the embeddings, each block, the head (ln_f, lm_head).
  * Each unit is padded with zeros to a multiple of `parts` elements and cut

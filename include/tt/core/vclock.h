@@ -1,4 +1,4 @@
-/* tt/core/vclock.h - the virtual GPU clock of this rank (DESIGN section 12).
+/* tt/core/vclock.h - the virtual GPU clock of this rank (doc/design.md section 12).
  *
  * Each rank plays one GPU of the modelled cluster (tt/core/cluster.h) and
  * keeps that GPU's clock: the kernels advance it by their cost on the modelled

@@ -5,7 +5,7 @@
  * collectives that forward.c and src/comm/tensor_parallel.c issue. The
  * virtual clocks charge exactly these figures while the emulator trains, so
  * the planner (src/app/plan_cost.c) predicts the emulator's step times, and at
- * cluster scale the same arithmetic answers "how long" (DESIGN section 11).
+ * cluster scale the same arithmetic answers "how long" (doc/design.md section 11).
  *
  * Also the memory a shard allocates, by category (src/model/estimate.c). */
 #ifndef TT_MODEL_COST_H

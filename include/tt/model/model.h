@@ -1,4 +1,4 @@
-/* tt/model/model.h - the GPT of DESIGN section 4, one pipeline stage of it on one
+/* tt/model/model.h - the GPT of design.md section 4, one pipeline stage of it on one
  * virtual GPU.
  *
  *   x      = tok_emb[idx] + pos_emb[0..T)

@@ -154,7 +154,7 @@ int tt_schedule_check_bound(tt_schedule_kind kind, const tt_sim_result *res, tt_
  * them: fwd[k] and bwd[k] seconds for chunk k (k < p*v), and link[k] the
  * delay of a message between chunks k and k+1 (either way; NULL: free). A
  * receive completes at the later of its stage reaching it and its send's
- * time plus the link (DESIGN section 12). The planner's pipeline time. */
+ * time plus the link (doc/design.md section 12). The planner's pipeline time. */
 #define TT_MAX_SIM_CHUNKS 65536
 typedef struct {
     const double *fwd, *bwd, *link;

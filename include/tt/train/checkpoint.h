@@ -1,4 +1,4 @@
-/* tt/train/checkpoint.h - checkpoints as safetensors files (DESIGN section 6).
+/* tt/train/checkpoint.h - checkpoints as safetensors files (doc/design.md section 6).
  *
  * The file holds the global, unsharded tensors under their global names
  * (vocabulary tensors with their V real rows), the Adam moments as

@@ -14,7 +14,7 @@
  *   grad-accum         parallel: tt_pipe_train, the loss weight of a micro-batch
  *   norm-replicated    train: tt_grad_sumsq, which copies count
  *   stale-activation   parallel: run_action, an activation send
- *   sp-no-ln-allreduce model: sp_ln_grads_done
+ *   sp-no-ln-allreduce model: tt_sp_ln_grads_done (block_sp.c)
  *   early-bucket       parallel: dp_unit_ready, the DP overlap's hook
  *   stale-gather       model: tt_chunk_backward, ZeRO-3's weights_needed hook
  *   nan-grad           train: tt_inject_after_backward (not a parallelism

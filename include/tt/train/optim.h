@@ -1,5 +1,5 @@
 /* tt/train/optim.h - AdamW with PyTorch's semantics, global-norm clipping and the
- * warm-up + cosine learning-rate schedule of DESIGN section 5. */
+ * warm-up + cosine learning-rate schedule of design.md section 5. */
 #ifndef TT_OPTIM_H
 #define TT_OPTIM_H
 
