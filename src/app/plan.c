@@ -12,8 +12,10 @@
 #include "tt/parallel/pipeline.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int divides(long a, long b) { return a > 0 && b % a == 0; }
 
@@ -61,6 +63,32 @@ static void explain(tt_plan_candidate *c, const tt_plan_candidate *best, const t
         snprintf(c->why, sizeof c->why, "%s (+%.0f%% of its step)", f[k].what, 100 * f[k].share);
     else
         snprintf(c->why, sizeof c->why, "smaller kernels, more latency");
+}
+
+/* A plan for many GPUs takes seconds (thousands of layouts, each of their
+ * schedules simulated): on a terminal, stderr says how far it has got, once
+ * a second after the first, and the line is wiped before the table prints.
+ * Redirected, it says nothing. */
+typedef struct {
+    int on, shown;
+    double next;
+} plan_progress;
+
+static void progress_tick(plan_progress *pg, const tt_plan *pl, int tp, int N)
+{
+    if (!pg->on || tt_now() < pg->next)
+        return;
+    pg->next = tt_now() + 1.0;
+    pg->shown = 1;
+    fprintf(stderr, "\rplanning: %d layouts evaluated so far (tp %d of at most %d) ", pl->n, tp,
+            N);
+    fflush(stderr);
+}
+
+static void progress_end(const plan_progress *pg)
+{
+    if (pg->shown)
+        fprintf(stderr, "\r%72s\r", "");
 }
 
 int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
@@ -114,6 +142,7 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
     tt_err why_none = {{0}};
     snprintf(why_none.msg, sizeof why_none.msg, "no layout of %d GPUs divides the model and batch",
              N);
+    plan_progress pg = {.on = isatty(STDERR_FILENO), .next = tt_now() + 1.0};
     for (int tp = 1; tp <= N; tp++) {
         if (!divides(tp, N) || (rc->tp > 0 && tp != rc->tp))
             continue;
@@ -132,6 +161,7 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
                 continue;
             }
             const int per_dp = rc->batch / dp;
+            progress_tick(&pg, pl, tp, N);
             for (int sched = 0; sched < tt_schedule_count(); sched++) {
                 /* Zero-bubble schedules only when asked for: their W costs are
                  * an estimate (tt_plan_evaluate). */
@@ -176,6 +206,7 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
             }
         }
     }
+    progress_end(&pg);
     if (pl->n == 0) {
         tt_plan_free(pl);
         return tt_fail(e, "--plan: %s", why_none.msg);

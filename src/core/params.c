@@ -14,7 +14,10 @@ int tt_params_add(tt_params *p, const char *name, int ndim, int rows, int cols,
     p->t = tt_grow(p->t, p->n, &p->cap, sizeof *p->t);
     tt_tensor *t = &p->t[p->n];
     memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, "%s", name);
+    /* a bounded copy (the planner builds thousands of tables: no printf) */
+    const size_t len = strnlen(name, sizeof t->name - 1);
+    memcpy(t->name, name, len);
+    t->name[len] = '\0';
     t->ndim = ndim;
     t->gshape[0] = rows;
     t->gshape[1] = ndim == 2 ? cols : 1;
@@ -41,9 +44,8 @@ static const char *const kind_what[TT_NKINDS] = {"weights", "weight gradients", 
  * or the embeddings (-1), or the head (-2). */
 static int unit_key(const char *name)
 {
-    int layer;
-    if (sscanf(name, "blocks.%d.", &layer) == 1)
-        return layer;
+    if (strncmp(name, "blocks.", 7) == 0 && name[7] >= '0' && name[7] <= '9')
+        return (int)strtol(name + 7, NULL, 10);
     return strncmp(name, "tok_emb.", 8) == 0 || strncmp(name, "pos_emb.", 8) == 0 ? -1 : -2;
 }
 

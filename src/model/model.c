@@ -25,14 +25,28 @@ tt_shard_spec tt_shard_whole(const tt_config *cfg)
     return s;
 }
 
-static int add(tt_model *m, const char *fmt, int layer, const char *part, int ndim,
+/* Adds tensor `name`, or blocks.LAYER.PART when layer >= 0 (put together by
+ * hand: the planner builds the tables of thousands of layouts, and snprintf
+ * here once took most of its time). */
+static int add(tt_model *m, const char *name, int layer, const char *part, int ndim,
                int rows, int cols, tt_split split, int offset, int local)
 {
-    char name[TT_NAME_MAX];
-    if (layer >= 0)
-        snprintf(name, sizeof name, fmt, layer, part);
-    else
-        snprintf(name, sizeof name, "%s", fmt);
+    char buf[TT_NAME_MAX], digits[12];
+    if (layer >= 0) {
+        int nd = 0;
+        do
+            digits[nd++] = (char)('0' + layer % 10);
+        while ((layer /= 10) > 0);
+        size_t n = strlen("blocks.");
+        memcpy(buf, "blocks.", n);
+        while (nd > 0)
+            buf[n++] = digits[--nd];
+        buf[n++] = '.';
+        const size_t plen = strnlen(part, sizeof buf - 1 - n);
+        memcpy(buf + n, part, plen);
+        buf[n + plen] = '\0';
+        name = buf;
+    }
     return tt_params_add(&m->P, name, ndim, rows, cols, split, offset, local);
 }
 
@@ -41,7 +55,7 @@ static void add_block(tt_model *m, int layer, tt_block_idx *b)
 {
     const int C = m->cfg.C, H = 4 * C, r = m->sh.tp_rank;
     const int cl0 = r * m->Cl, hl0 = r * m->Hl;
-    const char *f = "blocks.%d.%s";
+    const char *f = NULL; /* blocks.LAYER.PART */
     b->ln1_w = add(m, f, layer, "ln1.weight", 1, C, 1, TT_SPLIT_NONE, 0, 0);
     b->ln1_b = add(m, f, layer, "ln1.bias", 1, C, 1, TT_SPLIT_NONE, 0, 0);
     b->q_w = add(m, f, layer, "attn.q.weight", 2, C, C, TT_SPLIT_ROWS, cl0, m->Cl);

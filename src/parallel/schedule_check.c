@@ -41,6 +41,21 @@ void tt_sched_describe(char *buf, size_t n, const tt_action *a)
     snprintf(buf, n, "action of unknown kind %d", (int)a->kind);
 }
 
+/* An action's name for a failure's message, made only when one is written:
+ * the planner checks thousands of lists, and naming every action of each
+ * cost it more than the checks themselves. */
+typedef struct {
+    const tt_action *a;
+    char text[160];
+} act_name;
+
+static const char *named(act_name *n)
+{
+    if (!n->text[0])
+        tt_sched_describe(n->text, sizeof n->text, n->a);
+    return n->text;
+}
+
 static int is_compute(tt_action_kind k)
 {
     return k == TT_ACT_FWD || k == TT_ACT_BWD || k == TT_ACT_W;
@@ -53,7 +68,7 @@ static int table_of(tt_action_kind k) { return (unsigned)k < T_N ? (int)k : -1; 
 /* The peer a transfer of action a (stage s, index i) must name: the stage of
  * the neighbouring chunk it talks to; -1 for a compute. Fails for a transfer
  * that has no neighbour (before chunk 0 or after the last). */
-static int expected_peer(const tt_action *a, const tt_sched_table *t, int s, int i, const char *d,
+static int expected_peer(const tt_action *a, const tt_sched_table *t, int s, int i, act_name *d,
                          int *want, tt_err *e)
 {
     static const char *const no_neighbour[] = {
@@ -69,7 +84,7 @@ static int expected_peer(const tt_action *a, const tt_sched_table *t, int s, int
      * two transfers talk to chunk k+1. */
     int prev = a->kind == TT_ACT_RECV_ACT || a->kind == TT_ACT_SEND_GRAD, k = a->chunk;
     if (prev ? k == 0 : k == t->K - 1)
-        return tt_fail(e, "stage %d action %d (%s): %s", s, i, d, no_neighbour[a->kind]);
+        return tt_fail(e, "stage %d action %d (%s): %s", s, i, named(d), no_neighbour[a->kind]);
     *want = tt_chunk_stage(t->place, t->p, prev ? k - 1 : k + 1);
     return 0;
 }
@@ -79,7 +94,6 @@ static int expected_peer(const tt_action *a, const tt_sched_table *t, int s, int
 int tt_sched_check_fields(const tt_action_list *lists, tt_sched_table *t, tt_err *e)
 {
     int p = t->p, m = t->m, K = t->K;
-    char d[160];
     for (int s = 0; s < p; s++) {
         for (int i = 0; i < lists[s].n; i++) {
             const tt_action *a = &lists[s].a[i];
@@ -87,26 +101,27 @@ int tt_sched_check_fields(const tt_action_list *lists, tt_sched_table *t, tt_err
             if (tab < 0)
                 return tt_fail(e, "stage %d action %d: unknown action kind %d", s, i,
                                (int)a->kind);
-            tt_sched_describe(d, sizeof d, a);
+            act_name name = {.a = a}, *d = &name;
             if (a->mb < 0 || a->mb >= m)
-                return tt_fail(e, "stage %d action %d (%s): micro-batch outside 0..%d", s, i, d,
-                               m - 1);
+                return tt_fail(e, "stage %d action %d (%s): micro-batch outside 0..%d", s, i,
+                               named(d), m - 1);
             if (a->chunk < 0 || a->chunk >= K)
-                return tt_fail(e, "stage %d action %d (%s): chunk outside 0..%d", s, i, d, K - 1);
+                return tt_fail(e, "stage %d action %d (%s): chunk outside 0..%d", s, i, named(d),
+                               K - 1);
             const int owner = tt_chunk_stage(t->place, p, a->chunk);
             if (owner != s)
-                return tt_fail(e, "stage %d action %d (%s): chunk %d lives on stage %d", s, i, d,
-                               a->chunk, owner);
+                return tt_fail(e, "stage %d action %d (%s): chunk %d lives on stage %d", s, i,
+                               named(d), a->chunk, owner);
             int want = -1;
             if (expected_peer(a, t, s, i, d, &want, e))
                 return -1;
             if (a->peer != want)
-                return tt_fail(e, "stage %d action %d (%s): peer should be %s%d", s, i, d,
+                return tt_fail(e, "stage %d action %d (%s): peer should be %s%d", s, i, named(d),
                                want < 0 ? "" : "stage ", want);
             int *slot = &t->at[tab][a->mb * K + a->chunk];
             if (*slot >= 0)
                 return tt_fail(e, "stage %d action %d (%s) appears twice (also action %d)", s,
-                               i, d, *slot);
+                               i, named(d), *slot);
             *slot = i;
             t->split |= a->kind == TT_ACT_W;
         }
@@ -119,20 +134,20 @@ int tt_sched_check_fields(const tt_action_list *lists, tt_sched_table *t, tt_err
 /* What action i of stage s (described as d) needs first happens at index at
  * of the same list (-1: never): it must happen, and before i. `never` says
  * what is missing, `what` names it; the same two messages for every need. */
-static int after(int at, int s, int i, const char *d, const char *never, const char *what,
+static int after(int at, int s, int i, act_name *d, const char *never, const char *what,
                  tt_err *e)
 {
     if (at < 0)
-        return tt_fail(e, "stage %d action %d (%s): %s", s, i, d, never);
+        return tt_fail(e, "stage %d action %d (%s): %s", s, i, named(d), never);
     if (at > i)
-        return tt_fail(e, "stage %d action %d (%s) comes before %s (action %d)", s, i, d, what,
-                       at);
+        return tt_fail(e, "stage %d action %d (%s) comes before %s (action %d)", s, i, named(d),
+                       what, at);
     return 0;
 }
 
 /* A forward or backward (stage s, index i): its input arrived before it, and
  * what it starts is finished (a forward is backwarded). */
-static int check_compute(const tt_action *a, int s, int i, const tt_sched_table *t, const char *d,
+static int check_compute(const tt_action *a, int s, int i, const tt_sched_table *t, act_name *d,
                          tt_err *e)
 {
     int k = a->chunk, id = a->mb * t->K + k, last = k == t->K - 1;
@@ -142,7 +157,7 @@ static int check_compute(const tt_action *a, int s, int i, const tt_sched_table 
             return -1;
         if (t->at[T_BWD][id] < 0)
             return tt_fail(e, "stage %d action %d (%s) is never backwarded (no "
-                              "backward of mb%d chunk %d in the list)", s, i, d, a->mb, k);
+                              "backward of mb%d chunk %d in the list)", s, i, named(d), a->mb, k);
         return 0;
     }
     if (a->kind == TT_ACT_W)
@@ -152,7 +167,7 @@ static int check_compute(const tt_action *a, int s, int i, const tt_sched_table 
     if (t->split && t->at[T_W][id] < 0)
         return tt_fail(e, "stage %d action %d (%s) is never followed by its W (no W of "
                           "mb%d chunk %d in the list, so its weight gradients are lost)",
-                       s, i, d, a->mb, k);
+                       s, i, named(d), a->mb, k);
     if (after(t->at[T_FWD][id], s, i, d, "the micro-batch is never forwarded through this chunk",
               "its forward", e))
         return -1;
@@ -167,39 +182,39 @@ static int check_compute(const tt_action *a, int s, int i, const tt_sched_table 
  * (the partner of chunk k's activation send is chunk k+1's receive; of its
  * gradient send, chunk k-1's receive). */
 static int check_transfer(const tt_action *a, int s, int i, const tt_sched_table *t,
-                          const char *d, tt_err *e)
+                          act_name *d, tt_err *e)
 {
     int k = a->chunk, id = a->mb * t->K + k;
     switch (a->kind) {
     case TT_ACT_SEND_ACT: {
         int f = t->at[T_FWD][id];
         if (f < 0 || f > i)
-            return tt_fail(e, "stage %d action %d (%s): sends activations %s", s, i, d,
+            return tt_fail(e, "stage %d action %d (%s): sends activations %s", s, i, named(d),
                            f < 0 ? "that are never computed" : "before computing them");
         if (t->at[T_RACT][id + 1] < 0)
             return tt_fail(e, "stage %d action %d (%s) has no matching receive on "
-                              "stage %d", s, i, d, a->peer);
+                              "stage %d", s, i, named(d), a->peer);
         return 0;
     }
     case TT_ACT_RECV_ACT:
         if (t->at[T_SACT][id - 1] < 0)
             return tt_fail(e, "stage %d action %d (%s) has no matching send (of chunk "
-                              "%d on stage %d)", s, i, d, k - 1, a->peer);
+                              "%d on stage %d)", s, i, named(d), k - 1, a->peer);
         return 0;
     case TT_ACT_SEND_GRAD: {
         int b = t->at[T_BWD][id];
         if (b < 0 || b > i)
-            return tt_fail(e, "stage %d action %d (%s): sends gradients %s", s, i, d,
+            return tt_fail(e, "stage %d action %d (%s): sends gradients %s", s, i, named(d),
                            b < 0 ? "that are never computed" : "before computing them");
         if (t->at[T_RGRAD][id - 1] < 0)
             return tt_fail(e, "stage %d action %d (%s) has no matching receive on "
-                              "stage %d", s, i, d, a->peer);
+                              "stage %d", s, i, named(d), a->peer);
         return 0;
     }
     default: /* TT_ACT_RECV_GRAD */
         if (t->at[T_SGRAD][id + 1] < 0)
             return tt_fail(e, "stage %d action %d (%s) has no matching send (of chunk "
-                              "%d on stage %d)", s, i, d, k + 1, a->peer);
+                              "%d on stage %d)", s, i, named(d), k + 1, a->peer);
         return 0;
     }
 }
@@ -209,11 +224,10 @@ static int check_transfer(const tt_action *a, int s, int i, const tt_sched_table
 int tt_sched_check_order(const tt_action_list *lists, const tt_sched_table *t, tt_err *e)
 {
     int p = t->p, m = t->m, K = t->K;
-    char d[160];
     for (int s = 0; s < p; s++) {
         for (int i = 0; i < lists[s].n; i++) {
             const tt_action *a = &lists[s].a[i];
-            tt_sched_describe(d, sizeof d, a);
+            act_name name = {.a = a}, *d = &name;
             int compute = is_compute(a->kind);
             if (compute ? check_compute(a, s, i, t, d, e) : check_transfer(a, s, i, t, d, e))
                 return -1;
