@@ -28,8 +28,10 @@
 #     still at work (src/comm/cores.c): a 12-rank run says how often (at
 #     least once in 20 steps), TT_LEND_CORES=0 says nothing, both give the
 #     same checkpoint bits, and the lent core is taken back: sampled while
-#     a run trains, some samples find every rank on its own core again (the
-#     lending would otherwise stay from the first step's end on). Part 2's
+#     a run trains, a sample after one with a lent core finds every rank
+#     on its own core again (the lending would otherwise stay from the
+#     first step's end on; the samples before the first lending prove
+#     nothing). Part 2's
 #     samples are taken with TT_LEND_CORES=0, the binding alone. A value
 #     other than 0 or 1 is refused naming it, as in 7.
 . "$TT_SRCDIR/testlib.sh"
@@ -265,11 +267,18 @@ while [ $n -lt 20 ]; do
     n=$((n + 1))
 done
 stop_long --steps 100000
-home=$(grep -c "^6x$first,6x$second$" "$work/samples")
+# Taken back: a sample with every rank on its own core after one with a
+# rank allowed both CPUs (the first samples may come before any lending).
+[ "$second" -eq $((first + 1)) ] && both="$first-$second" || both="$first,$second"
+home=$(awk -v home="6x$first,6x$second" -v both="x$both" '
+    { lent = index($0 "," , both ",") > 0 }
+    lent { seen = 1 }
+    !lent && $0 == home && seen { n++ }
+    END { print n + 0 }' "$work/samples")
 if [ "$home" -ge 1 ] && [ "$(grep -c . "$work/samples")" -ge 15 ]; then
-    ok "the lent core is taken back: $home of $(grep -c . "$work/samples") samples find every rank on its own core ($(sort "$work/samples" | uniq -c | tr -s ' \n' ' '))"
+    ok "the lent core is taken back: $home of $(grep -c . "$work/samples") samples after a lent one find every rank on its own core (in order: $(tr '\n' ' ' < "$work/samples"))"
 else
-    not_ok "the lent core is not taken back: samples $(sort "$work/samples" | uniq -c | tr -s ' \n' ' ')"
+    not_ok "the lent core is not taken back: no sample after a lent one finds every rank on its own core (in order: $(tr '\n' ' ' < "$work/samples"))"
 fi
 for bad in yes 2; do
     export TT_LEND_CORES=$bad

@@ -3,8 +3,9 @@
 # oracle: every schedule on 2-4 stages, with TP and DP, up to 12 ranks, passes
 # --validate (loss and every gradient each step, weights and Adam moments at
 # the end); the traffic equals the formulas (PP: one activation forward and
-# one gradient back per micro-batch and chunk boundary); the bubble report,
-# --explain and the default run work. Each run is under run-test's timeout, so
+# one gradient back per micro-batch and chunk boundary, as the program's
+# own check of its counters reports); the bubble report and --explain give
+# the figures worked by hand. Each run is under run-test's timeout, so
 # a deadlock fails the test.
 . "$TT_SRCDIR/testlib.sh"
 

@@ -31,6 +31,8 @@ for layout in "1 --tp 1 --pp 1 --dp 1" "12 --tp 4 --pp 1 --dp 3" "4 --tp 1 --pp 
     set -- $layout
     np=$1
     shift
+    # each layout is judged on its own files, never on an earlier layout's
+    rm -f "$work/again.st" "$work/again.data" "$work/resumed.csv"
     # Read and write back without training: the same global tensors.
     tt "$np" $cfg "$@" --resume "$work/ck.st" --steps 6 --stop-at 3 --save "$work/again.st"
     data_of "$work/again.st" "$work/again.data"

@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/test_tp.sh - tensor parallelism against the unsharded oracle: tp = 2,
 # 3, 4 and 6, with dp = 1 and dp = 2, pass --validate over several steps
-# (tp 3 and 6 pad the 256-byte vocabulary to 258), as does --tp-mlp gather;
+# (tp 3 and 6 pad the 256-byte vocabulary to 258, so the oracle sees the
+# padding's rows left out; the slices themselves are test_shards.sh's), as
+# does --tp-mlp gather;
 # the TP copies of replicated tensors stay identical; and the TP traffic equals
 # the closed form of doc/communication.md, checked here by hand for one case.
 . "$TT_SRCDIR/testlib.sh"

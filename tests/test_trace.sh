@@ -69,12 +69,13 @@ for pid, gpu in sorted(procs.items()):
     # The DP sync (no ZeRO here) ends every step of a GPU with dp > 1 in a
     # wait for its all-reduce (0 us when the rings ended before it), on the
     # comm track; with dp 1 there is nothing to wait for.
-    waits = [e for e in mine if e["args"].get("step") == last and "(wait)" in e["name"]]
     want_waits = 1 if dp > 1 else 0
-    if len(waits) != want_waits or not all(e.get("tid") == 1 and e.get("cat") == "DP" and
-                                           e["args"].get("waits_for") == "all-reduce" for e in waits):
-        bad.append("%s: step %d has %d waits %s, expected %d DP all-reduce wait on tid 1"
-                   % (gpu, last, len(waits), [(e["name"], e.get("tid"), e.get("cat")) for e in waits], want_waits))
+    for step in sorted({e["args"].get("step") for e in mine if "step" in e.get("args", {})}):
+        waits = [e for e in mine if e["args"].get("step") == step and "(wait)" in e["name"]]
+        if len(waits) != want_waits or not all(e.get("tid") == 1 and e.get("cat") == "DP" and
+                                               e["args"].get("waits_for") == "all-reduce" for e in waits):
+            bad.append("%s: step %d has %d waits %s, expected %d DP all-reduce wait on tid 1"
+                       % (gpu, step, len(waits), [(e["name"], e.get("tid"), e.get("cat")) for e in waits], want_waits))
     # The optimizer's boxes are its compute: none spans a transfer or a
     # collective of its GPU (the gradient norm's all-reduce comes between
     # them), beyond the 0.001 us of the printed times.
@@ -294,7 +295,7 @@ for i in 1 2 3; do
         --sample-len 0 --eval-every 0 --eval-windows 4 --schedule naive --explain \
         --report memory,comm --timeline "$work/t.svg" --trace "$work/t.json" --watchdog 60
     if [ "$status" -eq 0 ] && grep -q '^memory per virtual GPU' "$work/out" &&
-       [ "$(grep -c '^  gpu[0-3](dp0,pp[0-3],tp0) ' "$work/out")" -ge 4 ] &&
+       [ "$(awk '/^memory per virtual GPU/ { m = 1 } m && /^  gpu[0-3]\(dp0,pp[0-3],tp0\) /' "$work/out" | wc -l)" -ge 4 ] &&
        grep -q "^every GPU's TP/PP/DP traffic equals its formula: yes" "$work/out" && [ -s "$work/t.json" ] && [ -s "$work/t.svg" ]; then
         ok "every view at once on pp 4 (naive, 8 micro-batches), run $i: ends with the memory and traffic reports, trace and timeline"
     else

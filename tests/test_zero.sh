@@ -132,8 +132,8 @@ T
 # resume_both_ways Z RUN: RUN (4 steps) stopped at step 2 on dp 2 under
 # --zero Z and under --zero 0. The ZeRO-Z checkpoint is the zero-0 one's
 # bytes (dp 2: every sum is one addition, as above) and, continued without
-# ZeRO on tp 2 x pp 2, gives the same file as the zero-0 checkpoint continued
-# the same way; continued with ZeRO-Z on its own layout, the same file as the
+# ZeRO on tp 2 x pp 2, passes the oracle; continued with ZeRO-Z on its own
+# layout, it gives the same file as the
 # uninterrupted ZeRO-Z run. The zero-0 checkpoint stays in $work/z0_2.st for
 # the reverse direction.
 resume_both_ways() {
@@ -142,14 +142,14 @@ resume_both_ways() {
     sz=$status
     tt 2 $run --dp 2 --zero 0 --stop-at 2 --save "$work/z0_2.st"
     s0=$status
-    tt 4 $run --tp 2 --pp 2 --dp 1 --resume "$work/z_2.st" --save "$work/z_4.st"
-    sz4=$status
-    tt 4 $run --tp 2 --pp 2 --dp 1 --resume "$work/z0_2.st" --save "$work/z0_4.st"
-    if [ "$sz$s0$sz4$status" = 0000 ] && cmp -s "$work/z_2.st" "$work/z0_2.st" &&
-        cmp -s "$work/z_4.st" "$work/z0_4.st"; then
-        ok "a ZeRO-$z checkpoint (the zero-0 bytes) resumed without ZeRO on tp 2 x pp 2 equals the zero-0 one resumed"
+    # the same bytes: resuming either is the same run, so it is checked
+    # once, against the oracle
+    tt 4 $run --tp 2 --pp 2 --dp 1 --resume "$work/z_2.st" --validate
+    if [ "$sz$s0$status" = 000 ] && cmp -s "$work/z_2.st" "$work/z0_2.st" &&
+        grep -q "validation PASSED" "$work/out"; then
+        ok "a ZeRO-$z checkpoint (the zero-0 bytes) resumed without ZeRO on tp 2 x pp 2 passes --validate (worst relative error $(worst_error))"
     else
-        not_ok "ZeRO-$z checkpoint resumed on tp2 pp2: exits $sz $s0 $sz4 $status, or the files differ"
+        not_ok "ZeRO-$z checkpoint resumed on tp2 pp2: exits $sz $s0 $status, the files differ, or validation failed"
     fi
     tt 2 $run --dp 2 --zero "$z" --resume "$work/z_2.st" --save "$work/zr_4.st"
     sr=$status
