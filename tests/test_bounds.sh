@@ -64,7 +64,7 @@ if truncate -s 1T "$work/huge" 2>/dev/null; then
     expect_quick "--data of 1 TiB, 2 ranks" 1 "data file '$work/huge' has 1048576 MiB, but this host has [0-9]* MiB of memory per rank" 2 $small --data "$work/huge"
     rm -f "$work/huge"
 else
-    ok "# SKIP --data of 1 TiB (no sparse file of that size here)"
+    echo "# skipped: --data of 1 TiB (no sparse file of that size here)"
 fi
 i=0
 while [ $i -lt 500 ]; do printf 'abcdefghij'; i=$((i + 1)); done > "$work/5k.txt"
@@ -102,7 +102,7 @@ meta beta1 4 beta1 1 "$ck: 'beta1' = 1 is outside \[0, 0.999999\], the range of 
 meta eps 1 eps -1e-8 "$ck: 'eps' = -1e-08 is outside (0, 1\]"
 meta lr 2 lr 1e300 "$ck: 'lr' = 1e+300 is outside \[0, 10\], the range of --lr"
 # In range, but deeper than the tensors the file holds: found from its
-# header before a model that deep is built (pp 2: every stage agrees).
+# header before a model that deep is built.
 meta deep 2 layers 1024 "$ck: its metadata says layers 1024, but tensor 'blocks.1023.mlp.fc2.weight' is missing"
 # Each value in its range, but two that contradict each other: the file is
 # damaged (exit 1, naming it and the keys), not flags the user gave (it was

@@ -85,12 +85,13 @@ while IFS='	' read -r bug shows cmd <&3; do
     args=$(echo "$*" | sed 's/ --inject-bug [a-z-]*$//')
     if [ "$bug" = stall ]; then
         verdict="tiny_transformer: watchdog: ..."
-        tt "$np" $args --inject-bug "$bug"
+        tt_each "$np" $args --inject-bug "$bug"
         got=$(grep "^tiny_transformer: watchdog: " "$work/err" | head -n 1)
+        statuses=$(rank_statuses)
         if [ "$shows" != "$verdict" ]; then
             not_ok "$bug: the list says '$shows', expected '$verdict'"
-        elif [ "$status" -ne 1 ] || [ -z "$got" ]; then
-            not_ok "$bug ($args): exit $status, watchdog report '$got'"
+        elif [ "$statuses" != "${np}x1" ] || [ -z "$got" ]; then
+            not_ok "$bug ($args): rank exit statuses $statuses (want ${np}x1), watchdog report '$got'"
         else
             ok "$bug: $got"
         fi

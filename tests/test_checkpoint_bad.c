@@ -3,7 +3,9 @@
  * flipped byte in any tensor, malformed or absurd headers, metadata without
  * its keys or checksums, tensors of another shape and tensors missing. Each
  * is refused by both readers with a one-line message naming the file and
- * what is wrong, and a refused load overwrites nothing. The good files they
+ * what is wrong, and a load refused from the header (a shape, a missing
+ * tensor) overwrites nothing; a checksum failure, found while copying, may
+ * leave the table partly loaded, and the caller then stops. The good files they
  * start from are the small table of ckpt_check.h; round trips and failing
  * saves are in test_checkpoint.c. */
 #define _POSIX_C_SOURCE 200809L
@@ -104,9 +106,9 @@ START_TEST(test_bad_headers)
         size_t data;
         const char *word;
     } cases[] = {
-        {"", 0, "JSON"},
-        {"{\"__metadata__\":{" FMT, 0, "JSON"},
-        {"{\"__metadata__\":{" FMT "}} trailing", 0, "JSON"},
+        {"", 0, "not valid JSON"},
+        {"{\"__metadata__\":{" FMT, 0, "not valid JSON"},
+        {"{\"__metadata__\":{" FMT "}} trailing", 0, "not valid JSON"},
         {"[1,2,3]", 0, "not an object"},
         {"\"just a string\"", 0, "not an object"},
         {"{}", 0, "__metadata__"},
@@ -152,7 +154,7 @@ START_TEST(test_bad_headers)
         nul[0] = (unsigned char)len;
         memcpy(nul + 8, h, strlen(h));
         spit(path, nul, 8 + len);
-        expect_unreadable(path, "JSON");
+        expect_unreadable(path, "not valid JSON");
     }
 
     /* Nesting far beyond what a header needs must be refused, not recursed. */
@@ -164,7 +166,7 @@ START_TEST(test_bad_headers)
     deep[2 * DEPTH] = '\0';
     write_raw(path, deep, 0);
     free(deep);
-    expect_unreadable(path, "JSON");
+    expect_unreadable(path, "not valid JSON");
 
     /* Header lengths that do not fit the file, or are absurd. */
     unsigned char buf[16] = {0};
@@ -185,7 +187,7 @@ START_TEST(test_bad_headers)
     *colon = ';';
     spit(path, file, n);
     free(file);
-    expect_unreadable(path, "JSON");
+    expect_unreadable(path, "not valid JSON");
 }
 END_TEST
 
@@ -238,9 +240,16 @@ START_TEST(test_shape_mismatch)
     layout wide = WHOLE;
     wide.mat_cols = wide.mat_local = 5;
     build(&p, &wide);
+    for (int kind = 0; kind < TT_NKINDS; kind++)
+        for (size_t k = 0; k < p.total; k++)
+            tt_params_buffer(&p, kind)[k] = 42.0f;
     expect_fail(tt_checkpoint_load(path, &p, &e), &e, path, "shape");
     ck_assert_msg(strstr(e.msg, "[3,4]") && strstr(e.msg, "[3,5]") &&
                       strstr(e.msg, "blocks.0.attn.proj.weight"), "%s", e.msg);
+    /* refused from the header: nothing was overwritten */
+    for (int kind = 0; kind < TT_NKINDS; kind++)
+        for (size_t k = 0; k < p.total; k++)
+            ck_assert(tt_params_buffer(&p, kind)[k] == 42.0f);
     tt_params_free(&p);
 
     /* same elements, different rank: [4] stored, [4,1] wanted */

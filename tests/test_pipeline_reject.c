@@ -151,6 +151,19 @@ static void break_w_before_b(tt_action_list *L, at_text at)
     snprintf(at[0], ATLEN, "stage 0 action %d (W (weight gradients) mb1 chunk 0)", b);
 }
 
+static void break_w_without_b(tt_action_list *L, at_text at)
+{
+    /* Stage 0 keeps only mb0's W: its forward, its transfers and its B are
+     * gone, so the W is the first action the checker finds wanting (an
+     * erased B alone is caught at its forward, "never backwarded"). */
+    static const tt_action_kind gone[] = {TT_ACT_FWD, TT_ACT_SEND_ACT, TT_ACT_RECV_GRAD,
+                                          TT_ACT_BWD};
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+        erase(&L[0], find(&L[0], gone[i], 0));
+    snprintf(at[0], ATLEN, "stage 0 action %d (W (weight gradients) mb0 chunk 0)",
+             find(&L[0], TT_ACT_W, 0));
+}
+
 /* A schedule (p stages, m micro-batches, one chunk each), the fault planted
  * in it (an erased action and the one the message blames, or a plant
  * function), the backward's cost in forwards (2 for the zero-bubble
@@ -208,7 +221,8 @@ static const struct {
     {"missing W", TT_SCHED_ZB_H1, 2, 3, 2, {1, TT_ACT_W, 2}, {1, TT_ACT_BWD, 2}, NULL,
      {"backward mb2 chunk 1", "never followed by its W"}},
     /* A W whose micro-batch has no B at all. */
-    {"W without B", TT_SCHED_ZB_H1, 2, 3, 2, {0, TT_ACT_BWD, 0}, NONE, NULL, {"stage 0", "never"}},
+    {"W without B", TT_SCHED_ZB_H1, 2, 3, 2, NONE, NONE, break_w_without_b,
+     {"the micro-batch is never backwarded (B) through this chunk"}},
 };
 
 /* Every planted fault is rejected (-1, nothing to free) with a message that

@@ -36,6 +36,8 @@ for k, log in enumerate(logs):
         problems.append("%s: loss polyline differs from the CSV" % log)
     if want_eval and (len(ev) != 1 or not same(points(ev[0]), want_eval)):
         problems.append("%s: eval polyline differs from the CSV" % log)
+    if not want_eval and ev:
+        problems.append("%s: an eval polyline, but the CSV has no eval loss" % log)
     for x, y in want_loss + want_eval:
         px, py = a * x + c * y + e, b * x + d * y + f
         if not (ax - 0.01 <= px <= ax + aw + 0.01 and ay - 0.01 <= py <= ay + ah + 0.01):
@@ -43,9 +45,9 @@ for k, log in enumerate(logs):
             break
     if log not in "".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text")):
         problems.append("%s: not named in the legend" % log)
-extra = g.findall("s:polyline[@data-series='%d']" % len(logs), ns)
+extra = [p for p in g.findall("s:polyline", ns) if not p.get("data-series", "").isdigit() or int(p.get("data-series")) >= len(logs)]
 if extra:
-    problems.append("more series than logs")
+    problems.append("%d polylines belong to no log" % len(extra))
 print("; ".join(problems) if problems else "ok")
 PY
 }
