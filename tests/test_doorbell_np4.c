@@ -113,6 +113,9 @@ START_TEST(host_pair_equals_mpi)
     MPI_Allgather(send, G, MPI_FLOAT, want, G, MPI_FLOAT, pair);
     ck_assert_int_eq(tt_pair_host_allgather(pair, send, got, G, MPI_FLOAT, NULL), 0);
     ck_assert(memcmp(got, want, sizeof want) == 0);
+    /* in place: only this member's block is there, the other's is NaN */
+    for (int i = 0; i < 2 * G; i++)
+        got[i] = NAN;
     memcpy(got + (rank % 2) * G, send, G * sizeof *send);
     ck_assert_int_eq(tt_pair_host_allgather(pair, MPI_IN_PLACE, got, G, MPI_FLOAT, NULL), 0);
     ck_assert_msg(memcmp(got, want, sizeof want) == 0, "in-place all-gather differs from MPI's");
@@ -242,16 +245,31 @@ START_TEST(gather_in_rank_order)
 }
 END_TEST
 
+/* Member r's k-th double: large values that cancel and small ones that are
+ * rounded away beside them, by how much depending on what they are added
+ * to: the order of the sum matters (checked below). */
+static double term(int r, int k)
+{
+    static const double x[4][3] = {{1e16, 3e16, -7e15}, {1.0, 3.0, 1.0},
+                                   {-1e16, -3e16, 7e15}, {1.0, 1.0, 3.0}};
+    return x[r][k];
+}
+
 START_TEST(small_allreduce_in_rank_order)
 {
-    double v[3], want[3];
+    double v[3], want[3], backwards[3];
     for (int k = 0; k < 3; k++) {
-        v[k] = value(rank, k);
+        v[k] = term(rank, k);
         /* ((x0 + x1) + x2) + x3, worked out on every rank */
-        want[k] = value(0, k);
+        want[k] = term(0, k);
         for (int r = 1; r < 4; r++)
-            want[k] += (double)value(r, k);
+            want[k] += term(r, k);
+        backwards[k] = term(3, k);
+        for (int r = 2; r >= 0; r--)
+            backwards[k] += term(r, k);
     }
+    ck_assert_msg(memcmp(want, backwards, sizeof want) != 0,
+                  "the values sum to the same bits in any order: the test could not fail");
     tt_allreduce(&g, TT_GROUP_OTHER, v, 3, MPI_DOUBLE, MPI_SUM);
     ck_assert_msg(memcmp(v, want, sizeof v) == 0, "%.17g %.17g %.17g against %.17g %.17g %.17g",
                   v[0], v[1], v[2], want[0], want[1], want[2]);

@@ -173,7 +173,9 @@ START_TEST(test_crossentropy_slice_clock)
 {
     enum { SN = 4, SVL = 8, SVR = 6 };
     const double bw = _i == 0 ? 1e9 : 1e12; /* bytes/s: memory-bound, compute-bound */
-    const tt_cluster cl = {.name = "test", .gpus_per_server = 1, .peak_flops = 1e9,
+    /* the 16-bit peak twice the FP32 one: a kernel charged at the wrong
+     * peak would show */
+    const tt_cluster cl = {.name = "test", .gpus_per_server = 1, .peak_flops = 2e9,
                            .peak_flops_fp32 = 1e9, .gemm_efficiency = 0.5,
                            .memory_bandwidth = bw, .gpu_memory_bytes = 1e9};
     float logits[SN * SVL], probs[SN * SVL], dl[SN * SVL], mx[SN], tl[SN], se[SN], losses[SN];

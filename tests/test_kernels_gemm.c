@@ -374,34 +374,34 @@ START_TEST(test_small_gemm)
         for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
             for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
                 for (int mode = 0; mode < 16; mode++) {
-                    const int M = Ms[mi], N = Ns[ni], K = Ks[ki];
+                    const int M = Ms[mi], Nn = Ns[ni], K = Ks[ki];
                     const int ta = mode & 1, tb = (mode >> 1) & 1, acc = (mode >> 2) & 1;
                     const float alpha = alphas[mode >> 3];
                     /* A(i,k) and B(k,n) in either layout, C with ldc > N */
                     const int sa_i = ta ? 1 : K + pad, sa_k = ta ? M + pad : 1;
-                    const int sb_k = tb ? 1 : N + pad, sb_n = tb ? K + pad : 1, ldc = N + pad;
+                    const int sb_k = tb ? 1 : Nn + pad, sb_n = tb ? K + pad : 1, ldc = Nn + pad;
                     const size_t na = ta ? (size_t)K * sa_k : (size_t)M * sa_i;
-                    const size_t nb = tb ? (size_t)N * sb_n : (size_t)K * sb_k;
+                    const size_t nb = tb ? (size_t)Nn * sb_n : (size_t)K * sb_k;
                     const size_t nc = (size_t)M * ldc;
-                    float *A = malloc(sizeof(float) * (na + 1)), *B = malloc(sizeof(float) * (nb + 1));
+                    float *A = malloc(sizeof(float) * (na + 1)), *Bm = malloc(sizeof(float) * (nb + 1));
                     float *Cm = malloc(sizeof(float) * nc), *C0 = malloc(sizeof(float) * nc);
                     rng_seed(seed++);
                     fill(A, NULL, na, -1, 1);
-                    fill(B, NULL, nb, -1, 1);
+                    fill(Bm, NULL, nb, -1, 1);
                     fill(C0, NULL, nc, -1, 1);
                     memcpy(Cm, C0, sizeof(float) * nc);
-                    tt_small_gemm(Cm, ldc, A, sa_i, sa_k, B, sb_k, sb_n, M, N, K, alpha, acc);
+                    tt_small_gemm(Cm, ldc, A, sa_i, sa_k, Bm, sb_k, sb_n, M, Nn, K, alpha, acc);
                     for (int i = 0; i < M; i++)
-                        for (int n = N; n < ldc; n++)
+                        for (int n = Nn; n < ldc; n++)
                             ck_assert_msg(memcmp(&Cm[i * ldc + n], &C0[i * ldc + n], sizeof *Cm) == 0,
-                                          "M%d N%d K%d mode %d: padding (%d,%d) written", M, N, K,
+                                          "M%d N%d K%d mode %d: padding (%d,%d) written", M, Nn, K,
                                           mode, i, n);
                     for (int i = 0; i < M; i++)
-                        for (int n = 0; n < N; n++) {
+                        for (int n = 0; n < Nn; n++) {
                             double ref = 0, mag = 0;
                             float chain = 0;
                             for (int k = 0; k < K; k++) {
-                                const float a = A[i * sa_i + k * sa_k], b = B[k * sb_k + n * sb_n];
+                                const float a = A[i * sa_i + k * sa_k], b = Bm[k * sb_k + n * sb_n];
                                 ref += (double)a * b;
                                 mag += fabs((double)a * b);
                                 chain = fmaf(a, b, chain);
@@ -412,18 +412,18 @@ START_TEST(test_small_gemm)
                             const double err = fabs(got - ref);
                             const double bound = (K + 2) * 0x1p-24 * (alpha * mag + fabs(ref));
                             ck_assert_msg(err <= bound, "M%d N%d K%d mode %d (%d,%d): %g off, bound %g",
-                                          M, N, K, mode, i, n, err, bound);
+                                          M, Nn, K, mode, i, n, err, bound);
                             if (fast)
                                 ck_assert_msg(memcmp(&got, &want, sizeof got) == 0,
                                               "M%d N%d K%d mode %d (%d,%d): %a, the chain gives %a",
-                                              M, N, K, mode, i, n, got, want);
+                                              M, Nn, K, mode, i, n, got, want);
                             const double scale = alpha * mag + fabs(ref);
                             if (scale > 0 && err / scale > worst)
                                 worst = err / scale;
                         }
                     cases++;
                     free(A);
-                    free(B);
+                    free(Bm);
                     free(Cm);
                     free(C0);
                 }

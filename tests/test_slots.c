@@ -6,7 +6,8 @@
  * that lands its input to the one that gives it back) and the numbers worked
  * by hand below, and the bytes reserved equal the most bytes held at once,
  * with chunks of one block and with chunks of 1 and 2 blocks (the default
- * split of 8 blocks over 3 x 2 chunks is uneven), and the transfer buffers
+ * split of 8 blocks over 3 x 2 chunks is uneven); with chunks of 2 and 1
+ * blocks the reserve may exceed it by one head buffer (below), and the transfer buffers
  * equal the count worked by hand below. Then a real model's pools,
  * reserved so, serve a whole stage's list without allocating (blocks and
  * the head's buffers lent to whichever slot holds them, never two at once).
@@ -125,14 +126,15 @@ START_TEST(reserve_equals_peak)
             const char *what = by_hand[c].name;
             /* weights of a block and of the head beside a slot's own: any */
             const double block_w = 5, head_w = 3;
-            static const int one[2] = {1, 1}, uneven[2] = {1, 2};
+            /* uneven both ways: {2, 1} so that v = 1 (nb[0] only) sees it */
+            static const int one[2] = {1, 1}, uneven[2][2] = {{1, 2}, {2, 1}};
             held h = count_held(&l, p, K, m, one, block_w, head_w);
             ck_assert_msg(h.pairs == by_hand[c].pairs[s] && h.heads == by_hand[c].heads[s],
                           "%s p %d m %d stage %d: holds %d pairs, %d heads; by hand %d, %d",
                           what, p, m, s, h.pairs, h.heads, by_hand[c].pairs[s],
                           by_hand[c].heads[s]);
-            for (int u = 0; u < 2; u++) {
-                const int *nb = u ? uneven : one;
+            for (int u = 0; u < 3; u++) {
+                const int *nb = u ? uneven[u - 1] : one;
                 tt_stage_buffers r;
                 tt_schedule_buffers(&l, p, v, nb, &r);
                 h = count_held(&l, p, K, m, nb, block_w, head_w);
@@ -144,8 +146,21 @@ START_TEST(reserve_equals_peak)
                               "blocks, %d heads; holds %d, %d, %d",
                               what, p, m, s, nb[0], nb[1], r.slots, r.blocks, r.heads, h.pairs,
                               h.blocks, h.heads);
+                /* The three pools are each as large as their own peak. With
+                 * one chunk per stage, or equal chunks, or the second chunk
+                 * the larger, the peaks fall at one moment and the bytes
+                 * reserved are the most held at once. With two chunks a
+                 * stage and the first the larger (interleaved, zb-v), the
+                 * stage holding the head's chunk holds its most blocks and
+                 * its most head pairs at different moments: the pools,
+                 * one per kind, reserve one head buffer more than is ever
+                 * held (3 units here, on all four cases; printed). */
                 const double bytes = r.slots + r.blocks * block_w + r.heads * head_w;
-                ck_assert_msg(bytes == h.bytes,
+                const int pools_apart = u == 2 && v > 1;
+                if (pools_apart && bytes != h.bytes)
+                    printf("# %s p %d m %d stage %d, blocks 2,1: %g units reserved, %g held\n",
+                           what, p, m, s, bytes, h.bytes);
+                ck_assert_msg(pools_apart ? bytes >= h.bytes : bytes == h.bytes,
                               "%s p %d m %d stage %d, blocks %d,%d: reserves %g bytes, holds "
                               "at most %g",
                               what, p, m, s, nb[0], nb[1], bytes, h.bytes);

@@ -120,12 +120,17 @@ START_TEST(row_parallel_residual)
             const float *bb = with_bias ? b : NULL;
             row_linear_forward(gg, tmp, xl, wl, bb, N, Cl, OC);
             residual_forward(want, res, tmp, N * OC);
+            /* the scratch poisoned: the folded call must make its product */
+            for (int i = 0; i < N * OC; i++)
+                tmp[i] = NAN;
             row_linear_residual_forward(gg, got, res, tmp, xl, wl, bb, N, Cl, OC);
             ck_assert_msg(memcmp(got, want, sizeof(float) * N * OC) == 0,
                           "bias %d, grid %d: the folded sum differs from the layer and the add",
                           with_bias, !grid);
             /* in place: the residual stream itself */
             memcpy(got, res, sizeof(float) * N * OC);
+            for (int i = 0; i < N * OC; i++)
+                tmp[i] = NAN;
             row_linear_residual_forward(gg, got, got, tmp, xl, wl, bb, N, Cl, OC);
             ck_assert(memcmp(got, want, sizeof(float) * N * OC) == 0);
         }

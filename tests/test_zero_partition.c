@@ -83,6 +83,7 @@ START_TEST(memory_closed_form)
     ck_assert_uint_eq(o, 8 * P / 4);
     tt_params_set_zero(&p, 2, 4, 0);
     tt_params_zero_bytes(&p, &w, &g, &o);
+    ck_assert_uint_eq(w, 4 * P);
     ck_assert_uint_eq(g, 4 * 2000000 + 4 * P / 4); /* the block is the largest unit */
     ck_assert_uint_eq(o, 8 * P / 4);
     tt_params_set_zero(&p, 3, 4, 0);
