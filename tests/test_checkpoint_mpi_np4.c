@@ -319,7 +319,7 @@ START_TEST(failed_save_keeps_old_file)
     rc = tt_checkpoint_save_sharded(path, &g, &m.P, &in, &e);
     setrlimit(RLIMIT_FSIZE, &old);
     signal(SIGXFSZ, old_handler);
-    expect_same_failure(rc, &e, path, "");
+    expect_same_failure(rc, &e, path, "the file size limit (ulimit -f)");
     expect(count_tmp_files() == 0, "a temporary file was left behind after the size limit");
 
     /* 4. A directory where the file should go: everything is written, the
@@ -330,7 +330,7 @@ START_TEST(failed_save_keeps_old_file)
         expect(mkdir(adir, 0755) == 0, "mkdir: %s", strerror(errno));
     MPI_Barrier(MPI_COMM_WORLD);
     rc = tt_checkpoint_save_sharded(adir, &g, &m.P, &in, &e);
-    expect_same_failure(rc, &e, adir, "");
+    expect_same_failure(rc, &e, adir, "it is now a directory, not a regular file");
     struct stat st;
     expect(stat(adir, &st) == 0 && S_ISDIR(st.st_mode), "the directory was replaced");
     expect(count_tmp_files() == 0, "a temporary file was left behind after the rename");

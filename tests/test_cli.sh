@@ -168,18 +168,18 @@ expect_error "--inject-bug stall resumed past step 1" 2 "^tiny_transformer: --in
 # A fault that acts at any step still acts in a resumed run (only the
 # stall's step 1 can be missed): nan-grad stops it at its first step.
 expect_error "--inject-bug nan-grad resumed at step 2" 1 "^tiny_transformer: the gradient norm became nan at step 2 (some gradient is inf or NaN; try a lower --lr)$" 2 --resume "$work/at2.safetensors" --dp 2 --sample-len 0 --inject-bug nan-grad
-expect_error "missing checkpoint" 1 "$work/none.safetensors" 1 $small --resume "$work/none.safetensors"
+expect_error "missing checkpoint" 1 "cannot open checkpoint '$work/none.safetensors': No such file or directory" 1 $small --resume "$work/none.safetensors"
 size=$(wc -c < "$work/good.safetensors")
 head -c $((size / 2)) "$work/good.safetensors" > "$work/trunc.safetensors"
-expect_error "truncated checkpoint" 1 "trunc.safetensors" 1 $small --resume "$work/trunc.safetensors"
+expect_error "truncated checkpoint" 1 "trunc.safetensors' is truncated: tensor" 1 $small --resume "$work/trunc.safetensors"
 head -c 5 "$work/good.safetensors" > "$work/tiny.safetensors"
-expect_error "5-byte checkpoint" 1 "tiny.safetensors" 1 $small --resume "$work/tiny.safetensors"
+expect_error "5-byte checkpoint" 1 "tiny.safetensors' is truncated: 5 bytes, too short for the 8-byte header length" 1 $small --resume "$work/tiny.safetensors"
 cp "$work/good.safetensors" "$work/flip.safetensors"
 printf '\377\377\377\377' | dd of="$work/flip.safetensors" bs=1 seek=$((size - 100)) conv=notrunc 2>/dev/null
 expect_error "corrupted checkpoint data" 1 "checksum" 1 $small --resume "$work/flip.safetensors"
 cp "$work/good.safetensors" "$work/hdr.safetensors"
 printf 'XX' | dd of="$work/hdr.safetensors" bs=1 seek=8 conv=notrunc 2>/dev/null
-expect_error "corrupted checkpoint header" 1 "hdr.safetensors" 1 $small --resume "$work/hdr.safetensors"
+expect_error "corrupted checkpoint header" 1 "hdr.safetensors' has a corrupt header: not valid JSON" 1 $small --resume "$work/hdr.safetensors"
 # Bytes after the last tensor's data: safetensors' readers refuse such a file
 # (the data must end the file); it was resumed from as if they were not there.
 { cat "$work/good.safetensors"; printf 'junk'; } > "$work/appended.safetensors"
@@ -188,9 +188,10 @@ expect_error "checkpoint of another model size" 1 "--dim 16, but --dim 32 was gi
 tt 1 $small --steps 2 --save "$work/two.safetensors"
 expect_error "--steps below the checkpoint's step" 1 "below the checkpoint's step 2" 1 $small --steps 1 --resume "$work/two.safetensors"
 
-# A save that cannot happen leaves the existing file as it was.
+# A run refused before its first step touches no output: the checkpoint its
+# --save names stays as it was, and no temporary is left. (A save that fails
+# while writing, over the file size limit, is test_outputs.sh's.)
 cp "$work/good.safetensors" "$work/target.safetensors"
-mkdir "$work/ro"
 expect_error "save into a missing directory" 1 "cannot write checkpoint" 1 $small --steps 1 --save "$work/missing/dir/x.safetensors"
 expect_error "resume from a truncated file, save elsewhere" 1 "trunc" 1 $small --resume "$work/trunc.safetensors" --save "$work/target.safetensors"
 if cmp -s "$work/target.safetensors" "$work/keep.safetensors"; then ok "existing checkpoint untouched"; else not_ok "existing checkpoint was modified"; fi

@@ -5,7 +5,8 @@
 #     + 2h of this model (untied lm_head, biases) exactly, and GPT-3 175B's
 #     count is within 1% of 175e9.
 #  2. ZeRO (Rajbhandari et al. 2020), Psi = 7.5e9, Nd = 64, mixed precision:
-#     model states per GPU 120 / 31.4 / 16.6 / 1.9 GB for stages 0-3 (1%);
+#     model states per GPU 120 / 31.4 / 16.6 / 1.9 GB for stages 0-3 (1%,
+#     2.5% for stage 3, whose 1.9 GB rounds 16 Psi / Nd = 1.875);
 #     the fp32 account (4+4+8) fails the stage-1 figure (planted fault).
 #  3. Korthikanti et al. 2022, Table 2: activations of GPT-3 on one stage equal
 #     L x sbh(10 + 24/t + 5as/ht), sbh(34/t + 5as/ht) with SP, sbh(34/t)
@@ -48,10 +49,13 @@ fi
 
 gpt3="--layers 96 --dim 12288 --heads 96 --seq 2048 --vocab 51200 --batch 1536"
 
-# plan NAME ARGS...: a pinned plan on one process, its JSON in $work/NAME.json.
+# plan NAME ARGS...: a pinned plan on one process, its JSON in $work/NAME.json
+# (an earlier plan's is removed first: a plan that fails leaves no JSON, and
+# the check reading it fails).
 plan() {
     name=$1
     shift
+    rm -f "$work/$name.json"
     "$TT_BIN" --plan --plan-json "$work/$name.json" "$@" >"$work/out" 2>"$work/err"
     status=$?
 }
@@ -265,7 +269,8 @@ import json, sys
 p, m, v = $2, $3, $4
 c = json.load(open(sys.argv[1] + '/$1.json'))['candidates'][0]
 want = (p - 1)/(v*m + p - 1)
-print('%.6f, formula %.6f' % (c['bubble'], want)); sys.exit(abs(c['bubble']/want - 1) > 1e-9)"
+print('%s %.6f, formula %.6f' % (c['schedule'], c['bubble'], want))
+sys.exit(c['schedule'] != '$5' or abs(c['bubble']/want - 1) > 1e-9)"
 }
 for row in "1f1b 8 16 96 1" "gpipe 8 16 96 1" "interleaved 8 16 96 2" "1f1b 16 8 192 1" "interleaved 16 8 192 2"; do
     set -- $row
