@@ -82,6 +82,8 @@ START_TEST(ranges_enforced)
             snprintf(below, sizeof below, "%ld", f->lo - 1);
             if (f->hi < LONG_MAX)
                 snprintf(above, sizeof above, "%ld", f->hi + 1);
+            else /* LONG_MAX + 1, which a long cannot hold */
+                snprintf(above, sizeof above, "%lu0", (unsigned long)LONG_MAX / 10 + 1);
         } else if (f->kind == TT_FLAG_DOUBLE) {
             /* A small step out, but not into the denormals strtod refuses. */
             snprintf(below, sizeof below, "%.17g", f->dlo - fmax(fabs(f->dlo) * 1e-9, 1e-12));

@@ -44,7 +44,8 @@ static void members(tt_group group, int *out)
         if (group == TT_GROUP_TP) tp = i;
         if (group == TT_GROUP_DP) dp = i;
         if (group == TT_GROUP_PP) pp = i;
-        out[i] = tt_grid_rank_of(&g, dp, pp, tp);
+        out[i] = tp + 2 * (dp + 2 * pp); /* the layout's rule, by hand */
+        ck_assert_int_eq(tt_grid_rank_of(&g, dp, pp, tp), out[i]);
     }
 }
 
@@ -105,7 +106,9 @@ START_TEST(collectives_and_counters)
         ck_assert_int_eq(c[TT_OP_ALLREDUCE].bytes, 2 * 4);      /* 2 ints */
         ck_assert_int_eq(c[TT_OP_ALLGATHER].calls, 1);
         ck_assert_int_eq(c[TT_OP_ALLGATHER].bytes, 2 * 4);      /* 2 members x 1 int */
+        ck_assert_int_eq(c[TT_OP_REDUCE_SCATTER].calls, 1);
         ck_assert_int_eq(c[TT_OP_REDUCE_SCATTER].bytes, 4 * 4); /* the full input */
+        ck_assert_int_eq(c[TT_OP_BCAST].calls, 1);
         ck_assert_int_eq(c[TT_OP_BCAST].bytes, 3 * 8);
     }
     const tt_comm_count *pp = st->c[TT_GROUP_PP];

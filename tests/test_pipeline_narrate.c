@@ -168,8 +168,13 @@ START_TEST(explain_width)
                           (int)(nl - t));
             if (strncmp(t, "time", 4) == 0) {
                 blocks++;
+                /* the time rows' numbers run 1, 2, ... across the blocks:
+                 * every step once, in order */
                 for (char *q = t + 4; q < nl; q++)
-                    cols += (q[0] == ' ' && q[1] != ' ');
+                    if (q[0] == ' ' && q[1] != ' ') {
+                        cols++;
+                        ck_assert_int_eq(atoi(q + 1), cols);
+                    }
             } else if (strncmp(t, "g0", 2) == 0) { /* stage 0 computes m v (1 + 2) steps */
                 for (char *q = t + 2; q < nl; q++)
                     cells += (q[0] == 'F' || q[0] == 'B');

@@ -23,6 +23,9 @@ static int parse_long(const char *flag, const char *s, long lo, long hi, long *o
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
+    /* an integer too long for a long is out of any range, not a non-integer */
+    if (errno == ERANGE && end != s && *end == '\0')
+        return tt_fail(e, "%s must be between %ld and %ld, got '%s'", flag, lo, hi, s);
     if (errno || end == s || *end != '\0')
         return tt_fail(e, "%s expects an integer, got '%s'", flag, s);
     if (v < lo || v > hi)
