@@ -42,6 +42,21 @@ START_TEST(initial_loss_is_uniform)
 }
 END_TEST
 
+/* The model both gradient checks use, its gradients made by the backward:
+ * moved off the symmetric initial point (LayerNorm weights all 1, biases 0)
+ * so that every parameter has a generic gradient. */
+static void model_with_gradients(tt_model *m, int *in, int *tg)
+{
+    tt_shard_spec sh = tt_shard_whole(&cfg);
+    tt_model_init(m, &cfg, &sh, B, 3);
+    for (size_t e = 0; e < m->P.total; e++)
+        tt_params_buffer(&m->P, TT_W)[e] += 0.05f * (float)(tt_hash_uniform(9, 1, e) - 0.5);
+    batch(in, tg);
+    tt_params_zero_grads(&m->P);
+    tt_model_forward(m, in, tg, B);
+    tt_model_backward(m, 1.0f / (B * cfg.T));
+}
+
 /* Directional derivative check of every tensor. The loss is float32, so h is
  * kept large (1e-2 along a unit vector) to beat round-off: the loss (~5.5) is
  * good to ~2e-7, which puts ~1e-5 of noise in (L+ - L-)/2h; the truncation
@@ -49,18 +64,8 @@ END_TEST
 START_TEST(whole_model_gradient)
 {
     tt_model m;
-    tt_shard_spec sh = tt_shard_whole(&cfg);
-    tt_model_init(&m, &cfg, &sh, B, 3);
-    /* Move off the symmetric initial point (LayerNorm weights all 1, biases
-     * 0) so that every parameter has a generic gradient. */
-    for (size_t e = 0; e < m.P.total; e++)
-        tt_params_buffer(&m.P, TT_W)[e] += 0.05f * (float)(tt_hash_uniform(9, 1, e) - 0.5);
     int in[B * 6], tg[B * 6];
-    batch(in, tg);
-    const float dloss = 1.0f / (B * cfg.T);
-    tt_params_zero_grads(&m.P);
-    tt_model_forward(&m, in, tg, B);
-    tt_model_backward(&m, dloss);
+    model_with_gradients(&m, in, tg);
 
     const double h = 1e-2;
     double worst = 0.0;
@@ -145,15 +150,8 @@ END_TEST
 START_TEST(element_gradients)
 {
     tt_model m;
-    tt_shard_spec sh = tt_shard_whole(&cfg);
-    tt_model_init(&m, &cfg, &sh, B, 3);
-    for (size_t e = 0; e < m.P.total; e++)
-        tt_params_buffer(&m.P, TT_W)[e] += 0.05f * (float)(tt_hash_uniform(9, 1, e) - 0.5);
     int in[B * 6], tg[B * 6];
-    batch(in, tg);
-    tt_params_zero_grads(&m.P);
-    tt_model_forward(&m, in, tg, B);
-    tt_model_backward(&m, 1.0f / (B * cfg.T));
+    model_with_gradients(&m, in, tg);
     const double h = 3e-3;
     double worst = 0, tok_largest = 0;
     int checked = 0;

@@ -25,9 +25,9 @@ plan() {
     "$TT_BIN" --plan --plan-json "$work/$name.json" "$@" >"$work/out" 2>"$work/err"
     status=$?
 }
-# planned: the last plan exited 0 and wrote its JSON (a failed plan fails
-# its check outright: a stale JSON must never be judged)
-planned() { [ "$status" -eq 0 ] && [ -s "$work/p.json" ]; }
+# planned NAME: the last plan, NAME's, exited 0 and wrote its JSON (a failed
+# plan fails its check outright: a stale JSON must never be judged)
+planned() { [ "$status" -eq 0 ] && [ -s "$work/$1.json" ]; }
 
 # Against the emulator (4 virtual GPUs of classroom, one step).
 run="--steps 1 --sample-len 0 --eval-every 0 --no-spot-check --report memory --quiet"
@@ -74,14 +74,14 @@ for lay in "2 2 1 0 none" "1 4 1 0 none" "1 2 2 0 none" "2 1 2 0 none" "2 2 2 0 
     fi
     # (the case's own flags last: a --schedule there replaces 1f1b)
     plan p --gpus $np --tp $1 --pp $2 --dp $3 --zero $4 --recompute $5 --micro-batches 4 --schedule 1f1b $extra
-    if ! planned; then not_ok "$what: the plan exits $status"
+    if ! planned p; then not_ok "$what: the plan exits $status"
     elif msg=$(compare p 0.05 0.02 pass); then ok "$what: $msg"; else not_ok "$what: $msg"; fi
     if [ "$lay" = "2 2 1 0 none" ]; then
         plan p --gpus 4 --tp $1 --pp $2 --dp $3 --zero 0 --recompute none --micro-batches 4 --schedule 1f1b --cluster "$work/slow.json"
-        if ! planned; then not_ok "planted fault, links 10x slower: the plan exits $status"
+        if ! planned p; then not_ok "planted fault, links 10x slower: the plan exits $status"
         elif msg=$(compare p 1 0.02 fail); then ok "planted fault, links 10x slower: $msg"; else not_ok "the time check passed a plan on another cluster: $msg"; fi
         plan p --gpus 4 --tp $1 --pp $2 --dp $3 --zero 0 --recompute none --micro-batches 4 --schedule gpipe
-        if ! planned; then not_ok "planted fault, gpipe's memory: the plan exits $status"
+        if ! planned p; then not_ok "planted fault, gpipe's memory: the plan exits $status"
         elif msg=$(compare p 0.05 1 fail); then ok "planted fault, gpipe's memory: $msg"; else not_ok "the memory check passed another schedule: $msg"; fi
     fi
 done

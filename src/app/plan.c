@@ -76,9 +76,10 @@ typedef struct {
 
 static void progress_tick(plan_progress *pg, const tt_plan *pl, int tp, int N)
 {
-    if (!pg->on || tt_now() < pg->next)
+    const double now = pg->on ? tt_now() : 0.0;
+    if (!pg->on || now < pg->next)
         return;
-    pg->next = tt_now() + 1.0;
+    pg->next = now + 1.0;
     pg->shown = 1;
     fprintf(stderr, "\rplanning: %d layouts evaluated so far (tp %d of at most %d) ", pl->n, tp,
             N);

@@ -25,29 +25,32 @@ tt_shard_spec tt_shard_whole(const tt_config *cfg)
     return s;
 }
 
-/* Adds tensor `name`, or blocks.LAYER.PART when layer >= 0 (put together by
+static int add(tt_model *m, const char *name, int ndim, int rows, int cols, tt_split split,
+               int offset, int local)
+{
+    return tt_params_add(&m->P, name, ndim, rows, cols, split, offset, local);
+}
+
+/* Adds block LAYER's tensor PART, named blocks.LAYER.PART (put together by
  * hand: the planner builds the tables of thousands of layouts, and snprintf
  * here once took most of its time). */
-static int add(tt_model *m, const char *name, int layer, const char *part, int ndim,
-               int rows, int cols, tt_split split, int offset, int local)
+static int add_part(tt_model *m, int layer, const char *part, int ndim, int rows, int cols,
+                    tt_split split, int offset, int local)
 {
-    char buf[TT_NAME_MAX], digits[12];
-    if (layer >= 0) {
-        int nd = 0;
-        do
-            digits[nd++] = (char)('0' + layer % 10);
-        while ((layer /= 10) > 0);
-        size_t n = strlen("blocks.");
-        memcpy(buf, "blocks.", n);
-        while (nd > 0)
-            buf[n++] = digits[--nd];
-        buf[n++] = '.';
-        const size_t plen = strnlen(part, sizeof buf - 1 - n);
-        memcpy(buf + n, part, plen);
-        buf[n + plen] = '\0';
-        name = buf;
-    }
-    return tt_params_add(&m->P, name, ndim, rows, cols, split, offset, local);
+    char name[TT_NAME_MAX], digits[12];
+    int nd = 0;
+    do
+        digits[nd++] = (char)('0' + layer % 10);
+    while ((layer /= 10) > 0);
+    size_t n = strlen("blocks.");
+    memcpy(name, "blocks.", n);
+    while (nd > 0)
+        name[n++] = digits[--nd];
+    name[n++] = '.';
+    const size_t plen = strnlen(part, sizeof name - 1 - n);
+    memcpy(name + n, part, plen);
+    name[n + plen] = '\0';
+    return add(m, name, ndim, rows, cols, split, offset, local);
 }
 
 /* Registers one block's tensors with their TP slices (design.md section 4). */
@@ -55,23 +58,22 @@ static void add_block(tt_model *m, int layer, tt_block_idx *b)
 {
     const int C = m->cfg.C, H = 4 * C, r = m->sh.tp_rank;
     const int cl0 = r * m->Cl, hl0 = r * m->Hl;
-    const char *f = NULL; /* blocks.LAYER.PART */
-    b->ln1_w = add(m, f, layer, "ln1.weight", 1, C, 1, TT_SPLIT_NONE, 0, 0);
-    b->ln1_b = add(m, f, layer, "ln1.bias", 1, C, 1, TT_SPLIT_NONE, 0, 0);
-    b->q_w = add(m, f, layer, "attn.q.weight", 2, C, C, TT_SPLIT_ROWS, cl0, m->Cl);
-    b->q_b = add(m, f, layer, "attn.q.bias", 1, C, 1, TT_SPLIT_ROWS, cl0, m->Cl);
-    b->k_w = add(m, f, layer, "attn.k.weight", 2, C, C, TT_SPLIT_ROWS, cl0, m->Cl);
-    b->k_b = add(m, f, layer, "attn.k.bias", 1, C, 1, TT_SPLIT_ROWS, cl0, m->Cl);
-    b->v_w = add(m, f, layer, "attn.v.weight", 2, C, C, TT_SPLIT_ROWS, cl0, m->Cl);
-    b->v_b = add(m, f, layer, "attn.v.bias", 1, C, 1, TT_SPLIT_ROWS, cl0, m->Cl);
-    b->proj_w = add(m, f, layer, "attn.proj.weight", 2, C, C, TT_SPLIT_COLS, cl0, m->Cl);
-    b->proj_b = add(m, f, layer, "attn.proj.bias", 1, C, 1, TT_SPLIT_NONE, 0, 0);
-    b->ln2_w = add(m, f, layer, "ln2.weight", 1, C, 1, TT_SPLIT_NONE, 0, 0);
-    b->ln2_b = add(m, f, layer, "ln2.bias", 1, C, 1, TT_SPLIT_NONE, 0, 0);
-    b->fc1_w = add(m, f, layer, "mlp.fc1.weight", 2, H, C, TT_SPLIT_ROWS, hl0, m->Hl);
-    b->fc1_b = add(m, f, layer, "mlp.fc1.bias", 1, H, 1, TT_SPLIT_ROWS, hl0, m->Hl);
-    b->fc2_w = add(m, f, layer, "mlp.fc2.weight", 2, C, H, TT_SPLIT_COLS, hl0, m->Hl);
-    b->fc2_b = add(m, f, layer, "mlp.fc2.bias", 1, C, 1, TT_SPLIT_NONE, 0, 0);
+    b->ln1_w = add_part(m, layer, "ln1.weight", 1, C, 1, TT_SPLIT_NONE, 0, 0);
+    b->ln1_b = add_part(m, layer, "ln1.bias", 1, C, 1, TT_SPLIT_NONE, 0, 0);
+    b->q_w = add_part(m, layer, "attn.q.weight", 2, C, C, TT_SPLIT_ROWS, cl0, m->Cl);
+    b->q_b = add_part(m, layer, "attn.q.bias", 1, C, 1, TT_SPLIT_ROWS, cl0, m->Cl);
+    b->k_w = add_part(m, layer, "attn.k.weight", 2, C, C, TT_SPLIT_ROWS, cl0, m->Cl);
+    b->k_b = add_part(m, layer, "attn.k.bias", 1, C, 1, TT_SPLIT_ROWS, cl0, m->Cl);
+    b->v_w = add_part(m, layer, "attn.v.weight", 2, C, C, TT_SPLIT_ROWS, cl0, m->Cl);
+    b->v_b = add_part(m, layer, "attn.v.bias", 1, C, 1, TT_SPLIT_ROWS, cl0, m->Cl);
+    b->proj_w = add_part(m, layer, "attn.proj.weight", 2, C, C, TT_SPLIT_COLS, cl0, m->Cl);
+    b->proj_b = add_part(m, layer, "attn.proj.bias", 1, C, 1, TT_SPLIT_NONE, 0, 0);
+    b->ln2_w = add_part(m, layer, "ln2.weight", 1, C, 1, TT_SPLIT_NONE, 0, 0);
+    b->ln2_b = add_part(m, layer, "ln2.bias", 1, C, 1, TT_SPLIT_NONE, 0, 0);
+    b->fc1_w = add_part(m, layer, "mlp.fc1.weight", 2, H, C, TT_SPLIT_ROWS, hl0, m->Hl);
+    b->fc1_b = add_part(m, layer, "mlp.fc1.bias", 1, H, 1, TT_SPLIT_ROWS, hl0, m->Hl);
+    b->fc2_w = add_part(m, layer, "mlp.fc2.weight", 2, C, H, TT_SPLIT_COLS, hl0, m->Hl);
+    b->fc2_b = add_part(m, layer, "mlp.fc2.bias", 1, C, 1, TT_SPLIT_NONE, 0, 0);
 }
 
 /* The local sizes of a shard and its parameter table (not yet allocated). */
@@ -90,8 +92,8 @@ static void build_table(tt_model *m, const tt_config *cfg, const tt_shard_spec *
     m->tok_emb = m->pos_emb = m->ln_f_w = m->ln_f_b = m->lm_head = -1;
 
     if (sh->first_stage) {
-        m->tok_emb = add(m, "tok_emb.weight", -1, NULL, 2, cfg->V, C, TT_SPLIT_ROWS, m->v0, m->Vl);
-        m->pos_emb = add(m, "pos_emb.weight", -1, NULL, 2, T, C, TT_SPLIT_NONE, 0, 0);
+        m->tok_emb = add(m, "tok_emb.weight", 2, cfg->V, C, TT_SPLIT_ROWS, m->v0, m->Vl);
+        m->pos_emb = add(m, "pos_emb.weight", 2, T, C, TT_SPLIT_NONE, 0, 0);
     }
     /* The chunks' blocks, in global layer order. */
     m->nchunks = sh->nchunks > 1 ? sh->nchunks : 1;
@@ -111,9 +113,9 @@ static void build_table(tt_model *m, const tt_config *cfg, const tt_shard_spec *
             add_block(m, b + l, &m->blk[m->chunk_first[j] + l]);
     }
     if (sh->last_stage) {
-        m->ln_f_w = add(m, "ln_f.weight", -1, NULL, 1, C, 1, TT_SPLIT_NONE, 0, 0);
-        m->ln_f_b = add(m, "ln_f.bias", -1, NULL, 1, C, 1, TT_SPLIT_NONE, 0, 0);
-        m->lm_head = add(m, "lm_head.weight", -1, NULL, 2, cfg->V, C, TT_SPLIT_ROWS, m->v0, m->Vl);
+        m->ln_f_w = add(m, "ln_f.weight", 1, C, 1, TT_SPLIT_NONE, 0, 0);
+        m->ln_f_b = add(m, "ln_f.bias", 1, C, 1, TT_SPLIT_NONE, 0, 0);
+        m->lm_head = add(m, "lm_head.weight", 2, cfg->V, C, TT_SPLIT_ROWS, m->v0, m->Vl);
     }
 }
 
