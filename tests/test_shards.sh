@@ -41,18 +41,20 @@ tt 4 $small --tp 2 --pp 2 --report shards
 # pos_emb whole. Stage 1 ends with ln_f whole and lm_head's half.
 { echo "tok_emb.weight [256,48] rows 0:128"; echo "pos_emb.weight [16,48] whole"; block_want 0 0; } > "$work/want0"
 { echo "tok_emb.weight [256,48] rows 128:256"; echo "pos_emb.weight [16,48] whole"; block_want 0 1; } > "$work/want1"
+{ block_want 1 0; printf '%s\n' "ln_f.weight [48] whole" "ln_f.bias [48] whole" "lm_head.weight [256,48] rows 0:128"; } > "$work/want2"
 { block_want 1 1; printf '%s\n' "ln_f.weight [48] whole" "ln_f.bias [48] whole" "lm_head.weight [256,48] rows 128:256"; } > "$work/want3"
 if [ "$status" -ne 0 ]; then
     not_ok "tp 2 pp 2 --report shards exited $status"
 else
-    # GPU | its table's header | what it holds. gpu1 is gpu0's TP peer: the
-    # same names and shapes, the other halves.
+    # GPU | its table's header | what it holds: all four GPUs. gpu1 is
+    # gpu0's TP peer: the same names and shapes, the other halves.
     while IFS='|' read -r n gpu what; do
         section "$gpu" > "$work/got$n"
         cmp -s "$work/want$n" "$work/got$n" && ok "gpu$n ($what): every slice as worked out" ||
             { diff "$work/want$n" "$work/got$n"; not_ok "gpu$n's slices"; }
     done <<'T'
 0|gpu0(dp0,pp0,tp0)|stage 0, TP rank 0
+2|gpu2(dp0,pp1,tp0)|stage 1, TP rank 0
 3|gpu3(dp0,pp1,tp1)|stage 1, TP rank 1
 1|gpu1(dp0,pp0,tp1)|stage 0, TP rank 1: the other half of every split tensor
 T
