@@ -73,6 +73,21 @@ Start 4 ranks, one per virtual GPU:
 Layouts that work on 2 ranks:
   tp pp dp    tp pp dp
    1  1  2     2  1  1" $small --tp 2 --pp 1 --dp 2
+# A long command line, repeated in both mpirun lines, still leaves the table
+# whole (the message was once cut at 512 bytes, mid-table). The default
+# model (12 heads, 6 blocks, batch 24) with one micro-batch takes every
+# tp x pp x dp = 6: tp 1, 2, 3 or 6 divides the heads, pp up to 6 blocks, dp
+# divides the batch.
+long=$(printf '%90s' '' | tr ' ' p)
+expect_layout "a long command line: the table is whole" 6 "tiny_transformer: bad layout: --dp 4 needs a multiple of 4 ranks, but 6 ranks were started.
+Start 4 or 8 ranks, one per virtual GPU:
+  mpirun --oversubscribe -np 4 ./tiny_transformer --dp 4 --micro-batches 1 --prompt $long
+  mpirun --oversubscribe -np 8 ./tiny_transformer --dp 4 --micro-batches 1 --prompt $long
+Layouts that work on 6 ranks:
+  tp pp dp    tp pp dp    tp pp dp    tp pp dp
+   1  1  6     1  2  3     1  3  2     1  6  1
+   2  1  3     2  3  1     3  1  2     3  2  1
+   6  1  1" --dp 4 --micro-batches 1 --prompt "$long"
 expect_layout "a size that cannot divide the ranks, and breaks a rule" 2 "tiny_transformer: bad layout: --dp 3 needs a multiple of 3 ranks, but only 2 ranks were started; dp 3 must divide --batch 2 (each DP rank takes batch/dp sequences).
 Layouts that work on 2 ranks:
   tp pp dp    tp pp dp

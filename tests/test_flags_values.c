@@ -61,6 +61,10 @@ START_TEST(bad_values_refused)
                  NULL);
     expect_error("--gpu-mem expects a size such as 4096, 256K or 4M, got '4X'", "--gpu-mem=4X",
                  NULL);
+    /* The upper end the message names can be typed: 1000T is taken, just
+     * past it is not. */
+    expect_error("--dp-bucket must be between 4 bytes and 1000T, got '1000.001T'", "--dp-bucket",
+                 "1000.001T", NULL);
     expect_error("--tp-mlp expects megatron or gather, got 'scatter'", "--tp-mlp", "scatter",
                  NULL);
     expect_error("--report expects comm, memory, shards or comm,memory,shards, got 'comm,disk'", "--report",
@@ -120,6 +124,9 @@ START_TEST(special_rows)
     ck_assert(c.tp_mlp_gather == 1 && c.report_memory == 1 && c.report_comm == 0);
     ck_assert_int_eq(parse(&c, &e, NULL, "--report=comm,memory", "--tp-mlp=megatron", NULL), 0);
     ck_assert(c.tp_mlp_gather == 0 && c.report_memory == 1 && c.report_comm == 1);
+    /* Sizes take K, M, G and T, up to the 1000T the range's message names. */
+    ck_assert_int_eq(parse(&c, &e, NULL, "--dp-bucket", "1000T", "--gpu-mem=2t", NULL), 0);
+    ck_assert(c.dp_bucket == (size_t)1000 << 40 && c.gpu_mem == (size_t)2 << 40);
     /* --watchdog takes 0 (off) below its range of 1 s and up. */
     ck_assert_int_eq(parse(&c, &e, NULL, "--watchdog", "0", NULL), 0);
     ck_assert(c.watchdog == 0);

@@ -49,7 +49,7 @@ static int parse_double(const char *flag, const char *s, const tt_flag *f, doubl
     return 0;
 }
 
-/* A byte count with an optional K, M or G suffix (powers of 1024). The range
+/* A byte count with an optional K, M, G or T suffix (powers of 1024). The range
  * is the same for every size and is spelt out in the message, so it lives
  * here rather than in the table. */
 static int parse_size(const char *flag, const char *s, size_t *out, tt_err *e)
@@ -61,12 +61,14 @@ static int parse_size(const char *flag, const char *s, size_t *out, tt_err *e)
     if (*end == 'K' || *end == 'k') mult = 1024.0, end++;
     else if (*end == 'M' || *end == 'm') mult = 1024.0 * 1024.0, end++;
     else if (*end == 'G' || *end == 'g') mult = 1024.0 * 1024.0 * 1024.0, end++;
+    else if (*end == 'T' || *end == 't') mult = 1024.0 * 1024.0 * 1024.0 * 1024.0, end++;
     if (*end == 'B' || *end == 'b')
         end++;
     if (errno || end == s || *end != '\0' || !isfinite(v))
         return tt_fail(e, "%s expects a size such as 4096, 256K or 4M, got '%s'", flag, s);
     v *= mult;
-    if (v < 4 || v > 1e15)
+    /* The upper end is the one the message names, typed as it says. */
+    if (v < 4 || v > 1000.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0)
         return tt_fail(e, "%s must be between 4 bytes and 1000T, got '%s'", flag, s);
     *out = (size_t)v;
     return 0;

@@ -21,7 +21,7 @@ typedef enum {
     TT_FLAG_LONG,   /* ... stored as long */
     TT_FLAG_U64,    /* ... read as a long, stored as uint64_t (--seed) */
     TT_FLAG_DOUBLE, /* finite number in [dlo, dhi] (or 0, with zero_off) */
-    TT_FLAG_SIZE,   /* bytes, optional K/M/G suffix, stored as size_t */
+    TT_FLAG_SIZE,   /* bytes, optional K/M/G/T suffix, stored as size_t */
     TT_FLAG_STRING, /* non-empty text; the pointer into argv is stored */
     TT_FLAG_CHOICE, /* exactly one word of words[] */
     TT_FLAG_LIST,   /* comma-separated words of words[] */

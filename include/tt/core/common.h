@@ -14,7 +14,7 @@
 #define TT_EXIT_USAGE 2   /* bad flag or value on the command line */
 
 typedef struct {
-    char msg[512];
+    char msg[2048]; /* room for a refusal with its table of layouts and a long command line */
 } tt_err;
 
 /* Formats msg into e (if e is non-NULL) and returns -1. */
