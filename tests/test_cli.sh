@@ -121,12 +121,11 @@ Layouts that work on 2 ranks:
   tp pp dp    tp pp dp
    1  1  2     2  1  1" $small --pp 2
 # zb-v runs two chunks per stage: the numbers that make pp 2 too many for 2
-# blocks (2 x 2 = 4 chunks), and the --layers that would do; the table has
-# pp 1 only (pp 2 needs 4 blocks).
+# blocks (2 x 2 = 4 chunks), and the --layers that would do; and no layout of
+# 2 ranks works: pp 2 needs 4 blocks, and zb-v refuses one stage (the table
+# once offered tp 2 and dp 2 on one stage, which the run then refused).
 expect_layout "virtual stages: the chunk count in numbers" 2 "tiny_transformer: bad layout: pp 2 x 2 chunks per stage (virtual stages) = 4 exceeds --layers 2 (every chunk needs a block; --layers 4 would allow pp 2).
-Layouts that work on 2 ranks:
-  tp pp dp    tp pp dp
-   1  1  2     2  1  1" $small --layers 2 --pp 2 --schedule zb-v
+No layout works on 2 rank(s) for this model and batch." $small --layers 2 --pp 2 --schedule zb-v
 # --virtual-stages that the schedule refuses whatever the layout (1f1b runs
 # one chunk per stage): said before the layout's rule on chunks, which
 # counted the 3 chunks anyway and proposed "--layers 6 would allow pp 2",
@@ -141,6 +140,31 @@ expect_layout "tp 2 on 5 ranks: the nearest counts that work" 5 "tiny_transforme
 Start 4 or 6 ranks, one per virtual GPU:
   mpirun --oversubscribe -np 4 ./tiny_transformer $small --batch 6 --tp 2
   mpirun --oversubscribe -np 6 ./tiny_transformer $small --batch 6 --tp 2" $small --batch 6 --tp 2
+# Sizes not given are chosen among the layouts the run would take, not only
+# those the sizes' own rules allow (the flags checked once the layout is
+# known). Without such flags 2 ranks get pp 2 and 4 get tp 1 pp 2 dp 2 (the
+# preference: more sizes above 1, then the smaller tp, then the larger pp).
+# --zero needs dp > 1: dp 2. --sequence-parallel needs tp > 1: tp 2 pp 2
+# beats tp 2 dp 2 by its larger pp. zb-h1 with one micro-batch needs
+# pp <= 1: of tp 2 dp 4 and tp 4 dp 2 (tp 8 does not divide 12 heads),
+# the smaller tp.
+while IFS='|' read -r what np args want <&3; do
+    tt "$np" --show-grid $args
+    if [ "$status" -eq 0 ] && head -n 1 "$work/out" | grep -q "^virtual GPU grid: $want = $np GPUs"; then
+        ok "chosen for $what: $want"
+    else
+        not_ok "chosen for $what (exit $status): $(head -n 1 "$work/out"), want $want"
+    fi
+done 3<<'T'
+no flags, 2 ranks|2||tp 1 x pp 2 x dp 1
+--zero 1, 2 ranks|2|--zero 1|tp 1 x pp 1 x dp 2
+no flags, 4 ranks|4||tp 1 x pp 2 x dp 2
+--sequence-parallel, 4 ranks|4|--sequence-parallel|tp 2 x pp 2 x dp 1
+zb-h1 with one micro-batch, 8 ranks|8|--schedule zb-h1 --micro-batches 1|tp 2 x pp 1 x dp 4
+T
+# When no layout of the ranks takes the flag, the run says why, as before.
+expect_error "--zero 1 on one rank: no layout takes it" 2 "^tiny_transformer: --zero 1 needs a data-parallel group" 1 $small --zero 1
+
 # --stop-at past the end would be ignored; at the end it is the whole run.
 expect_error "--stop-at past --steps" 2 "^tiny_transformer: --stop-at 5 is past --steps 3 " 1 $small --steps 3 --stop-at 5
 expect_error "--stop-at with --steps 0" 2 "^tiny_transformer: --stop-at 5 with --steps 0: a run of no steps has nothing to stop; drop --stop-at" 1 $small --steps 0 --stop-at 5

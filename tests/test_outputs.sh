@@ -174,7 +174,7 @@ for np in 1 2; do
     rm -f "$work/full.csv"
     TT_BIN="$work/limited.sh" TT_MPIRUN="$mpirun_ --mca btl self,tcp"
     expect_error "log on a full disk ($np rank(s))" 1 \
-        "^tiny_transformer: cannot write log '$work/full.csv'$" \
+        "^tiny_transformer: cannot write log '$work/full.csv': File too large$" \
         "$np" $small --pp "$np" --layers 2 --steps 32 --eval-every 0 --log "$work/full.csv"
     TT_BIN=$bin TT_MPIRUN=$mpirun_
 done
@@ -198,6 +198,23 @@ for np in 1 2; do
         ok "the checkpoint is kept, no temporary left ($np rank(s))" ||
         not_ok "the checkpoint changed or a temporary was left ($np rank(s))"
 done
+# The limit on rank 1 alone (an MPMD launch; on a cluster, one host's
+# limits): every rank writes its part of the file, so every rank checks the
+# room. Rank 0 alone checked it, and rank 1 died of SIGXFSZ inside the
+# write (with the signal ignored: OMPIO's line, then ours).
+rm -f "$work"/status.*
+# shellcheck disable=SC2086
+$mpirun_ --mca btl self,tcp --mca orte_abort_on_non_zero_status 0 \
+    -np 1 sh -c 'st=$1; shift; "$0" "$@"; echo $? > "$st.0"' "$bin" "$work/status" $small --pp 2 --layers 2 --save "$work/room.st" : \
+    -np 1 sh -c 'st=$1; shift; ulimit -f 40; "$0" "$@"; echo $? > "$st.1"' "$bin" "$work/status" $small --pp 2 --layers 2 --save "$work/room.st" \
+    >"$work/out" 2>"$work/err"
+if [ "$(cat "$work/status.0" "$work/status.1" 2>/dev/null | tr '\n' ' ')" = "1 1 " ] && [ "$(grep -c . "$work/err")" -eq 1 ] &&
+    grep -q "^tiny_transformer: cannot write checkpoint '$work/room.st': it needs [0-9]* bytes, the file size limit (ulimit -f) is [0-9]* bytes$" "$work/err" &&
+    cmp -s "$work/ck.st" "$work/room.st"; then
+    ok "the file size limit of rank 1 alone: $(cat "$work/err")"
+else
+    not_ok "the file size limit of rank 1 alone: statuses $(cat "$work/status.0" "$work/status.1" 2>/dev/null | tr '\n' ' ')"
+fi
 
 # A run killed in the middle (SIGTERM, which skips stdio's buffers): the log
 # was flushed after every row, so it ends with a whole one.

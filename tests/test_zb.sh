@@ -187,6 +187,15 @@ expect_error "zb-h1 refuses --recompute" 2 "cannot run with --recompute" 2 $cfg 
 expect_error "zb-h1 needs m >= p" 2 "at least as many micro-batches as pipeline stages" 4 $cfg \
     --pp 4 --micro-batches 2 --schedule zb-h1
 
+# One stage has nothing to schedule: zb-h1 runs as 1f1b, so --recompute is
+# taken, and the run says so.
+tt 1 $cfg --micro-batches 4 --schedule zb-h1 --recompute full --steps 1
+if [ "$status" -eq 0 ] && grep -q "^pipeline: one stage, so --schedule zb-h1 runs as 1f1b" "$work/out"; then
+    ok "one stage: zb-h1 runs as 1f1b, and says so"
+else
+    not_ok "one stage with zb-h1 (exit $status)"
+fi
+
 # 7. zb-v
 validate_case 2 --pp 2 --micro-batches 4 --schedule zb-v
 validate_case 4 --pp 4 --layers 8 --micro-batches 6 --schedule zb-v

@@ -78,6 +78,30 @@ static const char *command_line(int argc, char **argv, char *buf, size_t n)
     return k < n ? buf : NULL;
 }
 
+/* The layout rules' fits: what the run would check of a layout the sizes
+ * not given are chosen to make. */
+static int run_fits(const void *ctx, int tp, int pp, int dp)
+{
+    return tt_run_layout_check(ctx, tp, pp, dp, NULL) != 0;
+}
+
+/* 1 on every rank when all ranks resume from one file, or none resumes;
+ * else 0 everywhere with the message in *e. Each rank opened the checkpoint
+ * itself: one path may name different files on different hosts, or the
+ * file may be replaced between two ranks' reads. */
+static int resume_same(const tt_run_config *rc, tt_err *e)
+{
+    uint32_t print = 0;
+    if (rc->resume && tt_checkpoint_fingerprint(rc->resume, &print, e) != 0)
+        print = 1; /* read once already: changed since */
+    if (tt_all_equal_world(print))
+        return 1;
+    tt_fail(e, "checkpoint '%s' is not the same file on every rank (its header or size "
+               "differs, or some ranks found none): all ranks must resume from one checkpoint, "
+               "on a filesystem they share (doc/multihost.md)", rc->resume ? rc->resume : rc->save);
+    return 0;
+}
+
 /* --help and --version, answered before MPI starts: a singleton's MPI_Init
  * can take a minute on a loaded machine. Only without a launcher (under
  * mpirun rank 0 alone answers, and only MPI knows the rank; PMIX_RANK is
@@ -118,18 +142,24 @@ int main(int argc, char **argv)
     int status = 0;
     int parsed = tt_config_parse(&rc, argc, argv, rank == 0 ? stdout : NULL, &err);
     const int is_auto = parsed == 0 && rc.resume && strcmp(rc.resume, TT_RESUME_AUTO) == 0;
-    if (parsed < 0) {
-        if (rank == 0)
-            fprintf(stderr, "tiny_transformer: %s\n", err.msg);
+    if (parsed < 0)
         status = TT_EXIT_USAGE;
-    } else if (is_auto && (status = resume_auto(&rc, rank, &err)) != 0) {
+    else if (is_auto)
+        status = resume_auto(&rc, rank, &err);
+    else if (parsed == 0 && rc.resume && resume_config(&rc, &err))
+        status = TT_EXIT_RUNTIME; /* a checkpoint that cannot be read or does not fit */
+    /* Each rank parsed its own command line and opened its own checkpoint
+     * (an MPMD launch, hosts with disks of their own): a refusal by any rank
+     * is every rank's, said once, before anyone goes on to wait for the
+     * others; so is a help answered. */
+    status = tt_agree_error_world(status, &err);
+    if (status == 0)
+        parsed = tt_agree_status_world(parsed);
+    if (status == 0 && parsed == 0 && !resume_same(&rc, &err))
+        status = tt_agree_error_world(TT_EXIT_RUNTIME, &err);
+    if (status != 0) {
         if (rank == 0)
             fprintf(stderr, "tiny_transformer: %s\n", err.msg);
-    } else if (parsed == 0 && !is_auto && rc.resume && resume_config(&rc, &err)) {
-        /* A checkpoint that cannot be read, or does not fit the flags. */
-        if (rank == 0)
-            fprintf(stderr, "tiny_transformer: %s\n", err.msg);
-        status = TT_EXIT_RUNTIME;
     } else if (parsed == 0 && rc.plan) {
         /* The planner runs on one process: rank 0 plans, the others wait for
          * its status and leave with it (so mpirun reports one outcome). */
@@ -143,7 +173,8 @@ int main(int argc, char **argv)
         int tp = rc.tp, pp = rc.pp, dp = rc.dp;
         char command[160];
         tt_layout_rules rules = {rc.model.NH, rc.model.L, rc.batch, rc.micro_batches,
-                                 rc.virtual_stages, command_line(argc, argv, command, sizeof command)};
+                                 rc.virtual_stages, command_line(argc, argv, command, sizeof command),
+                                 run_fits, &rc};
         int bad_values = tt_config_check(&rc, &err) != 0;
         /* The environment's settings too, agreed: each rank reads its own. */
         if (!bad_values && (tt_cores_slice_env(&err) < 0 || tt_cores_lend_env(&err) < 0))

@@ -6,6 +6,7 @@
 #include "tt/parallel/pipeline.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -204,9 +205,9 @@ int tt_plan_write_json(const tt_plan *pl, const char *path, tt_err *e)
     FILE *f = fopen(tmp, "w");
     int rc = 0;
     if (!f || fputs(text, f) < 0 || fputc('\n', f) < 0)
-        rc = tt_fail(e, "--plan-json: cannot write the plan '%s'", path);
+        rc = tt_fail(e, "--plan-json: cannot write the plan '%s': %s", path, strerror(errno));
     if (f && fclose(f) && !rc)
-        rc = tt_fail(e, "--plan-json: cannot write the plan '%s'", path);
+        rc = tt_fail(e, "--plan-json: cannot write the plan '%s': %s", path, strerror(errno));
     if (!rc)
         rc = tt_replace_file(tmp, path, "the plan", e);
     if (rc)

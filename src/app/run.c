@@ -115,7 +115,10 @@ static void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
         if (!isnan(mfu))
             fprintf(r->log, "%.6f", mfu);
         fprintf(r->log, ",%.3f\n", st->wall_seconds * 1e3);
-        fflush(r->log); /* a run killed later leaves whole rows */
+        /* A run killed later leaves whole rows. A full disk is told at the
+         * end, with the reason of its first failure. */
+        if (fflush(r->log) != 0 && !r->log_errno)
+            r->log_errno = errno;
     }
 }
 
@@ -339,9 +342,14 @@ static int run_free(tt_run *r, int status)
      * stream's error flag long ago; fclose reports only its own flush. */
     if (r->log) {
         int failed = ferror(r->log) != 0;
-        failed |= fclose(r->log) != 0;
+        if (fclose(r->log) != 0) {
+            failed = 1;
+            if (!r->log_errno)
+                r->log_errno = errno;
+        }
         if (failed && status == 0) {
-            fprintf(stderr, "tiny_transformer: cannot write log '%s'\n", r->rc.log);
+            fprintf(stderr, "tiny_transformer: cannot write log '%s': %s\n", r->rc.log,
+                    r->log_errno ? strerror(r->log_errno) : "a write failed");
             status = TT_EXIT_RUNTIME;
         }
     }

@@ -27,6 +27,59 @@ static int run_plant_fault(tt_run *r)
     return 0;
 }
 
+/* tt_run_layout_check, with the blocks of every chunk left in chunk_layers
+ * (room for TT_MAX_CHUNKS x RUN_MAX_STAGES) when the split succeeds. */
+static int layout_check(const tt_run_config *rc, int tp, int pp, int dp, int *chunk_layers,
+                        tt_err *e)
+{
+    if (rc->batch % dp || (rc->batch / dp) % rc->micro_batches)
+        return tt_fail(e, "--batch %d must split into dp %d replicas of --micro-batches %d",
+                       rc->batch, dp, rc->micro_batches);
+    if (rc->zero > 0 && dp == 1)
+        return tt_fail(e, "--zero %d needs a data-parallel group: ZeRO shards %s over the dp "
+                          "GPUs, and this layout has dp 1 (use --dp 2 or more, or --zero 0)",
+                       rc->zero, rc->zero == 1   ? "the optimizer state"
+                                 : rc->zero == 2 ? "the optimizer state and the gradients"
+                                                 : "the optimizer state, the gradients and the "
+                                                   "weights");
+    if (rc->sequence_parallel) {
+        /* Sequence parallelism splits the tokens of each micro-batch over
+         * the TP group: it needs one, and a whole number of tokens each. */
+        const long tokens = (long)tt_micro_batch_size(rc, dp) * rc->model.T;
+        if (tp == 1)
+            return tt_fail(e, "--sequence-parallel needs tensor parallelism: it splits the "
+                              "LayerNorm and residual regions over the TP group, and this "
+                              "layout has tp 1 (use --tp 2 or more)");
+        if (tokens % tp)
+            return tt_fail(e, "--sequence-parallel needs the tokens of a micro-batch (batch/dp/"
+                              "micro-batches x seq = %d/%d/%d x %d = %ld) divisible by tp %d",
+                           rc->batch, dp, rc->micro_batches, rc->model.T, tokens, tp);
+        if (rc->tp_mlp_gather)
+            return tt_fail(e, "--sequence-parallel does not combine with --tp-mlp gather (the "
+                              "gathered MLP is the unsplit Megatron layout's variant); use "
+                              "--tp-mlp megatron");
+    }
+    const int K = pp * rc->virtual_stages;
+    if (K > TT_MAX_CHUNKS * RUN_MAX_STAGES)
+        return tt_fail(e, "pp %d x virtual stages %d is more chunks than this build supports",
+                       pp, rc->virtual_stages);
+    const tt_schedule_kind kind = tt_pipe_kind(rc, pp);
+    if (tt_stage_split(chunk_layers, &rc->model, K, tt_schedule_placement(kind),
+                       rc->stage_layers, e))
+        return -1;
+    /* The pipeline's own rules (tt_pipe_init checks them again) */
+    if (tt_pipe_check_flags(rc, pp, e) ||
+        tt_schedule_validate_args(kind, pp, rc->micro_batches, rc->virtual_stages, e))
+        return -1;
+    return 0;
+}
+
+int tt_run_layout_check(const tt_run_config *rc, int tp, int pp, int dp, tt_err *e)
+{
+    int chunk_layers[TT_MAX_CHUNKS * RUN_MAX_STAGES];
+    return layout_check(rc, tp, pp, dp, chunk_layers, e);
+}
+
 /* The values against each other and the layout: the same verdict on every
  * rank (no communication needed). */
 static int run_check(tt_run *r)
@@ -45,46 +98,7 @@ static int run_check(tt_run *r)
         }
         return fail_with(r, &e, TT_EXIT_USAGE);
     }
-    if (rc->batch % r->g->dp || (rc->batch / r->g->dp) % rc->micro_batches) {
-        tt_fail(&e, "--batch %d must split into dp %d replicas of --micro-batches %d", rc->batch,
-                r->g->dp, rc->micro_batches);
-        return fail_with(r, &e, TT_EXIT_USAGE);
-    }
-    if (rc->zero > 0 && r->g->dp == 1) {
-        tt_fail(&e, "--zero %d needs a data-parallel group: ZeRO shards %s over the dp GPUs, "
-                    "and this layout has dp 1 (use --dp 2 or more, or --zero 0)",
-                rc->zero, rc->zero == 1   ? "the optimizer state"
-                          : rc->zero == 2 ? "the optimizer state and the gradients"
-                                          : "the optimizer state, the gradients and the weights");
-        return fail_with(r, &e, TT_EXIT_USAGE);
-    }
-    if (rc->sequence_parallel) {
-        /* Sequence parallelism splits the tokens of each micro-batch over
-         * the TP group: it needs one, and a whole number of tokens each. */
-        const long tokens = (long)tt_micro_batch_size(rc, r->g->dp) * rc->model.T;
-        if (r->g->tp == 1)
-            tt_fail(&e, "--sequence-parallel needs tensor parallelism: it splits the "
-                        "LayerNorm and residual regions over the TP group, and this layout "
-                        "has tp 1 (use --tp 2 or more)");
-        else if (tokens % r->g->tp)
-            tt_fail(&e, "--sequence-parallel needs the tokens of a micro-batch (batch/dp/"
-                        "micro-batches x seq = %d/%d/%d x %d = %ld) divisible by tp %d",
-                    rc->batch, r->g->dp, rc->micro_batches, rc->model.T, tokens, r->g->tp);
-        else if (rc->tp_mlp_gather)
-            tt_fail(&e, "--sequence-parallel does not combine with --tp-mlp gather (the "
-                        "gathered MLP is the unsplit Megatron layout's variant); use "
-                        "--tp-mlp megatron");
-        if (r->g->tp == 1 || tokens % r->g->tp || rc->tp_mlp_gather)
-            return fail_with(r, &e, TT_EXIT_USAGE);
-    }
-    const int K = r->g->pp * rc->virtual_stages;
-    if (K > (int)(sizeof r->chunk_layers / sizeof r->chunk_layers[0])) {
-        tt_fail(&e, "pp %d x virtual stages %d is more chunks than this build supports",
-                r->g->pp, rc->virtual_stages);
-        return fail_with(r, &e, TT_EXIT_USAGE);
-    }
-    if (tt_stage_split(r->chunk_layers, &rc->model, K,
-                       tt_schedule_placement(tt_pipe_kind(rc, r->g->pp)), rc->stage_layers, &e))
+    if (layout_check(rc, r->g->tp, r->g->pp, r->g->dp, r->chunk_layers, &e))
         return fail_with(r, &e, TT_EXIT_USAGE);
     return 0;
 }
@@ -252,7 +266,7 @@ int tt_run_setup(tt_run *r)
     if (tt_agree_status(g, rc->log && g->world_rank == 0 && !r->log ? TT_EXIT_RUNTIME : 0))
         return TT_EXIT_RUNTIME;
     tt_banner_print(rc, g, &r->model, &r->corpus, r->step0);
-    if (g->world_rank == 0 && g->pp * rc->virtual_stages > 1)
+    if (g->world_rank == 0)
         tt_print_pipeline(rc, g, r->chunk_layers);
     return run_oracle(r);
 }

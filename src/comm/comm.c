@@ -242,6 +242,27 @@ int tt_agree_status_world(int status)
     return status;
 }
 
+int tt_agree_error_world(int status, tt_err *e)
+{
+    int worst = status, world, me;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (worst == 0)
+        return 0;
+    int who = status ? me : world;
+    MPI_Allreduce(MPI_IN_PLACE, &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Bcast(e->msg, (int)sizeof e->msg, MPI_CHAR, who, MPI_COMM_WORLD);
+    return worst;
+}
+
+int tt_all_equal_world(uint32_t value)
+{
+    unsigned int v[2] = {value, ~value};
+    MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UNSIGNED, MPI_MAX, MPI_COMM_WORLD);
+    return v[0] == value && v[1] == ~value;
+}
+
 int tt_agree_status(const tt_grid *g, int status)
 {
     tt_allreduce(g, TT_GROUP_OTHER, &status, 1, MPI_INT, MPI_MAX);

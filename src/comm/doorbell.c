@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #define TT_HAVE_FUTEX 1
 #endif
@@ -307,6 +308,12 @@ void *tt_bell_share(MPI_Comm comm, size_t len, int want)
                  (long)time(NULL), made++);
     MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm);
     int fd = -1, created = 0;
+    /* A file size limit (ulimit -f) below the page would end this process
+     * with SIGXFSZ at the ftruncate, without a word: do without the page. */
+    struct rlimit lim;
+    if (ok && me == 0 && getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+        (uint64_t)lim.rlim_cur < (uint64_t)len)
+        ok = 0;
     if (ok && me == 0) {
         fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
         created = fd >= 0;

@@ -70,7 +70,7 @@ int tt_layout_check(int world, int tp, int pp, int dp, const tt_layout_rules *r,
  * fixed sizes (non-zero) are kept. Returns how many there are; the first
  * cap of them (in the order found) are in out, sorted. */
 static int candidates(int world, int tp0, int pp0, int dp0, const tt_layout_rules *r,
-                      int (*out)[3], int cap)
+                      int (*out)[3], int cap, int use_fits)
 {
     int n = 0;
     for (int tp = 1; tp <= world; tp++) {
@@ -82,7 +82,8 @@ static int candidates(int world, int tp0, int pp0, int dp0, const tt_layout_rule
             int dp = world / tp / pp;
             if (dp0 >= 0 && dp != dp0)
                 continue;
-            if (tt_layout_check(world, tp, pp, dp, r, NULL))
+            if (tt_layout_check(world, tp, pp, dp, r, NULL) ||
+                (use_fits && r->fits && r->fits(r->ctx, tp, pp, dp)))
                 continue;
             if (n < cap) {
                 out[n][0] = tp;
@@ -152,7 +153,7 @@ static void add_mpirun(char *buf, size_t n, int lo, int hi, int tp, int pp, int 
 static void add_table(char *buf, size_t n, int world, const tt_layout_rules *r, int suggested)
 {
     int list[128][3];
-    int total = candidates(world, -1, -1, -1, r, list, 128);
+    int total = candidates(world, -1, -1, -1, r, list, 128, 1);
     int count = total < 128 ? total : 128;
     if (total == 0 && suggested)
         return;
@@ -197,7 +198,11 @@ int tt_grid_choose(int world, int *tp, int *pp, int *dp, const tt_layout_rules *
         return 0;
     int list[64][3];
     if (!all_given && *tp != 0 && *pp != 0 && *dp != 0) {
-        int n = candidates(world, *tp, *pp, *dp, r, list, 64);
+        /* A layout the run would refuse only when no other works: then it
+         * is the run that says why. */
+        int n = candidates(world, *tp, *pp, *dp, r, list, 64, 1);
+        if (n == 0)
+            n = candidates(world, *tp, *pp, *dp, r, list, 64, 0);
         if (n > 0) {
             *tp = list[0][0];
             *pp = list[0][1];
@@ -255,10 +260,10 @@ int tt_grid_choose(int world, int *tp, int *pp, int *dp, const tt_layout_rules *
             hi = tt_layout_check(g, *tp, *pp, *dp, r, NULL) == 0 ? g : 0;
         } else {
             for (int w = world - world % g; w >= g && !lo; w -= g)
-                if (candidates(w, *tp, *pp, *dp, r, list, 64) > 0)
+                if (candidates(w, *tp, *pp, *dp, r, list, 64, 0) > 0)
                     lo = w;
             for (int w = (world / g + 1) * g; w <= 4096 && !hi; w += g)
-                if (candidates(w, *tp, *pp, *dp, r, list, 64) > 0)
+                if (candidates(w, *tp, *pp, *dp, r, list, 64, 0) > 0)
                     hi = w;
         }
         if (hi || lo) {

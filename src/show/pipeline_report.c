@@ -14,6 +14,17 @@
 void tt_print_pipeline(const tt_run_config *rc, const tt_grid *g, const int *chunk_layers)
 {
     const int p = g->pp, v = rc->virtual_stages, K = p * v;
+    if (K == 1) {
+        /* One stage has nothing to schedule: a schedule asked for runs as
+         * 1F1B, and the combinations refused only for its split backward
+         * (--recompute with zb-h1) are allowed; say so rather than keep it
+         * quiet. */
+        if ((tt_schedule_kind)rc->schedule != tt_pipe_kind(rc, p))
+            printf("pipeline: one stage, so --schedule %s runs as %s: each micro-batch's "
+                   "forward, then its backward (a schedule orders the work of 2 or more stages)\n",
+                   tt_schedule_name(rc->schedule), tt_schedule_name(tt_pipe_kind(rc, p)));
+        return;
+    }
     printf("pipeline: %d stage%s x %d chunk%s, schedule %s, %d micro-batch%s per replica; "
            "blocks %s\n", p, p > 1 ? "s" : "", v, v > 1 ? "s" : "",
            tt_schedule_name(rc->schedule), rc->micro_batches, rc->micro_batches > 1 ? "es" : "",

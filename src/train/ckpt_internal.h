@@ -104,6 +104,8 @@ typedef struct {
     uint64_t data_size;  /* bytes after the header */
     cJSON *root;
     cJSON *meta;         /* the __metadata__ map: every value a string */
+    uint32_t header_crc; /* CRC-32 of the header's bytes (which list every
+                            tensor's own CRC-32): the file's fingerprint */
 } ckpt_file;
 
 /* Opens path and validates the whole header: length, JSON, metadata, format,

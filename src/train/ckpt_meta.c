@@ -239,6 +239,19 @@ int tt_checkpoint_read_info(const char *path, tt_ckpt_info *info, tt_err *e)
     return rc;
 }
 
+int tt_checkpoint_fingerprint(const char *path, uint32_t *out, tt_err *e)
+{
+    ckpt_file cf;
+    if (ckpt_open(&cf, path, e) != 0)
+        return -1;
+    /* The header names the step, the config and every tensor's CRC-32; the
+     * size covers what follows it. */
+    const uint64_t size = cf.data_start + cf.data_size;
+    *out = cf.header_crc ^ (uint32_t)(size ^ (size >> 32));
+    ckpt_close(&cf);
+    return 0;
+}
+
 int tt_checkpoint_check_depth(const char *path, int layers, tt_err *e)
 {
     ckpt_file cf;

@@ -255,8 +255,10 @@ static int placeholder_header(save_job *s)
  *     line of its own on every rank whose write fails, before our message. */
 static int check_room(save_job *s)
 {
-    int failed = s->g->world_rank == 0 &&
-                 tt_check_room(s->path, s->hsize + s->data, "checkpoint", &s->msg);
+    /* Every rank: each writes its part, under its own file size limit
+     * (ulimit -f, which may differ between ranks) and on its host's view of
+     * the filesystem. */
+    int failed = tt_check_room(s->path, s->hsize + s->data, "checkpoint", &s->msg) != 0;
     return tt_agree_error(s->g, failed, &s->msg);
 }
 

@@ -98,6 +98,7 @@ static int parse_header(ckpt_file *cf, tt_err *e)
         return tt_fail(e, "checkpoint '%s' is truncated: cannot read its header", cf->path);
     }
     text[hlen] = '\0';
+    cf->header_crc = tt_crc32(0, text, (size_t)hlen);
     const char *end = NULL;
     cf->root = cJSON_ParseWithLengthOpts(text, (size_t)hlen, &end, 0);
     size_t pos = end && end >= text && end <= text + hlen ? (size_t)(end - text) : 0;

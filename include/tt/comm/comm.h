@@ -164,6 +164,12 @@ void tt_clock_max_n(const tt_grid *g, int where, double *t, int n);
 /* Before any grid exists (--plan, which runs on rank 0 alone; the check of
  * the environment): the largest status over MPI_COMM_WORLD, on every rank. */
 int tt_agree_status_world(int status);
+/* The same with a message: the largest status, and when it is not 0 the
+ * message of the lowest rank whose own status was not 0, in *e everywhere
+ * (each rank parses its own command line and reads its own checkpoint). */
+int tt_agree_error_world(int status, tt_err *e);
+/* 1 on every rank when every rank of the world passed the same value. */
+int tt_all_equal_world(uint32_t value);
 /* The largest status of all ranks, on every rank (0 = fine, else an exit code). */
 int tt_agree_status(const tt_grid *g, int status);
 /* 0 when no rank failed; else -1 on every rank, with the message of the

@@ -53,6 +53,13 @@ typedef struct {
     const char *command; /* the program and options as typed, for the mpirun
                             line a message suggests; NULL: ./tiny_transformer
                             and the sizes given */
+    /* The rest of what the run checks once its layout is known (ZeRO needs
+     * dp > 1, sequence parallelism tp > 1, a schedule its micro-batches
+     * per stage): 0 when (tp, pp, dp) passes; NULL: nothing more. Sizes
+     * chosen for the user, and the table of layouts that work, pass it
+     * too; when no layout does, the choice ignores it and the run says why. */
+    int (*fits)(const void *ctx, int tp, int pp, int dp);
+    const void *ctx;
 } tt_layout_rules;
 
 /* 0 if (tp, pp, dp) works for world ranks under the rules, else -1 with

@@ -9,7 +9,8 @@
 #include "tt/core/config.h"
 #include "tt/parallel/pipeline_run.h"
 
-/* The stage split: which blocks every stage (and chunk) holds. */
+/* The stage split: which blocks every stage (and chunk) holds; with one
+ * stage, only a note when the schedule asked for runs as another. */
 void tt_print_pipeline(const tt_run_config *rc, const tt_grid *g, const int *chunk_layers);
 
 /* Per step, this GPU's idle fraction and compute time (forward + backward),

@@ -42,6 +42,10 @@ int tt_checkpoint_save_sharded(const char *path, const tt_grid *g, const tt_para
 
 /* Reads the header and metadata only (model config, step, hyper-parameters). */
 int tt_checkpoint_read_info(const char *path, tt_ckpt_info *info, tt_err *e);
+/* A fingerprint of the file: its header's CRC-32 (the header lists every
+ * tensor's own) mixed with its size. Ranks that each open the file compare
+ * it, so that they resume from one checkpoint. */
+int tt_checkpoint_fingerprint(const char *path, uint32_t *out, tt_err *e);
 /* -1 with a message naming the file when its header does not list the last
  * block (blocks.<layers-1>.mlp.fc2.weight) of a model of `layers` blocks: a
  * resumed run checks the metadata's depth against the tensors before it

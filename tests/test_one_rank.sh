@@ -1,0 +1,76 @@
+#!/bin/sh
+# tests/test_one_rank.sh - what only one rank meets is every rank's: each
+# rank parses its own command line and opens its own checkpoint, so an MPMD
+# launch (`mpirun -np 1 prog ARGS : -np 1 prog OTHER`) or hosts with disks of
+# their own can give one rank a bad flag, no checkpoint or another one. Each
+# case must end every rank with the same status and one message from rank 0;
+# before the agreement, the rank that failed left for MPI_Finalize while the
+# others waited for it in their next collective, for ever (the watchdog
+# starts later). The two ranks see one relative path in two directories
+# (mpirun -wdir), as two hosts would.
+. "$TT_SRCDIR/testlib.sh"
+
+small="--layers 2 --dim 16 --heads 2 --seq 8 --batch 4 --micro-batches 2 --eval-every 0 --quiet --sample-len 0"
+mkdir -p "$work/a" "$work/b"
+tt 1 $small --steps 6 --save "$work/a/ck.st"
+[ "$status" -eq 0 ] && ok "a checkpoint at step 6" || not_ok "the step-6 checkpoint (exit $status)"
+tt 1 $small --steps 8 --save "$work/b/other.st"
+[ "$status" -eq 0 ] && ok "another at step 8" || not_ok "the step-8 checkpoint (exit $status)"
+
+# two WANT PATTERN DIR_A ARGS_A -- DIR_B ARGS_B: rank 0 runs in DIR_A with
+# ARGS_A, rank 1 in DIR_B with ARGS_B; both must exit WANT and stderr be one
+# message matching PATTERN (grep -E), from one rank.
+wrap='"$0" "$@"; s=$?; echo $s > "'"$work"'/status.${OMPI_COMM_WORLD_RANK:-0}"; exit $s'
+two() {
+    what=$1 want=$2 pattern=$3 dir_a=$4
+    shift 4
+    args_a=""
+    while [ "$1" != -- ]; do args_a="$args_a $1"; shift; done
+    shift
+    dir_b=$1
+    shift
+    rm -f "$work"/status.*
+    # shellcheck disable=SC2086
+    timeout 120 $TT_MPIRUN --mca orte_abort_on_non_zero_status 0 \
+        -np 1 -wdir "$dir_a" sh -c "$wrap" "$TT_BIN" $args_a : \
+        -np 1 -wdir "$dir_b" sh -c "$wrap" "$TT_BIN" "$@" >"$work/out" 2>"$work/err"
+    status=$?
+    statuses=$(rank_statuses)
+    if [ "$status" -eq 124 ]; then
+        not_ok "$what: still running after 120 s"
+    elif [ "$statuses" != "2x$want" ]; then
+        not_ok "$what: rank exit statuses $statuses, expected 2x$want"
+    elif [ "$want" -ne 0 ] && { [ "$(grep -c . "$work/err")" -ne 1 ] || ! grep -Eq -- "$pattern" "$work/err"; }; then
+        not_ok "$what: stderr is not one line matching '$pattern'"
+    else
+        ok "$what: $(head -n 1 "$work/err")"
+    fi
+}
+
+run="$small --pp 2 --steps 10 --watchdog 60"
+two "a bad flag on rank 1 only" 2 "^tiny_transformer: --steps expects an integer, got 'x'$" \
+    "$work/a" $run -- "$work/b" $run --steps x
+two "a bad flag on rank 0 only" 2 "^tiny_transformer: --steps expects an integer, got 'x'$" \
+    "$work/a" $run --steps x -- "$work/b" $run
+two "the checkpoint missing on rank 1 only" 1 "^tiny_transformer: cannot open checkpoint 'ck.st': No such file" \
+    "$work/a" $run --resume ck.st -- "$work/b" $run --resume ck.st
+# Both files are whole and fit the flags; only their identity differs.
+cp "$work/b/other.st" "$work/b/ck.st"
+two "another checkpoint on rank 1" 1 "^tiny_transformer: checkpoint 'ck.st' is not the same file on every rank" \
+    "$work/a" $run --resume ck.st -- "$work/b" $run --resume ck.st
+# The same bytes in both places are one checkpoint.
+cp "$work/a/ck.st" "$work/b/ck.st"
+two "the same checkpoint in both places" 0 "" \
+    "$work/a" $run --resume ck.st -- "$work/b" $run --resume ck.st
+grep -q "validation PASSED" "$work/out" && ok "... resumed, and the spot check passes" ||
+    not_ok "the resumed run's spot check"
+# --resume auto: rank 0 finds its --save file, rank 1 none, and would have
+# started at step 0 while rank 0 continued at step 6.
+cp "$work/a/ck.st" "$work/a/auto.st"
+two "--resume auto finding the checkpoint on rank 0 only" 1 "^tiny_transformer: checkpoint 'auto.st' is not the same file on every rank" \
+    "$work/a" $run --resume auto --save auto.st -- "$work/b" $run --resume auto --save auto.st
+cmp -s "$work/a/ck.st" "$work/a/auto.st" && ok "... and the checkpoint is kept" ||
+    not_ok "the --resume auto checkpoint changed"
+two "--help on rank 1 only: every rank leaves with 0" 0 "" \
+    "$work/a" $run -- "$work/b" $run --help
+finish
