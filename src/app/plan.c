@@ -19,6 +19,10 @@
 
 static int divides(long a, long b) { return a > 0 && b % a == 0; }
 
+/* A step time to the nanosecond: layouts whose times differ only in the
+ * last bits of their sums are a tie, which the smaller memory breaks. */
+static double step_key(double s) { return nearbyint(s * 1e9); }
+
 /* Best first: those that fit by step time (then less memory), then those
  * that do not by memory. */
 static int by_rank(const void *pa, const void *pb)
@@ -26,20 +30,25 @@ static int by_rank(const void *pa, const void *pb)
     const tt_plan_candidate *a = pa, *b = pb;
     if (a->fits != b->fits)
         return b->fits - a->fits;
-    double ka = a->fits ? a->step_seconds : a->memory[TT_PMEM_TOTAL];
-    double kb = b->fits ? b->step_seconds : b->memory[TT_PMEM_TOTAL];
+    double ka = a->fits ? step_key(a->step_seconds) : a->memory[TT_PMEM_TOTAL];
+    double kb = b->fits ? step_key(b->step_seconds) : b->memory[TT_PMEM_TOTAL];
     if (ka != kb)
         return ka < kb ? -1 : 1;
     return a->memory[TT_PMEM_TOTAL] < b->memory[TT_PMEM_TOTAL] ? -1
            : a->memory[TT_PMEM_TOTAL] > b->memory[TT_PMEM_TOTAL];
 }
 
-/* Why a candidate loses to the best: its largest difference. */
-static void explain(tt_plan_candidate *c, const tt_plan_candidate *best, const tt_cluster *cl)
+/* Why a candidate loses to the best: of the parts of the step the two are
+ * priced by, the one it spends the most more time in, as a share of its own
+ * step; when no part differs by half a percent, the latencies of its many
+ * messages and small kernels. */
+static void explain(tt_plan_candidate *c, const tt_plan_candidate *best, const tt_plan *pl)
 {
     if (!c->fits) {
-        snprintf(c->why, sizeof c->why, "does not fit (%.1f GiB > %.1f GiB)",
-                 c->memory[TT_PMEM_TOTAL] / 1073741824.0, cl->gpu_memory_bytes / 1073741824.0);
+        const double U = tt_plan_mem_unit(pl);
+        snprintf(c->why, sizeof c->why, "does not fit (%.2f %s > %.2f %s)",
+                 c->memory[TT_PMEM_TOTAL] / U, tt_plan_mem_name(pl),
+                 pl->cluster.gpu_memory_bytes / U, tt_plan_mem_name(pl));
         return;
     }
     if (c == best) {
@@ -47,22 +56,40 @@ static void explain(tt_plan_candidate *c, const tt_plan_candidate *best, const t
         return;
     }
     const double s = c->step_seconds;
-    struct { double share; const char *what; } f[] = {
-        {c->bubble - best->bubble, "bubble"},
-        {(c->tp_seconds - best->tp_seconds) / s, c->tp_across_servers ? "TP across servers"
-                                                                       : "TP collectives"},
-        {(c->dp_seconds - best->dp_seconds) / s, c->zero >= 2 ? "ZeRO collectives"
-                                                              : "DP all-reduce"},
-        {(c->hardware_flops - c->flops) / c->hardware_flops, "recompute"},
+    if (step_key(s) == step_key(best->step_seconds)) {
+        snprintf(c->why, sizeof c->why, "ties with #1, holds more");
+        return;
+    }
+    /* The time recomputation adds: its share of the hardware FLOPs, of the
+     * pipeline's busy time. */
+    const double rec_c = (c->hardware_flops - c->flops) / c->hardware_flops *
+                         c->pipeline_seconds * (1 - c->bubble);
+    const double rec_b = (best->hardware_flops - best->flops) / best->hardware_flops *
+                         best->pipeline_seconds * (1 - best->bubble);
+    /* The rest of the pipeline's busy time: the kernels themselves (more
+     * of them without sequence parallelism, slower when smaller). */
+    const double comp_c = c->pipeline_seconds * (1 - c->bubble) - c->tp_seconds - rec_c;
+    const double comp_b = best->pipeline_seconds * (1 - best->bubble) - best->tp_seconds - rec_b;
+    struct { double more; const char *what; } f[] = {
+        {comp_c - comp_b, "compute"},
+        {c->bubble * c->pipeline_seconds - best->bubble * best->pipeline_seconds, "bubble"},
+        {c->tp_seconds - best->tp_seconds, c->tp_across_servers ? "TP across servers"
+                                                                : "TP collectives"},
+        {c->dp_seconds - best->dp_seconds, c->zero >= 2 ? "ZeRO collectives" : "DP all-reduce"},
+        {rec_c - rec_b, "recompute"},
+        {c->optimizer_seconds - best->optimizer_seconds, "optimizer"},
     };
+    const int n = (int)(sizeof f / sizeof f[0]);
     int k = 0;
-    for (int i = 1; i < 4; i++)
-        if (f[i].share > f[k].share)
+    for (int i = 1; i < n; i++)
+        if (f[i].more > f[k].more)
             k = i;
-    if (f[k].share > 0.005)
-        snprintf(c->why, sizeof c->why, "%s (+%.0f%% of its step)", f[k].what, 100 * f[k].share);
+    if (f[k].more > 0.005 * s)
+        snprintf(c->why, sizeof c->why, "%s (+%.0f%% of its step)", f[k].what,
+                 100 * f[k].more / s);
     else
-        snprintf(c->why, sizeof c->why, "smaller kernels, more latency");
+        snprintf(c->why, sizeof c->why, "latency, spread thin (+%.2g%%)",
+                 100 * (s - best->step_seconds) / s);
 }
 
 /* A plan for many GPUs takes seconds (thousands of layouts, each of their
@@ -173,9 +200,11 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
                 for (int m = 1; m <= per_dp; m++) {
                     if (!divides(m, per_dp) || (pinned_m && m != rc->micro_batches))
                         continue;
-                    /* Enough micro-batches to fill a pipe, few enough to
-                     * simulate quickly: the enumeration's bounds. */
-                    if (!pinned_m && (m > 8 * pp + 8 || (pp == 1 && m > 1)))
+                    /* Enough micro-batches to fill a pipe, or on one stage
+                     * to hold fewer activations at once (gradient
+                     * accumulation), few enough to simulate quickly: the
+                     * enumeration's bounds. */
+                    if (!pinned_m && m > 8 * pp + 8)
                         continue;
                     for (int rec = 0; rec < 3; rec++) {
                         if ((rc->given & TT_GIVEN_RECOMPUTE) && rec != rc->recompute)
@@ -214,7 +243,7 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
     }
     qsort(pl->c, (size_t)pl->n, sizeof *pl->c, by_rank);
     for (int i = 0; i < pl->n; i++)
-        explain(&pl->c[i], &pl->c[0], cl);
+        explain(&pl->c[i], &pl->c[0], pl);
     return 0;
 }
 

@@ -328,7 +328,7 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
         tt_plan_candidate c = c0;
         c.zero = zeros[i];
         c.memory[TT_PMEM_TOTAL] = -1;
-        double tail_dp = 0, adam = 0;
+        double tail_dp = 0, adam = 0, synced = 0;
         for (int s = 0; s < p; s++) {
             double mem[TT_PMEM_N];
             stage_memory(x, &g, chunk_layers, s, v, &shape[s], mbs, c.zero, c.recompute,
@@ -347,6 +347,10 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
             double t = dp_sync_seconds(x, dp_link(cl, &g, s), c.dp, P, c.zero, m) +
                        tt_cost_compute(cl, sq.flops, 4.0 * sq.floats);
             tail_dp = t > tail_dp ? t : tail_dp;
+            /* Each stage starts its tail when its own pipeline work ends
+             * (under 1F1B stage 0 ends last); the loss and norm all-reduce
+             * waits for the latest. */
+            synced = res.end[s] + t > synced ? res.end[s] + t : synced;
             double a = tt_cost_compute(cl, ad.flops, 4.0 * ad.floats);
             adam = a > adam ? a : adam;
         }
@@ -354,7 +358,8 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
         c.bubble = res.span > 0 ? 1.0 - busy / p / res.span : 0.0;
         c.tp_seconds = tp_comm;
         c.dp_seconds = tail_dp;
-        c.step_seconds = res.span + tail_dp + ar16 + adam;
+        c.optimizer_seconds = adam;
+        c.step_seconds = synced + ar16 + adam;
         c.fits = c.memory[TT_PMEM_TOTAL] <= cl->gpu_memory_bytes;
         c.flops = tt_model_flops(cfg, rc->batch);
         /* Hardware FLOPs: what recomputation runs again (Narayanan et al.:

@@ -12,6 +12,11 @@ typedef struct {
     tt_plan *plan;
 } tt_plan_ctx;
 
+/* The unit memory is shown in: MiB on GPUs under 4 GiB, else GiB
+ * (plan_report.c), and its name. */
+double tt_plan_mem_unit(const tt_plan *pl);
+const char *tt_plan_mem_name(const tt_plan *pl);
+
 /* One layout (all but ZeRO): the pipeline simulated with the chunk costs,
  * then for each ZeRO stage zeros[i] the step's tail as tt_train_step runs
  * it; the candidates are added to the plan. Returns -1 if the schedule

@@ -1,6 +1,7 @@
 /* plan_report.c - the planner's answer: a ranked table a person reads, the
  * JSON of design.md section 11 a program reads, and --plan's entry point. */
 #include "tt/app/plan.h"
+#include "app/plan_internal.h"
 #include "tt/core/outpath.h"
 #include "tt/model/cost.h"
 #include "tt/parallel/pipeline.h"
@@ -14,8 +15,11 @@
 #define GIB 1073741824.0
 
 /* Memory in GiB, or in MiB on a cluster of small GPUs (classroom). */
-static double mem_unit(const tt_plan *pl) { return pl->cluster.gpu_memory_bytes < 4 * GIB ? 1048576.0 : GIB; }
-static const char *mem_name(const tt_plan *pl) { return mem_unit(pl) == GIB ? "GiB" : "MiB"; }
+double tt_plan_mem_unit(const tt_plan *pl)
+{
+    return pl->cluster.gpu_memory_bytes < 4 * GIB ? 1048576.0 : GIB;
+}
+const char *tt_plan_mem_name(const tt_plan *pl) { return tt_plan_mem_unit(pl) == GIB ? "GiB" : "MiB"; }
 
 static const char *const recompute_names[] = {"none", "selective", "full"};
 
@@ -73,10 +77,10 @@ void tt_plan_print(FILE *out, const tt_plan *pl, int rows)
     fprintf(out, "Plan: %d layers, dim %d, %d heads, seq %d, vocab %d: %.4g parameters; "
                  "global batch %d sequences\n",
             m->L, m->C, m->NH, m->T, m->V, pl->parameters, pl->batch);
-    const double U = mem_unit(pl);
+    const double U = tt_plan_mem_unit(pl);
     fprintf(out, "on %d GPUs of %s (%d per server, %.0f %s each, %s peak %.4g FLOP/s x GEMM "
                  "efficiency %.2f); precision %s\n",
-            pl->gpus, cl->name, cl->gpus_per_server, cl->gpu_memory_bytes / U, mem_name(pl),
+            pl->gpus, cl->name, cl->gpus_per_server, cl->gpu_memory_bytes / U, tt_plan_mem_name(pl),
             pl->mixed ? "16-bit" : "FP32", pl->mixed ? cl->peak_flops : cl->peak_flops_fp32,
             cl->gemm_efficiency, pl->mixed ? "mixed (2+2+12 bytes per parameter)"
                                            : "fp32 (the emulator's 4+4+8 bytes per parameter)");
@@ -87,7 +91,7 @@ void tt_plan_print(FILE *out, const tt_plan *pl, int rows)
                  "clocks' cost model (doc/planner.md)\n\n", pl->n, fit);
     const int money = pl->train_tokens > 0;
     char memh[16];
-    snprintf(memh, sizeof memh, "mem %s", mem_name(pl));
+    snprintf(memh, sizeof memh, "mem %s", tt_plan_mem_name(pl));
     fprintf(out, " #  %-58s %9s %6s %10s %6s %6s", "layout", memh, "fits", "step",
             "bubble", "MFU");
     if (money)
@@ -122,7 +126,7 @@ void tt_plan_print(FILE *out, const tt_plan *pl, int rows)
                  "%.3f, activations %.3f, comm buffers %.3f = %.3f %s\n",
             b->worst_stage, b->memory[TT_PMEM_WEIGHTS] / U, b->memory[TT_PMEM_GRADIENTS] / U,
             b->memory[TT_PMEM_OPTIMIZER] / U, b->memory[TT_PMEM_ACTIVATIONS] / U,
-            b->memory[TT_PMEM_COMM] / U, b->memory[TT_PMEM_TOTAL] / U, mem_name(pl));
+            b->memory[TT_PMEM_COMM] / U, b->memory[TT_PMEM_TOTAL] / U, tt_plan_mem_name(pl));
     fprintf(out, "  step %.6g s: pipeline %.6g s (bubble %.1f%%), TP collectives %.3g s of it, "
                  "gradient sync %.3g s; %.4g model FLOPs (%.4g hardware), MFU %.1f%%\n",
             b->step_seconds, b->pipeline_seconds, 100 * b->bubble, b->tp_seconds, b->dp_seconds,

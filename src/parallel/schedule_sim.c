@@ -111,7 +111,7 @@ static int fail_deadlock(const tt_action_list *lists, const tt_sched_table *t, c
 /* Sweeps the stages until all are done; a full sweep in which no stage
  * advances while some still have items is a deadlock. */
 static int simulate(const tt_action_list *lists, const tt_sched_table *t, sim_state *st,
-                    double *span, tt_err *e)
+                    double *span, double *end, tt_err *e)
 {
     int p = t->p, n_ev = t->m * t->K;
     st->sent_act = tt_malloc((size_t)n_ev * sizeof *st->sent_act);
@@ -137,9 +137,11 @@ static int simulate(const tt_action_list *lists, const tt_sched_table *t, sim_st
         }
     }
     *span = 0.0;
-    for (int s = 0; s < p; s++)
+    for (int s = 0; s < p; s++) {
+        end[s] = st->clock[s];
         if (st->clock[s] > *span)
             *span = st->clock[s];
+    }
     free(st->sent_act);
     free(st->sent_grad);
     free(st->pc);
@@ -178,19 +180,20 @@ int tt_schedule_simulate(const tt_action_list *lists, int p, int m, int v, const
     st.peak = tt_calloc((size_t)p, sizeof *st.peak);
     for (int s = 0; s < p; s++)
         st.start[s] = tt_calloc((size_t)lists[s].n, sizeof **st.start);
-    double span = 0.0;
+    double span = 0.0, *end = tt_calloc((size_t)p, sizeof *end);
     int rc = tt_sched_check_fields(lists, &t, e);
     if (rc == 0)
         rc = tt_sched_check_order(lists, &t, e);
     if (rc == 0)
-        rc = simulate(lists, &t, &st, &span, e);
+        rc = simulate(lists, &t, &st, &span, end, e);
     for (int k = 0; k < T_N; k++)
         free(t.at[k]);
     if (rc == 0 && res) {
         *res = (tt_sim_result){.p = p, .m = m, .v = v, .start = st.start, .span = span,
-                               .busy = st.busy, .peak_held = st.peak};
+                               .end = end, .busy = st.busy, .peak_held = st.peak};
         return 0;
     }
+    free(end);
     for (int s = 0; s < p; s++)
         free(st.start[s]);
     free(st.start);
@@ -207,6 +210,7 @@ void tt_sim_result_free(tt_sim_result *res)
         for (int s = 0; s < res->p; s++)
             free(res->start[s]);
     free(res->start);
+    free(res->end);
     free(res->busy);
     free(res->peak_held);
     memset(res, 0, sizeof *res);

@@ -25,6 +25,7 @@ typedef struct {
     double pipeline_seconds;    /* first forward to last backward */
     double tp_seconds;          /* TP collectives on the critical stage */
     double dp_seconds;          /* gradient sync (or ZeRO's collectives) */
+    double optimizer_seconds;   /* AdamW on the stage with the most to update */
     int tp_across_servers;
     double train_seconds, energy_kwh, cost;
     char why[96];

@@ -131,6 +131,7 @@ typedef struct {
     int p, m, v;
     double **start;  /* [stage][action] start time (compute and comm actions) */
     double span;     /* time until the last stage finishes */
+    double *end;     /* [stage] time its last action ends (span is the most) */
     double *busy;    /* [stage] time spent computing */
     int *peak_held;  /* [stage] most micro-batches forwarded, not yet backwarded
                         (or, with W actions, not yet through W), counting each
