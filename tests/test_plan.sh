@@ -193,6 +193,38 @@ plan best --gpus 8
 best_check 0
 planted "the second candidate" best_check 1
 
+# 6b. One GPU, a model whose activations do not fit 64 MiB in one
+#     micro-batch: gradient accumulation (more micro-batches, the same FLOPs)
+#     fits without recomputing anything, so the best plan micro-batches and
+#     recomputes nothing (the planner once tried one micro-batch on one stage
+#     and recommended full recomputation, a third more compute). The emulator
+#     agrees: that layout fits --gpu-mem 64M, one micro-batch does not.
+one="--layers 8 --dim 128 --heads 8"
+plan one --gpus 1 $one
+py "one GPU: the best micro-batches and recomputes nothing" "
+import json, sys
+c = json.load(open(sys.argv[1] + '/one.json'))['candidates']
+b = c[0]
+print('best: m %d, recompute %s, fits %s' % (b['micro_batches'], b['recompute'], b['fits']))
+sys.exit(not (b['fits'] and b['recompute'] == 'none' and b['micro_batches'] > 1))"
+m_best=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['candidates'][0]['micro_batches'])" "$work/one.json")
+tt 1 $one --micro-batches "$m_best" --gpu-mem 64M --steps 1 --sample-len 0 --eval-every 0 --quiet
+[ "$status" -eq 0 ] && ok "... and a run of it fits 64 MiB (m $m_best)" || not_ok "the best one-GPU plan, run: exit $status"
+tt 1 $one --micro-batches 1 --gpu-mem 64M --steps 1 --sample-len 0 --eval-every 0 --quiet
+[ "$status" -eq 1 ] && grep -q "out of memory" "$work/err" "$work/out" && ok "... where one micro-batch runs out of memory" ||
+    not_ok "one micro-batch on 64 MiB: exit $status"
+
+# 6c. Why a row loses, against #1: on 8 GPUs with the same layout pinned but
+#     ZeRO, ZeRO 0 runs AdamW on 4 times the parameters of ZeRO 1 (dp 4) with
+#     the same pipeline, so the optimizer is what it loses by; the reason
+#     once took the row's own recompute share, or named the DP all-reduce.
+plan why --gpus 8 $one --tp 1 --pp 2 --dp 4 --recompute none --micro-batches 6 --schedule 1f1b
+py "ZeRO 0 against ZeRO 1: the optimizer" "
+import sys
+rows = [l for l in open(sys.argv[1] + '/out') if ' z0 ' in l and 'yes' in l]
+print(rows[0].rstrip()[-32:].strip() if rows else 'no ZeRO 0 row')
+sys.exit(not rows or ' optimizer (+' not in rows[0] or ' best' in rows[0])"
+
 # 7. Narayanan et al. 2021, Table 1 (V = 51200, s = 2048): heads, h, l and
 #    the published billions. Their count ties lm_head to the embedding and has
 #    no ln_f, so P - V h - 2 h = 12 l h^2 + 13 l h + (V + s) h.
