@@ -70,6 +70,50 @@ gpu1(dp1,pp0,tp0)}, step 1
   for: the gradient all-reduce of bucket 0 of 3
 DP the gradient all-reduce of bucket 2 of 3 (all-reduce, step 0)" --dp 2 --dp-bucket 64K --no-overlap
 
+# A rank stopped from outside (SIGSTOP, as a debugger or a frozen host
+# would) while it waits in a communication: its watchdog is frozen with it,
+# and when it runs again the time it did not run must not count, or it
+# reports at once a wait it did not watch (seen when mpirun continues a
+# stopped rank to end the job: a second report, blaming the peer). Here
+# rank 0 waits for the stalled rank 1 in step 1, is stopped half a second
+# into that wait for 5 s (more than its 3 s limit), continued, and must stay
+# silent for the next second; then it reports the wait it did watch, about
+# 3 s, not the 6 s since the wait began. Rank 0 is found by its environment
+# among the processes of a run with a marker prompt.
+mark="stopme$$"
+$TT_MPIRUN -np 2 "$TT_BIN" $cfg --pp 2 --watchdog 3 --inject-bug stall --prompt "$mark" \
+    --log "$work/stop.csv" >"$work/out" 2>"$work/err" &
+job=$!
+i=0
+while [ "$(grep -c '^[0-9]' "$work/stop.csv" 2>/dev/null || echo 0)" -lt 1 ] && [ $i -lt 300 ]; do
+    sleep 0.1; i=$((i + 1))
+done
+sleep 0.5
+rank0=""
+for pid in $(pgrep -f "$mark"); do
+    tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" &&
+        [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$(basename "$TT_BIN" | cut -c1-15)" ] && rank0=$pid
+done
+[ -n "$rank0" ] && kill -STOP "$rank0"
+sleep 5
+[ -n "$rank0" ] && kill -CONT "$rank0"
+sleep 1
+early=$(grep -c "has waited" "$work/err")
+i=0
+while kill -0 "$job" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+kill "$job" 2>/dev/null
+wait "$job"
+waited=$(sed -n 's/.*(world rank 0) has waited \([0-9.]*\) s.*/\1/p' "$work/err" | head -n 1)
+if [ -z "$rank0" ]; then
+    not_ok "rank 0 stopped: its process was not found"
+elif [ "$early" -ne 0 ]; then
+    not_ok "rank 0 stopped for 5 s: it reported within 1 s of continuing ($(grep 'has waited' "$work/err" | head -n 1))"
+elif [ -z "$waited" ] || awk -v w="$waited" 'BEGIN { exit !(w >= 4.5) }'; then
+    not_ok "rank 0 stopped for 5 s: then no report, or one counting the stop ('$waited' s)"
+else
+    ok "rank 0 stopped for 5 s mid-wait: silent for 1 s once continued, then a wait of $waited s"
+fi
+
 # Unaffected: the watchdog on or off, the same checkpoint and no report.
 tt 2 $cfg --pp 2 --watchdog 0 --save "$work/off.st"
 s0=$status

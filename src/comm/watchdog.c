@@ -253,20 +253,35 @@ static void report(double now)
     }
 }
 
+/* The longest the thread sleeps: it also watches its own process. */
+#define TICK_SECONDS 0.5
+
 static void *watch_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&mu);
+    double last = mono();
     while (!stopping) {
         double now = mono();
+        /* Woken a second or more after it asked: this process itself did
+         * not run (stopped by SIGSTOP or a debugger, or starved), so it
+         * cannot tell how long it waited for a peer; the time it was frozen
+         * does not count. A rank stopped mid-run and continued when mpirun
+         * ends the job would otherwise report a wait of its own and blame
+         * a peer. */
+        if (now - last > TICK_SECONDS + 1.0 && armed)
+            now_in.since += now - last - TICK_SECONDS;
+        last = now;
         if (armed && now - now_in.since >= limit) {
             report(now);
             _exit(1);
         }
-        /* Until the armed call's deadline, or one limit when idle: a call
-         * that begins while this sleeps has its deadline after the wake-up,
-         * so no call is seen late and an idle rank wakes once per limit. */
+        /* Until the armed call's deadline, or one limit when idle, and at
+         * most a tick: a call that begins while this sleeps has its
+         * deadline after the wake-up, so no call is seen late. */
         double until = armed ? now_in.since + limit : now + limit;
+        if (until > now + TICK_SECONDS)
+            until = now + TICK_SECONDS;
         struct timespec ts = {(time_t)until, (long)((until - (double)(time_t)until) * 1e9)};
         pthread_cond_timedwait(&wake, &mu, &ts);
     }
