@@ -40,8 +40,9 @@ static int by_rank(const void *pa, const void *pb)
 
 /* Why a candidate loses to the best: of the parts of the step the two are
  * priced by, the one it spends the most more time in, as a share of its own
- * step; when no part differs by half a percent, the latencies of its many
- * messages and small kernels. */
+ * step; when no part differs by half a percent, small parts spread thin
+ * (latencies of messages, kernels whose cost does not shrink with the
+ * micro-batch). */
 static void explain(tt_plan_candidate *c, const tt_plan_candidate *best, const tt_plan *pl)
 {
     if (!c->fits) {
@@ -57,7 +58,9 @@ static void explain(tt_plan_candidate *c, const tt_plan_candidate *best, const t
     }
     const double s = c->step_seconds;
     if (step_key(s) == step_key(best->step_seconds)) {
-        snprintf(c->why, sizeof c->why, "ties with #1, holds more");
+        snprintf(c->why, sizeof c->why, "%s",
+                 c->memory[TT_PMEM_TOTAL] > best->memory[TT_PMEM_TOTAL] ? "ties with #1, holds more"
+                                                                       : "ties with #1");
         return;
     }
     /* The time recomputation adds: its share of the hardware FLOPs, of the
@@ -88,7 +91,7 @@ static void explain(tt_plan_candidate *c, const tt_plan_candidate *best, const t
         snprintf(c->why, sizeof c->why, "%s (+%.0f%% of its step)", f[k].what,
                  100 * f[k].more / s);
     else
-        snprintf(c->why, sizeof c->why, "latency, spread thin (+%.2g%%)",
+        snprintf(c->why, sizeof c->why, "small parts, spread thin (+%.2g%%)",
                  100 * (s - best->step_seconds) / s);
 }
 
