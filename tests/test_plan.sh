@@ -219,6 +219,16 @@ tt 1 $one --micro-batches 1 --gpu-mem 64M --steps 1 --sample-len 0 --eval-every 
 #     the same pipeline, so the optimizer is what it loses by; the reason
 #     once took the row's own recompute share, or named the DP all-reduce.
 plan why --gpus 8 $one --tp 1 --pp 2 --dp 4 --recompute none --micro-batches 6 --schedule 1f1b
+# The JSON carries the parts: AdamW is memory-bound on the same pipeline,
+# so ZeRO 0's optimizer time (all P parameters) is dp = 4 times ZeRO 1's
+# (P / 4 each), and the ZeRO 0 row's why names it.
+py "ZeRO 0's optimizer time is dp = 4 times ZeRO 1's, in the JSON" "
+import json, sys
+c = json.load(open(sys.argv[1] + '/why.json'))['candidates']
+z = {x['zero']: x for x in c if x['fits']}
+r = z[0]['optimizer_seconds'] / z[1]['optimizer_seconds']
+print('%.6f s / %.6f s = %.4f; why: %s' % (z[0]['optimizer_seconds'], z[1]['optimizer_seconds'], r, z[0]['why']))
+sys.exit(abs(r - 4) > 1e-9 or not z[0]['why'].startswith('optimizer (+'))"
 py "ZeRO 0 against ZeRO 1: the optimizer" "
 import sys
 rows = [l for l in open(sys.argv[1] + '/out') if ' z0 ' in l and 'yes' in l]

@@ -193,12 +193,16 @@ int tt_plan_write_json(const tt_plan *pl, const char *path, tt_err *e)
         cJSON *mb = cJSON_AddObjectToObject(o, "memory_bytes");
         for (int k = 0; k < TT_PMEM_N; k++)
             cJSON_AddNumberToObject(mb, mem_keys[k], p->memory[k]);
+        /* After the fields of design.md section 11, the parts of the step
+         * the why column compares, and the column itself. */
         static const char *const keys[] = {
             "flops_per_step", "hardware_flops_per_step", "step_seconds", "bubble", "mfu", "train_seconds", "energy_kwh",
-            "cost"};
+            "cost", "pipeline_seconds", "tp_seconds", "dp_seconds", "optimizer_seconds"};
         const double values[] = {p->flops, p->hardware_flops, p->step_seconds, p->bubble, p->mfu,
-                                 p->train_seconds, p->energy_kwh, p->cost};
+                                 p->train_seconds, p->energy_kwh, p->cost, p->pipeline_seconds,
+                                 p->tp_seconds, p->dp_seconds, p->optimizer_seconds};
         add_numbers(o, keys, values, sizeof values / sizeof(double));
+        cJSON_AddStringToObject(o, "why", p->why);
         cJSON_AddItemToArray(arr, o);
     }
     char *text = cJSON_Print(root);
