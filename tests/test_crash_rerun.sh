@@ -17,26 +17,6 @@ cfg="--layers 2 --dim 64 --heads 4 --seq 64 --batch 8 --micro-batches 2 --warmup
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
-# The pid of world rank R among the children of mpirun M.
-rank_pid() {
-    for p in $(pgrep -P "$1"); do
-        if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
-            echo "$p"
-            return
-        fi
-    done
-}
-
-# Waits (at most 30 s) until the shell condition $1 holds; 1 if it never did.
-wait_for() {
-    i=0
-    while ! eval "$1"; do
-        i=$((i + 1))
-        [ "$i" -gt 1500 ] && return 1
-        sleep 0.02
-    done
-}
-
 # run DIR: the command every run of this test is, in DIR (stdout, stderr and
 # status in DIR/out, DIR/err, $status).
 run() {

@@ -78,29 +78,19 @@ DP the gradient all-reduce of bucket 2 of 3 (all-reduce, step 0)" --dp 2 --dp-bu
 # rank 0 waits for the stalled rank 1 in step 1, is stopped half a second
 # into that wait for 5 s (more than its 3 s limit), continued, and must stay
 # silent for the next second; then it reports the wait it did watch, about
-# 3 s, not the 6 s since the wait began. Rank 0 is found by its environment
-# among the processes of a run with a marker prompt.
-mark="stopme$$"
-$TT_MPIRUN -np 2 "$TT_BIN" $cfg --pp 2 --watchdog 3 --inject-bug stall --prompt "$mark" \
+# 3 s, not the 6 s since the wait began.
+$TT_MPIRUN -np 2 "$TT_BIN" $cfg --pp 2 --watchdog 3 --inject-bug stall \
     --log "$work/stop.csv" >"$work/out" 2>"$work/err" &
 job=$!
-i=0
-while [ "$(grep -c '^[0-9]' "$work/stop.csv" 2>/dev/null || echo 0)" -lt 1 ] && [ $i -lt 300 ]; do
-    sleep 0.1; i=$((i + 1))
-done
+wait_for 'grep -q "^[0-9]" "$work/stop.csv" 2>/dev/null'
 sleep 0.5
-rank0=""
-for pid in $(pgrep -f "$mark"); do
-    tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" &&
-        [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$(basename "$TT_BIN" | cut -c1-15)" ] && rank0=$pid
-done
+rank0=$(rank_pid "$job" 0)
 [ -n "$rank0" ] && kill -STOP "$rank0"
 sleep 5
 [ -n "$rank0" ] && kill -CONT "$rank0"
 sleep 1
 early=$(grep -c "has waited" "$work/err")
-i=0
-while kill -0 "$job" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+wait_for '! kill -0 "$job" 2>/dev/null'
 kill "$job" 2>/dev/null
 wait "$job"
 waited=$(sed -n 's/.*(world rank 0) has waited \([0-9.]*\) s.*/\1/p' "$work/err" | head -n 1)

@@ -18,6 +18,28 @@ tt() {
     status=$?
 }
 
+# rank_pid M R: the pid of world rank R among the children of mpirun M (a
+# job started in the background: M is its $!).
+rank_pid() {
+    for p in $(pgrep -P "$1"); do
+        if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
+            echo "$p"
+            return
+        fi
+    done
+}
+
+# wait_for CONDITION: waits (at most 30 s) until the shell condition holds;
+# 1 if it never did.
+wait_for() {
+    i=0
+    while ! eval "$1"; do
+        i=$((i + 1))
+        [ "$i" -gt 1500 ] && return 1
+        sleep 0.02
+    done
+}
+
 ok() { checks=$((checks + 1)); echo "ok - $1"; }
 not_ok() {
     checks=$((checks + 1)); failures=$((failures + 1))

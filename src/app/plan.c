@@ -38,6 +38,17 @@ static int by_rank(const void *pa, const void *pb)
            : a->memory[TT_PMEM_TOTAL] > b->memory[TT_PMEM_TOTAL];
 }
 
+/* A candidate's pipeline busy time in two parts: what recomputation adds
+ * (its share of the hardware FLOPs) and the rest, the kernels themselves
+ * (more of them without sequence parallelism, slower when smaller), TP
+ * collectives apart. */
+static void busy_parts(const tt_plan_candidate *c, double *recompute, double *compute)
+{
+    const double busy = c->pipeline_seconds * (1 - c->bubble);
+    *recompute = (c->hardware_flops - c->flops) / c->hardware_flops * busy;
+    *compute = busy - c->tp_seconds - *recompute;
+}
+
 /* Why a candidate loses to the best: of the parts of the step the two are
  * priced by, the one it spends the most more time in, as a share of its own
  * step; when no part differs by half a percent, small parts spread thin
@@ -63,16 +74,9 @@ static void explain(tt_plan_candidate *c, const tt_plan_candidate *best, const t
                                                                        : "ties with #1");
         return;
     }
-    /* The time recomputation adds: its share of the hardware FLOPs, of the
-     * pipeline's busy time. */
-    const double rec_c = (c->hardware_flops - c->flops) / c->hardware_flops *
-                         c->pipeline_seconds * (1 - c->bubble);
-    const double rec_b = (best->hardware_flops - best->flops) / best->hardware_flops *
-                         best->pipeline_seconds * (1 - best->bubble);
-    /* The rest of the pipeline's busy time: the kernels themselves (more
-     * of them without sequence parallelism, slower when smaller). */
-    const double comp_c = c->pipeline_seconds * (1 - c->bubble) - c->tp_seconds - rec_c;
-    const double comp_b = best->pipeline_seconds * (1 - best->bubble) - best->tp_seconds - rec_b;
+    double rec_c, comp_c, rec_b, comp_b;
+    busy_parts(c, &rec_c, &comp_c);
+    busy_parts(best, &rec_b, &comp_b);
     struct { double more; const char *what; } f[] = {
         {comp_c - comp_b, "compute"},
         {c->bubble * c->pipeline_seconds - best->bubble * best->pipeline_seconds, "bubble"},

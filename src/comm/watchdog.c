@@ -276,12 +276,12 @@ static void *watch_main(void *arg)
             report(now);
             _exit(1);
         }
-        /* Until the armed call's deadline, or one limit when idle, and at
-         * most a tick: a call that begins while this sleeps has its
-         * deadline after the wake-up, so no call is seen late. */
-        double until = armed ? now_in.since + limit : now + limit;
-        if (until > now + TICK_SECONDS)
-            until = now + TICK_SECONDS;
+        /* A tick, or less to the armed call's deadline: a call that begins
+         * while this sleeps has its deadline after the wake-up (the limit is
+         * at least a second), so no call is seen late. */
+        double until = now + TICK_SECONDS;
+        if (armed && now_in.since + limit < until)
+            until = now_in.since + limit;
         struct timespec ts = {(time_t)until, (long)((until - (double)(time_t)until) * 1e9)};
         pthread_cond_timedwait(&wake, &mu, &ts);
     }
