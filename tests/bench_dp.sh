@@ -40,8 +40,8 @@ set -u
 bin=$1
 rounds=${2:-${BENCH_ROUNDS:-5}}
 case $rounds in '' | *[!0-9]* | 0) echo "bench_dp.sh: BENCH_ROUNDS must be a positive number, not '$rounds'" >&2; exit 2 ;; esac
-launch="${MPIRUN:-mpirun} -q --oversubscribe"
-[ "$(id -u)" = 0 ] && launch="$launch --allow-run-as-root"
+. "$(dirname "$0")/launcher.sh"
+launch=$TT_MPIRUN
 export OPENBLAS_NUM_THREADS=1
 cfg="--steps 12 --batch 24 --quiet --sample-len 0 --eval-every 0 --no-spot-check"
 tmp=$(mktemp -d)

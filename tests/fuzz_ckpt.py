@@ -304,10 +304,13 @@ def run(path, layout, cfg):
     np_, flags = LAYOUTS[layout]
     sdir = path + "." + layout + ".status"
     os.makedirs(sdir, exist_ok=True)
-    wrapper = ('"$0" "$@"; s=$?; echo $s > "%s/${OMPI_COMM_WORLD_RANK:-0}"; exit $s' % sdir)
-    cmd = (shlex.split(cfg["mpirun"]) + ["--mca", "orte_abort_on_non_zero_status", "0",
-                                         "-np", str(np_), "sh", "-c", wrapper, cfg["bin"]]
-           + flags + ["--resume", path, "--steps", str(cfg["step"] + 1), "--quiet",
+    # each rank's status in a file of its own; Hydra signals the others with
+    # SIGUSR1 when one exits non-zero under -disable-auto-cleanup: ignored
+    wrapper = ('trap "" USR1; "$0" "$@"; s=$?; '
+               'echo $s > "%s/${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}"; exit $s' % sdir)
+    keep_going = os.environ.get("TT_MPI_KEEP_GOING", "--mca orte_abort_on_non_zero_status 0")
+    cmd = (shlex.split(cfg["mpirun"]) + shlex.split(keep_going)
+           + ["-np", str(np_), "sh", "-c", wrapper, cfg["bin"]] + flags + ["--resume", path, "--steps", str(cfg["step"] + 1), "--quiet",
                       "--sample-len", "0", "--no-spot-check"])
     t0 = time.time()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

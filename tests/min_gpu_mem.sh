@@ -10,8 +10,8 @@ set -u
 np=$1
 bin=$2
 shift 2
-launch="${MPIRUN:-mpirun} -q --oversubscribe"
-[ "$(id -u)" = 0 ] && launch="$launch --allow-run-as-root"
+. "$(dirname "$0")/launcher.sh"
+launch=$TT_MPIRUN
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 # 0: it trains; 1: refused for memory; anything else stops the search.

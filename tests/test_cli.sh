@@ -31,6 +31,50 @@ else
     echo "# this MPI ignores OMPI_MCA_pml: answering without MPI not checked"
 fi
 
+# Started by another MPI's launcher, each process would find MPI_COMM_WORLD
+# of size 1 and train alone, all of them writing the same files: the first
+# says so once, naming the launcher and the mpirun configure found, and all
+# exit 2 before any work. Faked by a launcher's variables around a singleton
+# (Open MPI's, then Hydra's and Slurm's), then for real when the other MPI's
+# launcher is installed.
+for vars in "OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_RANK=0:Open MPI's mpirun started 3" \
+    "PMI_SIZE=2 PMI_RANK=0:a PMI launcher (MPICH's mpirun, Slurm) started 2" "PMI_SIZE=2 PMI_RANK=1:"; do
+    # shellcheck disable=SC2086
+    env ${vars%%:*} timeout 60 "$TT_BIN" $small --steps 1 --save "$work/alone.st" >"$work/out" 2>"$work/err"
+    alone=$?
+    said=${vars#*:}
+    if [ "$alone" -eq 2 ] && [ ! -e "$work/alone.st" ] && ! grep -q "^step" "$work/out" &&
+        if [ -n "$said" ]; then
+            [ "$(grep -c . "$work/err")" -eq 1 ] &&
+                grep -q "^tiny_transformer: $said processes, but MPI gives this one a world of 1: the program was built with .*, and each process would train alone. Launch it with the mpirun of the MPI it was built with (configure found .*)$" "$work/err"
+        else
+            [ ! -s "$work/err" ]
+        fi; then
+        how="one line"
+        [ -n "$said" ] || how="silent (not the first)"
+        ok "${vars%%:*}: another launcher's process refuses, exit 2, $how"
+    else
+        not_ok "${vars%%:*}: exit $alone; $(head -c 300 "$work/err")"
+    fi
+done
+case $TT_MPI_FLAVOUR in openmpi) other=mpirun.mpich ;; *) other=mpirun.openmpi ;; esac
+if command -v "$other" >/dev/null 2>&1; then
+    extra=""
+    [ "$other" = mpirun.openmpi ] && extra="--oversubscribe"
+    [ "$other" = mpirun.openmpi ] && [ "$(id -u)" = 0 ] && extra="$extra --allow-run-as-root"
+    # shellcheck disable=SC2086
+    timeout 120 "$other" $extra -np 2 "$TT_BIN" $small --steps 1 >"$work/out" 2>"$work/err"
+    alone=$?
+    if [ "$alone" -eq 2 ] && [ "$(grep -c "^tiny_transformer: .* started 2 processes, but MPI gives this one a world of 1" "$work/err")" -eq 1 ] &&
+        ! grep -q "^step" "$work/out"; then
+        ok "$other -np 2 on a build of the other MPI: $(grep '^tiny_transformer' "$work/err" | cut -c1-90)..."
+    else
+        not_ok "$other -np 2 on a build of the other MPI: exit $alone"
+    fi
+else
+    echo "# $other is not installed: a real launch by the other MPI not checked"
+fi
+
 # What a user sees from mpirun: the ranks' status (first the plain launcher).
 tt 2 --frobnicate
 [ "$status" -eq 2 ] && ok "mpirun exits 2 on a usage error" || not_ok "mpirun exit status $status on a usage error"

@@ -57,7 +57,7 @@ small="--layers 3 --dim 16 --heads 2 --seq 8 --batch 12 --micro-batches 3 --step
 on2() {
     np=$1
     shift
-    taskset -c "$two" $TT_MPIRUN --bind-to none -np "$np" "$TT_BIN" "$@" >"$work/out" 2>"$work/err"
+    taskset -c "$two" $TT_MPIRUN $TT_MPI_NO_BIND -np "$np" "$TT_BIN" "$@" >"$work/out" 2>"$work/err"
     status=$?
 }
 
@@ -85,7 +85,7 @@ fi
 # until stopped (stop_long ARGS...), started in the background; returns
 # once all 12 ranks are in the training steps (their banner is out).
 long_run() {
-    taskset -c "$two" $TT_MPIRUN --bind-to none -np 12 "$TT_BIN" --tp 2 --pp 3 --dp 2 "$@" \
+    taskset -c "$two" $TT_MPIRUN $TT_MPI_NO_BIND -np 12 "$TT_BIN" --tp 2 --pp 3 --dp 2 "$@" \
         --steps 100000 --sample-len 0 --eval-every 0 --no-spot-check --quiet \
         >"$work/out" 2>"$work/err" &
     job=$!
@@ -256,26 +256,31 @@ else
 fi
 # samples of the ranks' allowed CPUs while a long run trains with lending,
 # on the default model (on part 2's tiny one the end of a step, when cores
-# are lent, is most of the step)
+# are lent, is most of the step). Taken back: a sample with every rank on
+# its own core after one with a rank allowed both CPUs (the first samples
+# may come before any lending). Such samples are a fraction of them (11 of
+# 40 under Open MPI here, 5 of 40 under MPICH, whose ranks spend longer at
+# the step's end): up to 60 samples, 0.1 s apart, until one is found.
+[ "$second" -eq $((first + 1)) ] && both="$first-$second" || both="$first,$second"
+home_after_lent() {
+    awk -v home="6x$first,6x$second" -v both="x$both" '
+        { lent = index($0 "," , both ",") > 0 }
+        lent { seen = 1 }
+        !lent && $0 == home && seen { n++ }
+        END { print n + 0 }' "$work/samples"
+}
 long_run
-rm -f "$work/samples"
+: > "$work/samples"
 n=0
-while [ $n -lt 20 ]; do
+while [ $n -lt 60 ] && [ "$(home_after_lent)" -eq 0 ]; do
     of_ranks status '/^Cpus_allowed_list/ { print $2 }' --steps 100000 | sort | uniq -c |
         awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," } END { print "" }' >> "$work/samples"
     sleep 0.1
     n=$((n + 1))
 done
 stop_long --steps 100000
-# Taken back: a sample with every rank on its own core after one with a
-# rank allowed both CPUs (the first samples may come before any lending).
-[ "$second" -eq $((first + 1)) ] && both="$first-$second" || both="$first,$second"
-home=$(awk -v home="6x$first,6x$second" -v both="x$both" '
-    { lent = index($0 "," , both ",") > 0 }
-    lent { seen = 1 }
-    !lent && $0 == home && seen { n++ }
-    END { print n + 0 }' "$work/samples")
-if [ "$home" -ge 1 ] && [ "$(grep -c . "$work/samples")" -ge 15 ]; then
+home=$(home_after_lent)
+if [ "$home" -ge 1 ]; then
     ok "the lent core is taken back: $home of $(grep -c . "$work/samples") samples after a lent one find every rank on its own core (in order: $(tr '\n' ' ' < "$work/samples"))"
 else
     not_ok "the lent core is not taken back: no sample after a lent one finds every rank on its own core (in order: $(tr '\n' ' ' < "$work/samples"))"

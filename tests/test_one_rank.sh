@@ -20,7 +20,6 @@ tt 1 $small --steps 8 --save "$work/b/other.st"
 # two WANT PATTERN DIR_A ARGS_A -- DIR_B ARGS_B: rank 0 runs in DIR_A with
 # ARGS_A, rank 1 in DIR_B with ARGS_B; both must exit WANT and stderr be one
 # message matching PATTERN (grep -E), from one rank.
-wrap='"$0" "$@"; s=$?; echo $s > "'"$work"'/status.${OMPI_COMM_WORLD_RANK:-0}"; exit $s'
 two() {
     what=$1 want=$2 pattern=$3 dir_a=$4
     shift 4
@@ -31,9 +30,9 @@ two() {
     shift
     rm -f "$work"/status.*
     # shellcheck disable=SC2086
-    timeout 120 $TT_MPIRUN --mca orte_abort_on_non_zero_status 0 \
-        -np 1 -wdir "$dir_a" sh -c "$wrap" "$TT_BIN" $args_a : \
-        -np 1 -wdir "$dir_b" sh -c "$wrap" "$TT_BIN" "$@" >"$work/out" 2>"$work/err"
+    timeout 120 $TT_MPIRUN $TT_MPI_KEEP_GOING \
+        -np 1 -wdir "$dir_a" sh -c "$EACH_WRAP" "$TT_BIN" $args_a : \
+        -np 1 -wdir "$dir_b" sh -c "$EACH_WRAP" "$TT_BIN" "$@" >"$work/out" 2>"$work/err"
     status=$?
     statuses=$(rank_statuses)
     if [ "$status" -eq 124 ]; then

@@ -4,6 +4,18 @@
 set -u
 : "${TT_BIN:?TT_BIN must name the tiny_transformer program}"
 : "${TT_MPIRUN:=mpirun --oversubscribe}"
+: "${TT_MPI_FLAVOUR:=openmpi}" "${TT_MPI_KEEP_GOING=}"
+# A rank's place in the job, as its launcher tells it (Open MPI's or Hydra's
+# variable), for sh -c wrappers around the program: "$RANK_OF_JOB" there.
+RANK_OF_JOB='${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}'
+
+# openmpi_only WHAT: 0 under Open MPI; else says the case WHAT (with why it
+# needs Open MPI) is skipped and returns 1.
+openmpi_only() {
+    [ "$TT_MPI_FLAVOUR" = openmpi ] && return 0
+    echo "# skipped under $TT_MPI_FLAVOUR: $1"
+    return 1
+}
 failures=0
 checks=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/tt-test.XXXXXX")
@@ -18,14 +30,18 @@ tt() {
     status=$?
 }
 
-# rank_pid M R: the pid of world rank R among the children of mpirun M (a
-# job started in the background: M is its $!).
+# rank_pid M R: the pid of world rank R among the descendants of mpirun M (a
+# job started in the background: M is its $!; Open MPI's ranks are its
+# children, Hydra's its proxy's).
 rank_pid() {
     for p in $(pgrep -P "$1"); do
-        if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
+        if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null |
+            grep -qx "OMPI_COMM_WORLD_RANK=$2\|PMI_RANK=$2"; then
             echo "$p"
             return
         fi
+        q=$(rank_pid "$p" "$2")
+        [ -n "$q" ] && { echo "$q"; return; }
     done
 }
 
@@ -50,14 +66,19 @@ not_ok() {
 
 # tt_each NP ARGS...: like tt, but every rank also records its own exit
 # status in $work/status.RANK, so a test can check that all ranks agree.
-# (mpirun would otherwise kill the other ranks as soon as one exits non-zero;
-# with that turned off, mpirun's own status is 0, so only the ranks' count.)
+# (Open MPI's mpirun would otherwise kill the other ranks as soon as one
+# exits non-zero; with that turned off, mpirun's own status is 0, so only the
+# ranks' count.)
+# EACH_WRAP is its sh -c wrapper: the program, then its status into the file.
+# Hydra, told not to clean up, sends SIGUSR1 to the others when a rank exits
+# non-zero; ignored (and so ignored by the program too), each rank ends on
+# its own, as under Open MPI.
+EACH_WRAP='trap "" USR1; "$0" "$@"; s=$?; echo $s > "'"$work"'/status.'"$RANK_OF_JOB"'"; exit $s'
 tt_each() {
     np=$1
     shift
     rm -f "$work"/status.*
-    $TT_MPIRUN --mca orte_abort_on_non_zero_status 0 -np "$np" sh -c '"$0" "$@"; s=$?; echo $s > "'"$work"'/status.${OMPI_COMM_WORLD_RANK:-0}"; exit $s' \
-        "$TT_BIN" "$@" >"$work/out" 2>"$work/err"
+    $TT_MPIRUN $TT_MPI_KEEP_GOING -np "$np" sh -c "$EACH_WRAP" "$TT_BIN" "$@" >"$work/out" 2>"$work/err"
     status=$?
 }
 
@@ -77,7 +98,7 @@ expect_error() {
     lines=$(grep -c . "$work/err")
     if [ "$(grep -c '^tiny_transformer' "$work/err")" -eq 1 ] &&
        [ "$(head -n 1 "$work/err" | grep -c '^tiny_transformer')" -eq 1 ] &&
-       ! grep -q 'MPI\|Signal\|signal\|\*\*\*\|^mpirun\|^---' "$work/err"; then
+       ! grep -q 'MPI\|Signal\|signal\|\*\*\*\|^mpirun\|^---\|^\[mpiexec@\|BAD TERMINATION' "$work/err"; then
         lines=1
     fi
     statuses=$(rank_statuses)

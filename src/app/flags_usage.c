@@ -93,6 +93,7 @@ void tt_config_usage(FILE *out)
                 i += print_entry(out, &tt_flags[i], tt_flag_count - i, &d) - 1;
     }
     fputs("\nOpen MPI needs --oversubscribe for more ranks than cores and\n"
-          "--allow-run-as-root when run as root.\n",
+          "--allow-run-as-root when run as root. A build with MPICH (README)\n"
+          "runs under mpirun.mpich, which needs neither.\n",
           out);
 }

@@ -3,6 +3,8 @@
  * The configuration is parsed and checked identically on every rank before
  * any work; rank 0 alone prints a usage error, and all ranks leave with the
  * same status, so a bad flag never hangs a peer waiting in a collective. */
+#include "config.h"
+
 #include <mpi.h>
 #include <cblas.h>
 #include <stdio.h>
@@ -102,6 +104,51 @@ static int resume_same(const tt_run_config *rc, tt_err *e)
     return 0;
 }
 
+/* The number of processes the launcher started, from its variables (Open
+ * MPI's mpirun; MPICH's Hydra and other PMI launchers such as Slurm's), with
+ * this process's place among them and the launcher's name; 0 without one. */
+static int launcher_size(int *place, const char **who)
+{
+    static const struct { const char *size, *rank, *who; } vars[] = {
+        {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "Open MPI's mpirun"},
+        {"PMI_SIZE", "PMI_RANK", "a PMI launcher (MPICH's mpirun, Slurm)"},
+    };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *n = getenv(vars[i].size), *r = getenv(vars[i].rank);
+        if (n && atoi(n) > 0) {
+            *place = r ? atoi(r) : 0;
+            *who = vars[i].who;
+            return atoi(n);
+        }
+    }
+    return 0;
+}
+
+/* A launcher of one MPI starting a program built with another: each process
+ * then starts MPI alone (a singleton) and would train as a whole 1-GPU job,
+ * all of them writing the same files. Said by the launcher's first process
+ * only (the others cannot tell each other), exit 2 on every one. 1 when it
+ * refused. */
+static int other_launcher(int world)
+{
+    int place = 0;
+    const char *who = NULL;
+    const int n = launcher_size(&place, &who);
+    if (world != 1 || n <= 1)
+        return 0;
+    if (place == 0) {
+        char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+        int len = 0;
+        MPI_Get_library_version(lib, &len);
+        lib[strcspn(lib, ",\n")] = '\0'; /* its name and version */
+        fprintf(stderr, "tiny_transformer: %s started %d processes, but MPI gives this one a "
+                        "world of 1: the program was built with %s, and each process would "
+                        "train alone. Launch it with the mpirun of the MPI it was built with "
+                        "(configure found %s)\n", who, n, lib, TT_MPIRUN);
+    }
+    return 1;
+}
+
 /* --help and --version, answered before MPI starts: a singleton's MPI_Init
  * can take a minute on a loaded machine. Only without a launcher (under
  * mpirun rank 0 alone answers, and only MPI knows the rank; PMIX_RANK is
@@ -132,6 +179,11 @@ int main(int argc, char **argv)
     int rank, world;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (other_launcher(world)) {
+        tt_bell_finalize();
+        MPI_Finalize();
+        return TT_EXIT_USAGE;
+    }
     /* One BLAS thread per rank: each rank is one GPU sharing the CPU with the
      * others. OPENBLAS_NUM_THREADS set by the user still wins. */
     if (!getenv("OPENBLAS_NUM_THREADS"))
@@ -177,12 +229,13 @@ int main(int argc, char **argv)
                                  run_fits, &rc};
         int bad_values = tt_config_check(&rc, &err) != 0;
         /* The environment's settings too, agreed: each rank reads its own. */
-        if (!bad_values && (tt_cores_slice_env(&err) < 0 || tt_cores_lend_env(&err) < 0))
+        if (!bad_values && (tt_cores_slice_env(&err) < 0 || tt_cores_lend_env(&err) < 0 ||
+                            tt_mpi_yields_env(&err) < 0))
             bad_values = 1;
         const int any_bad = tt_agree_status_world(bad_values);
         if (any_bad && !bad_values)
-            tt_fail(&err, "TT_SLICE_MS or TT_LEND_CORES differs between the ranks' "
-                          "environments and is not valid on all of them");
+            tt_fail(&err, "TT_SLICE_MS, TT_LEND_CORES or TT_MPI_YIELDS differs between the "
+                          "ranks' environments and is not valid on all of them");
         bad_values = any_bad;
         if (bad_values || tt_grid_choose(world, &tp, &pp, &dp, &rules, &err)) {
             /* One of the values may be the checkpoint's (--batch 4 when

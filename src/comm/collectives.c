@@ -73,8 +73,10 @@ static int pair_tag(int which)
 /* A collective starts for all when the last member arrives: the members wait
  * for each other asleep (through shared memory on one host; else a
  * non-blocking maximum of their clocks while the clocks tick, or a
- * non-blocking barrier, tested politely), so the blocking collective that
- * follows finds everyone awake and does not spin long. MPI_MAX of doubles is
+ * non-blocking barrier, tested politely), so the collective that follows
+ * finds everyone awake and does not spin long (and where MPI's blocking
+ * calls would spin without yielding, it is their non-blocking twin, waited
+ * for with tt_bell_wait_awake). MPI_MAX of doubles is
  * exact in any order, so no result depends on the algorithm. Returns the
  * latest entry time (0 when the clocks do not tick). */
 static double arrive(MPI_Comm comm, int ticking)
@@ -147,7 +149,13 @@ static int ordered_allreduce(MPI_Comm comm, void *buf, int count, MPI_Datatype t
      * all-reduces in flight beside compute (a gather through shared memory
      * would leave them waiting: dp 12 on 2 cores ran 25% slower). */
     *latest = arrive(comm, ticking);
-    MPI_Allgather(buf, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, comm);
+    if (tt_mpi_yields()) {
+        MPI_Allgather(buf, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, comm);
+    } else {
+        MPI_Request req;
+        MPI_Iallgather(buf, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, comm, &req);
+        tt_bell_wait_awake(&req);
+    }
     memcpy(buf, all, bytes);
     for (int i = 1; i < n; i++) {
         memcpy(x, all + (size_t)i * bytes, bytes); /* aligned for the fold */
@@ -207,7 +215,13 @@ static void allreduce(const tt_grid *g, int where, const void *send, void *recv,
                 tt_pair_finish(&pair[1]);
         } else if (ordered_allreduce(comm, recv, count_, type, op, ticking, &latest) != 0) {
             latest = arrive(comm, ticking);
-            MPI_Allreduce(MPI_IN_PLACE, recv, count_, type, op, comm);
+            if (tt_mpi_yields()) {
+                MPI_Allreduce(MPI_IN_PLACE, recv, count_, type, op, comm);
+            } else {
+                MPI_Request req;
+                MPI_Iallreduce(MPI_IN_PLACE, recv, count_, type, op, comm, &req);
+                tt_bell_wait_awake(&req);
+            }
         }
         if (fold)
             fold(ctx, recv, NULL, count_);
@@ -272,8 +286,8 @@ double tt_coll_wait(const tt_grid *g, tt_coll_req *r, double not_before)
         if (r->ticking)
             tt_pair_finish(&r->pair[1]);
     } else if ((met = tt_bell_gather_max(tt_group_comm(g, r->where), &meet) == 0)) {
-        MPI_Wait(&r->req[0], MPI_STATUS_IGNORE);
-        MPI_Wait(&r->req[1], MPI_STATUS_IGNORE);
+        tt_bell_wait_awake(&r->req[0]);
+        tt_bell_wait_awake(&r->req[1]);
     } else {
         tt_bell_wait(&r->req[0], TT_BELL_NONE);
         if (r->req[1] != MPI_REQUEST_NULL)
@@ -328,10 +342,18 @@ static void gather_or_scatter(const tt_grid *g, int where, const void *send, voi
     double latest = ticking ? tt_vclock_now() : 0.0;
     if (moves[kind].host(comm, send, recv, count_, type, ticking ? &latest : NULL) != 0) {
         latest = arrive(comm, ticking);
-        if (kind == MOVE_ALLGATHER)
+        if (tt_mpi_yields() && kind == MOVE_ALLGATHER) {
             MPI_Allgather(send, count_, type, recv, count_, type, comm);
-        else
+        } else if (tt_mpi_yields()) {
             MPI_Reduce_scatter_block(send, recv, count_, type, MPI_SUM, comm);
+        } else {
+            MPI_Request req;
+            if (kind == MOVE_ALLGATHER)
+                MPI_Iallgather(send, count_, type, recv, count_, type, comm, &req);
+            else
+                MPI_Ireduce_scatter_block(send, recv, count_, type, MPI_SUM, comm, &req);
+            tt_bell_wait_awake(&req);
+        }
     }
     const long long bytes = (long long)n * count_ * tt_comm_type_size(type);
     if (ticking)
@@ -362,7 +384,13 @@ void tt_gatherv(const tt_grid *g, int where, const void *send, int count_, void 
     WATCH_COLLECTIVE(TT_OP_GATHER, g, where);
     const int ticking = tt_vclock_ticking();
     double latest = arrive(comm, ticking);
-    MPI_Gatherv(send, count_, type, recv, counts, displs, type, root, comm);
+    if (tt_mpi_yields()) {
+        MPI_Gatherv(send, count_, type, recv, counts, displs, type, root, comm);
+    } else {
+        MPI_Request req;
+        MPI_Igatherv(send, count_, type, recv, counts, displs, type, root, comm, &req);
+        tt_bell_wait_awake(&req);
+    }
     long long elems = count_;
     if (me == root)
         for (int i = 0; i < n; i++)
@@ -380,7 +408,13 @@ void tt_bcast(const tt_grid *g, int where, void *buf, int count_, MPI_Datatype t
     WATCH_COLLECTIVE(TT_OP_BCAST, g, where);
     const int ticking = tt_vclock_ticking();
     double latest = arrive(comm, ticking);
-    MPI_Bcast(buf, count_, type, root, comm);
+    if (tt_mpi_yields()) {
+        MPI_Bcast(buf, count_, type, root, comm);
+    } else {
+        MPI_Request req;
+        MPI_Ibcast(buf, count_, type, root, comm, &req);
+        tt_bell_wait_awake(&req);
+    }
     const long long bytes = (long long)count_ * tt_comm_type_size(type);
     if (ticking)
         clock_collective(g, where, latest, TT_COLL_BCAST, tt_group_size(g, where), bytes);

@@ -396,6 +396,10 @@ void tt_cores_print(const tt_grid *g, FILE *out, int detail)
     if (c->slice_ms > 0)
         fprintf(out, "cores: each rank may run %d ms before the next one sharing its core "
                      "(TT_SLICE_MS=0: the system's time slice)\n", c->slice_ms);
+    if (!tt_mpi_yields())
+        fprintf(out, "cores: this MPI's blocking calls keep the core while they wait, so "
+                     "collectives run non-blocking, tested with a yield of the core between "
+                     "tests (TT_MPI_YIELDS=1: MPI's own blocking calls)\n");
     if (!detail || !c->pinned)
         return;
     /* every bound rank of the job, by core (across hosts a core number
