@@ -33,8 +33,10 @@ fi
 
 # Started by another MPI's launcher, each process would find MPI_COMM_WORLD
 # of size 1 and train alone, all of them writing the same files: the first
-# says so once, naming the launcher and the mpirun configure found, and all
-# exit 2 before any work. Faked by a launcher's variables around a singleton
+# says so once, naming the launcher, the MPI it was built with and the mpirun
+# configure found, and all exit 2 before any work (the others after 3 s, so
+# that Open MPI's mpirun, which ends the job at the first non-zero exit,
+# lets the first one say it). Faked by a launcher's variables around a singleton
 # (Open MPI's, then Hydra's and Slurm's), then for real when the other MPI's
 # launcher is installed.
 for vars in "OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_RANK=0:Open MPI's mpirun started 3" \
@@ -46,7 +48,7 @@ for vars in "OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_RANK=0:Open MPI's mpirun sta
     if [ "$alone" -eq 2 ] && [ ! -e "$work/alone.st" ] && ! grep -q "^step" "$work/out" &&
         if [ -n "$said" ]; then
             [ "$(grep -c . "$work/err")" -eq 1 ] &&
-                grep -q "^tiny_transformer: $said processes, but MPI gives this one a world of 1: the program was built with .*, and each process would train alone. Launch it with the mpirun of the MPI it was built with (configure found .*)$" "$work/err"
+                grep -q "^tiny_transformer: $said processes, but MPI gives this one a world of 1: the program was built with .*, and each process would train alone. Launch it with the mpirun of the MPI it was built with, .* (--help says which flags it needs)$" "$work/err"
         else
             [ ! -s "$work/err" ]
         fi; then

@@ -86,11 +86,14 @@ for lay in "6:--pp 2 --dp 3 --micro-batches 2" "6:--tp 2 --dp 3 --zero 3 --micro
     TT_MPI_YIELDS=0 launch yielding "$np" $flags --validate
     s2=$status
     said2=$(grep -c "^cores: this MPI's blocking calls keep the core" "$work/out")
-    if [ "$s1" -eq 0 ] && [ "$s2" -eq 0 ] && [ "$said1$said2" = 01 ] &&
+    # the run's cores lines come only where its ranks outnumber the CPUs
+    want=00
+    [ "$np" -gt "$(nproc)" ] && want=01
+    if [ "$s1" -eq 0 ] && [ "$s2" -eq 0 ] && [ "$said1$said2" = "$want" ] &&
         cmp -s "$work/blocking.st" "$work/yielding.st"; then
         ok "$flags: the same checkpoint with MPI's blocking collectives and its non-blocking ones, validated"
     else
-        not_ok "$flags: exits $s1 and $s2, said '$said1$said2' (want 01); $(cmp "$work/blocking.st" "$work/yielding.st" 2>&1)"
+        not_ok "$flags: exits $s1 and $s2, said '$said1$said2' (want $want); $(cmp "$work/blocking.st" "$work/yielding.st" 2>&1)"
     fi
 done
 TT_MPI_YIELDS=yes launch refused 2

@@ -3,8 +3,9 @@
 # machine needs) and the Makefile provides TT_BIN (the program).
 set -u
 : "${TT_BIN:?TT_BIN must name the tiny_transformer program}"
-: "${TT_MPIRUN:=mpirun --oversubscribe}"
-: "${TT_MPI_FLAVOUR:=openmpi}" "${TT_MPI_KEEP_GOING=}"
+# run-test has set the launcher up (tests/launcher.sh); a test run by hand
+# sets it up here, from $MPIRUN or mpirun
+[ -n "${TT_MPI_FLAVOUR:-}" ] || . "${TT_SRCDIR:-$(dirname "$0")}/launcher.sh"
 # A rank's place in the job, as its launcher tells it (Open MPI's or Hydra's
 # variable), for sh -c wrappers around the program: "$RANK_OF_JOB" there.
 RANK_OF_JOB='${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}'

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tt/core/common.h"
 #include "tt/app/flags.h"
@@ -124,10 +125,35 @@ static int launcher_size(int *place, const char **who)
     return 0;
 }
 
+/* The library's name and version from MPI_Get_library_version, on one
+ * line: "Open MPI v4.1.4" as it is; MPICH's "MPICH Version:<tab>4.0.2" as
+ * "MPICH 4.0.2". */
+static void library_name(char *out, size_t size)
+{
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(lib, &len);
+    lib[strcspn(lib, ",\n")] = '\0';
+    size_t k = 0;
+    for (const char *c = lib; *c && k + 1 < size; c++) {
+        if (strncmp(c, " Version:", 9) == 0)
+            c += 8; /* the word; the blanks after it become one space */
+        else if (*c == ' ' || *c == '\t' || *c == ':') {
+            if (k > 0 && out[k - 1] != ' ')
+                out[k++] = ' ';
+        } else {
+            out[k++] = *c;
+        }
+    }
+    out[k] = '\0';
+}
+
 /* A launcher of one MPI starting a program built with another: each process
  * then starts MPI alone (a singleton) and would train as a whole 1-GPU job,
  * all of them writing the same files. Said by the launcher's first process
- * only (the others cannot tell each other), exit 2 on every one. 1 when it
+ * only (the others cannot tell each other); the others wait 3 s before they
+ * exit 2, since Open MPI's mpirun ends the whole job at the first non-zero
+ * exit, which could come before the first process has said why. 1 when it
  * refused. */
 static int other_launcher(int world)
 {
@@ -138,13 +164,14 @@ static int other_launcher(int world)
         return 0;
     if (place == 0) {
         char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-        int len = 0;
-        MPI_Get_library_version(lib, &len);
-        lib[strcspn(lib, ",\n")] = '\0'; /* its name and version */
+        library_name(lib, sizeof lib);
         fprintf(stderr, "tiny_transformer: %s started %d processes, but MPI gives this one a "
                         "world of 1: the program was built with %s, and each process would "
-                        "train alone. Launch it with the mpirun of the MPI it was built with "
-                        "(configure found %s)\n", who, n, lib, TT_MPIRUN);
+                        "train alone. Launch it with the mpirun of the MPI it was built with, "
+                        "%s (--help says which flags it needs)\n", who, n, lib, TT_MPIRUN);
+        fflush(stderr);
+    } else {
+        sleep(3);
     }
     return 1;
 }

@@ -70,6 +70,23 @@ static int pair_tag(int which)
     return top - which;
 }
 
+/* MPI's collective NAME(args) among members that have all just met: the
+ * blocking call where MPI yields the core while it waits (Open MPI on an
+ * oversubscribed host), else its non-blocking twin INAME(args, &request)
+ * tested with a yield between tests (tt_bell_wait_awake), since MPICH's
+ * blocking calls spin with the core held while the peers they need wait for
+ * it. */
+#define AWAKE(NAME, INAME, ...)                                                                    \
+    do {                                                                                           \
+        if (tt_mpi_yields()) {                                                                     \
+            NAME(__VA_ARGS__);                                                                     \
+        } else {                                                                                   \
+            MPI_Request awake_req;                                                                 \
+            INAME(__VA_ARGS__, &awake_req);                                                        \
+            tt_bell_wait_awake(&awake_req);                                                        \
+        }                                                                                          \
+    } while (0)
+
 /* A collective starts for all when the last member arrives: the members wait
  * for each other asleep (through shared memory on one host; else a
  * non-blocking maximum of their clocks while the clocks tick, or a
@@ -149,13 +166,8 @@ static int ordered_allreduce(MPI_Comm comm, void *buf, int count, MPI_Datatype t
      * all-reduces in flight beside compute (a gather through shared memory
      * would leave them waiting: dp 12 on 2 cores ran 25% slower). */
     *latest = arrive(comm, ticking);
-    if (tt_mpi_yields()) {
-        MPI_Allgather(buf, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, comm);
-    } else {
-        MPI_Request req;
-        MPI_Iallgather(buf, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, comm, &req);
-        tt_bell_wait_awake(&req);
-    }
+    AWAKE(MPI_Allgather, MPI_Iallgather, buf, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE,
+          comm);
     memcpy(buf, all, bytes);
     for (int i = 1; i < n; i++) {
         memcpy(x, all + (size_t)i * bytes, bytes); /* aligned for the fold */
@@ -215,13 +227,7 @@ static void allreduce(const tt_grid *g, int where, const void *send, void *recv,
                 tt_pair_finish(&pair[1]);
         } else if (ordered_allreduce(comm, recv, count_, type, op, ticking, &latest) != 0) {
             latest = arrive(comm, ticking);
-            if (tt_mpi_yields()) {
-                MPI_Allreduce(MPI_IN_PLACE, recv, count_, type, op, comm);
-            } else {
-                MPI_Request req;
-                MPI_Iallreduce(MPI_IN_PLACE, recv, count_, type, op, comm, &req);
-                tt_bell_wait_awake(&req);
-            }
+            AWAKE(MPI_Allreduce, MPI_Iallreduce, MPI_IN_PLACE, recv, count_, type, op, comm);
         }
         if (fold)
             fold(ctx, recv, NULL, count_);
@@ -342,18 +348,11 @@ static void gather_or_scatter(const tt_grid *g, int where, const void *send, voi
     double latest = ticking ? tt_vclock_now() : 0.0;
     if (moves[kind].host(comm, send, recv, count_, type, ticking ? &latest : NULL) != 0) {
         latest = arrive(comm, ticking);
-        if (tt_mpi_yields() && kind == MOVE_ALLGATHER) {
-            MPI_Allgather(send, count_, type, recv, count_, type, comm);
-        } else if (tt_mpi_yields()) {
-            MPI_Reduce_scatter_block(send, recv, count_, type, MPI_SUM, comm);
-        } else {
-            MPI_Request req;
-            if (kind == MOVE_ALLGATHER)
-                MPI_Iallgather(send, count_, type, recv, count_, type, comm, &req);
-            else
-                MPI_Ireduce_scatter_block(send, recv, count_, type, MPI_SUM, comm, &req);
-            tt_bell_wait_awake(&req);
-        }
+        if (kind == MOVE_ALLGATHER)
+            AWAKE(MPI_Allgather, MPI_Iallgather, send, count_, type, recv, count_, type, comm);
+        else
+            AWAKE(MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, send, recv, count_, type,
+                  MPI_SUM, comm);
     }
     const long long bytes = (long long)n * count_ * tt_comm_type_size(type);
     if (ticking)
@@ -384,13 +383,7 @@ void tt_gatherv(const tt_grid *g, int where, const void *send, int count_, void 
     WATCH_COLLECTIVE(TT_OP_GATHER, g, where);
     const int ticking = tt_vclock_ticking();
     double latest = arrive(comm, ticking);
-    if (tt_mpi_yields()) {
-        MPI_Gatherv(send, count_, type, recv, counts, displs, type, root, comm);
-    } else {
-        MPI_Request req;
-        MPI_Igatherv(send, count_, type, recv, counts, displs, type, root, comm, &req);
-        tt_bell_wait_awake(&req);
-    }
+    AWAKE(MPI_Gatherv, MPI_Igatherv, send, count_, type, recv, counts, displs, type, root, comm);
     long long elems = count_;
     if (me == root)
         for (int i = 0; i < n; i++)
@@ -408,13 +401,7 @@ void tt_bcast(const tt_grid *g, int where, void *buf, int count_, MPI_Datatype t
     WATCH_COLLECTIVE(TT_OP_BCAST, g, where);
     const int ticking = tt_vclock_ticking();
     double latest = arrive(comm, ticking);
-    if (tt_mpi_yields()) {
-        MPI_Bcast(buf, count_, type, root, comm);
-    } else {
-        MPI_Request req;
-        MPI_Ibcast(buf, count_, type, root, comm, &req);
-        tt_bell_wait_awake(&req);
-    }
+    AWAKE(MPI_Bcast, MPI_Ibcast, buf, count_, type, root, comm);
     const long long bytes = (long long)count_ * tt_comm_type_size(type);
     if (ticking)
         clock_collective(g, where, latest, TT_COLL_BCAST, tt_group_size(g, where), bytes);

@@ -59,10 +59,10 @@ static struct {
     char *page;
     size_t len, rec_size;
     int next_rec;        /* records this rank has handed out */
-    int yields;          /* tt_mpi_yields */
+    int yields;          /* tt_mpi_yields: 1, 0, or -1 before it is first asked */
     int keyval;
     MPI_Group host_group;
-} B = {.keyval = MPI_KEYVAL_INVALID, .host_group = MPI_GROUP_NULL};
+} B = {.keyval = MPI_KEYVAL_INVALID, .host_group = MPI_GROUP_NULL, .yields = -1};
 
 static bell_t *bell_of(int local) { return (bell_t *)(B.page + (size_t)local * LINE); }
 
@@ -197,11 +197,18 @@ int tt_mpi_yields_env(tt_err *e)
                    v);
 }
 
-int tt_mpi_yields(void) { return B.yields; }
+int tt_mpi_yields(void)
+{
+    if (B.yields < 0) { /* first asked: a bad TT_MPI_YIELDS was refused by main before */
+        tt_err e;
+        B.yields = tt_mpi_yields_env(&e) == 1;
+    }
+    return B.yields;
+}
 
 void tt_bell_wait_awake(MPI_Request *req)
 {
-    if (B.yields) {
+    if (tt_mpi_yields()) {
         MPI_Wait(req, MPI_STATUS_IGNORE);
         return;
     }
@@ -410,8 +417,6 @@ void tt_bell_init(void)
     MPI_Comm_size(host, &B.L);
     MPI_Comm_rank(host, &B.me);
     MPI_Comm_rank(MPI_COMM_WORLD, &B.world_me);
-    tt_err e; /* a bad TT_MPI_YIELDS: main refuses it before any wait */
-    B.yields = tt_mpi_yields_env(&e) == 1;
     int ok = 0;
 #ifdef TT_HAVE_FUTEX
     const char *off = getenv("TT_NO_DOORBELL");

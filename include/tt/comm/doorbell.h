@@ -65,8 +65,7 @@ void tt_bell_wait_count(const _Atomic unsigned long long *count, unsigned long l
  * away its whole time slice while the peers it needs cannot run (12 ranks on
  * 2 cores stepped 4 times slower). TT_MPI_YIELDS=1 or 0 in the environment
  * says otherwise (tests run MPICH's path under Open MPI with 0); anything
- * else is refused, naming it (tt_mpi_yields_env, checked by main). Known
- * after tt_bell_init. */
+ * else is refused, naming it (tt_mpi_yields_env, checked by main). */
 int tt_mpi_yields(void);
 int tt_mpi_yields_env(tt_err *e);
 /* Waits for req among peers that are all awake (they have just met): MPI's
