@@ -21,6 +21,7 @@
 #include "tt/comm/doorbell.h"
 #include "tt/comm/pair_reduce.h"
 #include "tt/comm/watchdog.h"
+#include "tt/comm/yield.h"
 #include "tt/app/run.h"
 #include "tt/train/checkpoint.h"
 #include "tt/train/resume.h"

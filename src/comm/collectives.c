@@ -8,6 +8,7 @@
 #include "tt/comm/doorbell.h"
 #include "tt/comm/pair_reduce.h"
 #include "tt/comm/watchdog.h"
+#include "tt/comm/yield.h"
 #include "tt/core/common.h"
 #include "tt/core/vclock.h"
 
@@ -73,7 +74,7 @@ static int pair_tag(int which)
 /* MPI's collective NAME(args) among members that have all just met: the
  * blocking call where MPI yields the core while it waits (Open MPI on an
  * oversubscribed host), else its non-blocking twin INAME(args, &request)
- * tested with a yield between tests (tt_bell_wait_awake), since MPICH's
+ * tested with a yield between tests (tt_wait_awake), since MPICH's
  * blocking calls spin with the core held while the peers they need wait for
  * it. */
 #define AWAKE(NAME, INAME, ...)                                                                    \
@@ -83,7 +84,7 @@ static int pair_tag(int which)
         } else {                                                                                   \
             MPI_Request awake_req;                                                                 \
             INAME(__VA_ARGS__, &awake_req);                                                        \
-            tt_bell_wait_awake(&awake_req);                                                        \
+            tt_wait_awake(&awake_req);                                                             \
         }                                                                                          \
     } while (0)
 
@@ -93,7 +94,7 @@ static int pair_tag(int which)
  * non-blocking barrier, tested politely), so the collective that follows
  * finds everyone awake and does not spin long (and where MPI's blocking
  * calls would spin without yielding, it is their non-blocking twin, waited
- * for with tt_bell_wait_awake). MPI_MAX of doubles is
+ * for with tt_wait_awake). MPI_MAX of doubles is
  * exact in any order, so no result depends on the algorithm. Returns the
  * latest entry time (0 when the clocks do not tick). */
 static double arrive(MPI_Comm comm, int ticking)
@@ -292,8 +293,8 @@ double tt_coll_wait(const tt_grid *g, tt_coll_req *r, double not_before)
         if (r->ticking)
             tt_pair_finish(&r->pair[1]);
     } else if ((met = tt_bell_gather_max(tt_group_comm(g, r->where), &meet) == 0)) {
-        tt_bell_wait_awake(&r->req[0]);
-        tt_bell_wait_awake(&r->req[1]);
+        tt_wait_awake(&r->req[0]);
+        tt_wait_awake(&r->req[1]);
     } else {
         tt_bell_wait(&r->req[0], TT_BELL_NONE);
         if (r->req[1] != MPI_REQUEST_NULL)

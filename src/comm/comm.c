@@ -244,12 +244,12 @@ int tt_agree_status_world(int status)
 
 int tt_agree_error_world(int status, tt_err *e)
 {
-    int worst = status, world, me;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    const int worst = tt_agree_status_world(status);
     if (worst == 0)
         return 0;
+    int world, me;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
     int who = status ? me : world;
     MPI_Allreduce(MPI_IN_PLACE, &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     MPI_Bcast(e->msg, (int)sizeof e->msg, MPI_CHAR, who, MPI_COMM_WORLD);

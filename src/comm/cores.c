@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "tt/comm/cores.h"
 #include "tt/comm/doorbell.h"
+#include "tt/comm/yield.h"
 #include "tt/core/common.h"
 
 #include <errno.h>
@@ -137,15 +138,10 @@ int tt_cores_slice_env(tt_err *e)
 
 int tt_cores_lend_env(tt_err *e)
 {
-    const char *v = getenv("TT_LEND_CORES");
-    if (!v || !*v || strcmp(v, "1") == 0)
-        return 1;
-    if (strcmp(v, "0") == 0)
-        return 0;
-    return tt_fail(e, "TT_LEND_CORES='%s' in the environment: whether a core whose ranks are "
-                      "done with their step lends itself to the ranks still at work, 1 (the "
-                      "default) or 0",
-                   v);
+    return tt_env_switch("TT_LEND_CORES", 1,
+                         "whether a core whose ranks are done with their step lends itself to "
+                         "the ranks still at work, 1 (the default) or 0",
+                         e);
 }
 
 #if defined(TT_HAVE_AFFINITY) && defined(SYS_sched_setattr)

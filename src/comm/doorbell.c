@@ -17,7 +17,6 @@
 #include "tt/core/common.h"
 
 #include <math.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,10 +58,9 @@ static struct {
     char *page;
     size_t len, rec_size;
     int next_rec;        /* records this rank has handed out */
-    int yields;          /* tt_mpi_yields: 1, 0, or -1 before it is first asked */
     int keyval;
     MPI_Group host_group;
-} B = {.keyval = MPI_KEYVAL_INVALID, .host_group = MPI_GROUP_NULL, .yields = -1};
+} B = {.keyval = MPI_KEYVAL_INVALID, .host_group = MPI_GROUP_NULL};
 
 static bell_t *bell_of(int local) { return (bell_t *)(B.page + (size_t)local * LINE); }
 
@@ -169,54 +167,6 @@ void tt_bell_wait(MPI_Request *req, int ringer)
         if (done)
             break;
         doze(seen, SLEEP_LIMIT, ringer);
-    }
-}
-
-/* 1 for a library whose blocking calls yield the core while they poll. Open
- * MPI's do where they can tell the host is oversubscribed, which is the only
- * place it matters; MPICH's and its derivatives' (Intel MPI, MVAPICH) poll
- * without yielding by default. */
-static int library_yields(void)
-{
-    char v[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    MPI_Get_library_version(v, &len);
-    return strncmp(v, "Open MPI", 8) == 0;
-}
-
-int tt_mpi_yields_env(tt_err *e)
-{
-    const char *v = getenv("TT_MPI_YIELDS");
-    if (!v || !*v)
-        return library_yields();
-    if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
-        return *v - '0';
-    return tt_fail(e, "TT_MPI_YIELDS='%s' in the environment: whether MPI's blocking calls "
-                      "give the core away while they wait, 1 or 0 (unset: 1 for Open MPI, 0 "
-                      "for other libraries)",
-                   v);
-}
-
-int tt_mpi_yields(void)
-{
-    if (B.yields < 0) { /* first asked: a bad TT_MPI_YIELDS was refused by main before */
-        tt_err e;
-        B.yields = tt_mpi_yields_env(&e) == 1;
-    }
-    return B.yields;
-}
-
-void tt_bell_wait_awake(MPI_Request *req)
-{
-    if (tt_mpi_yields()) {
-        MPI_Wait(req, MPI_STATUS_IGNORE);
-        return;
-    }
-    int done = 0;
-    MPI_Test(req, &done, MPI_STATUS_IGNORE);
-    while (!done) {
-        sched_yield();
-        MPI_Test(req, &done, MPI_STATUS_IGNORE);
     }
 }
 

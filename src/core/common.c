@@ -25,6 +25,16 @@ int tt_fail(tt_err *e, const char *fmt, ...)
     return -1;
 }
 
+int tt_env_switch(const char *name, int unset, const char *meaning, tt_err *e)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return unset;
+    if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
+        return *v - '0';
+    return tt_fail(e, "%s='%s' in the environment: %s", name, v, meaning);
+}
+
 void tt_appendf(char *buf, size_t n, const char *fmt, ...)
 {
     size_t k = strlen(buf);

@@ -26,8 +26,6 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
-#include "tt/core/common.h"
-
 /* Collective over MPI_COMM_WORLD: maps this host's bells (all ranks agree
  * whether they are on). */
 void tt_bell_init(void);
@@ -59,20 +57,6 @@ int tt_bell_gather_max(MPI_Comm comm, double *t);
  * `ringer`, who rings after raising it) reaches target. */
 void tt_bell_wait_count(const _Atomic unsigned long long *count, unsigned long long target,
                         int ringer);
-/* Whether MPI's own blocking calls give the core away while they poll: Open
- * MPI's do on an oversubscribed host (its mpi_yield_when_idle); MPICH's ch4
- * device polls without yielding, so a rank in a blocking collective spins
- * away its whole time slice while the peers it needs cannot run (12 ranks on
- * 2 cores stepped 4 times slower). TT_MPI_YIELDS=1 or 0 in the environment
- * says otherwise (tests run MPICH's path under Open MPI with 0); anything
- * else is refused, naming it (tt_mpi_yields_env, checked by main). */
-int tt_mpi_yields(void);
-int tt_mpi_yields_env(tt_err *e);
-/* Waits for req among peers that are all awake (they have just met): MPI's
- * own MPI_Wait where it yields (tt_mpi_yields), else a test with a
- * sched_yield between tests, which is what Open MPI's wait does there. */
-void tt_bell_wait_awake(MPI_Request *req);
-
 /* Collective over comm, whose members are on one host: a new zeroed mapping
  * of len bytes that all members share, or NULL on every member when any of
  * them does not want it (want 0) or cannot map it. tt_bell_unshare drops

@@ -20,6 +20,11 @@ typedef struct {
 /* Formats msg into e (if e is non-NULL) and returns -1. */
 int tt_fail(tt_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* An environment variable that switches something on (1) or off (0):
+ * `unset` when it is unset or empty, else its value; -1 with "NAME='v' in
+ * the environment: MEANING" in e for anything but 0 or 1. */
+int tt_env_switch(const char *name, int unset, const char *meaning, tt_err *e);
+
 /* Appends printf-style text to the NUL-terminated buf of size n, cut off at
  * its end (messages and tables built piece by piece). */
 void tt_appendf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
