@@ -30,13 +30,14 @@
  * pass the flags' own ranges (a file is hostile until proven otherwise). */
 static int resume_config(tt_run_config *rc, tt_err *e)
 {
-    if (tt_resume_prepare(rc, e))
+    tt_ckpt_info info;
+    if (tt_resume_prepare(rc, &info, e))
         return -1;
     char source[300];
     snprintf(source, sizeof source, "checkpoint '%s'", rc->resume);
     if (tt_config_check_ranges(rc, source, e))
         return -1;
-    return tt_checkpoint_check_depth(rc->resume, rc->model.L, e);
+    return tt_checkpoint_check_depth(rc->resume, &info, e);
 }
 
 /* --resume auto: the --save file when it exists, else a fresh start, said
@@ -90,15 +91,12 @@ static int run_fits(const void *ctx, int tp, int pp, int dp)
 }
 
 /* 1 on every rank when all ranks resume from one file, or none resumes;
- * else 0 everywhere with the message in *e. Each rank opened the checkpoint
+ * else 0 everywhere with the message in *e. Each rank read the checkpoint
  * itself: one path may name different files on different hosts, or the
  * file may be replaced between two ranks' reads. */
 static int resume_same(const tt_run_config *rc, tt_err *e)
 {
-    uint32_t print = 0;
-    if (rc->resume && tt_checkpoint_fingerprint(rc->resume, &print, e) != 0)
-        print = 1; /* read once already: changed since */
-    if (tt_all_equal_world(print))
+    if (tt_all_equal_world(rc->resume ? rc->resume_print : 0))
         return 1;
     tt_fail(e, "checkpoint '%s' is not the same file on every rank (its header or size "
                "differs, or some ranks found none): all ranks must resume from one checkpoint, "
@@ -195,23 +193,66 @@ static int answer_without_mpi(int argc, char **argv)
     return 1;
 }
 
-int main(int argc, char **argv)
+/* A parsed and agreed configuration: its values checked, its layout chosen
+ * from the world size, then the run (or the grid's map). The exit status. */
+static int run_layout(tt_run_config *rc, int argc, char **argv, int rank, int world)
 {
-    if (answer_without_mpi(argc, argv))
-        return 0;
-    /* The watchdog's helper thread never calls MPI: FUNNELED is enough. */
-    int threads;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &threads);
-    /* Waiting ranks sleep until their peer rings (tt/comm/doorbell.h). */
-    tt_bell_init();
-    int rank, world;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (other_launcher(world)) {
-        tt_bell_finalize();
-        MPI_Finalize();
-        return TT_EXIT_USAGE;
+    tt_err err;
+    int status = 0;
+    /* The values on their own first, then the layout they allow: sizes
+     * not given are chosen from the world size, and a layout that cannot
+     * work is refused here, before any work. */
+    int tp = rc->tp, pp = rc->pp, dp = rc->dp;
+    char command[160];
+    tt_layout_rules rules = {rc->model.NH, rc->model.L, rc->batch, rc->micro_batches,
+                             rc->virtual_stages, command_line(argc, argv, command, sizeof command),
+                             run_fits, rc};
+    int bad_values = tt_config_check(rc, &err) != 0;
+    /* The environment's settings too, agreed: each rank reads its own. */
+    if (!bad_values && (tt_cores_slice_env(&err) < 0 || tt_cores_lend_env(&err) < 0 ||
+                        tt_mpi_yields_env(&err) < 0))
+        bad_values = 1;
+    const int any_bad = tt_agree_status_world(bad_values);
+    if (any_bad && !bad_values)
+        tt_fail(&err, "TT_SLICE_MS, TT_LEND_CORES or TT_MPI_YIELDS differs between the "
+                      "ranks' environments and is not valid on all of them");
+    bad_values = any_bad;
+    if (bad_values || tt_grid_choose(world, &tp, &pp, &dp, &rules, &err)) {
+        /* One of the values may be the checkpoint's (--batch 4 when
+         * --micro-batches 3 was given): say where the others came from. */
+        if (bad_values && rc->resume)
+            tt_appendf(err.msg, sizeof err.msg, " (values not given on the command line "
+                       "come from checkpoint '%s')", rc->resume);
+        if (rank == 0)
+            fprintf(stderr, "tiny_transformer: %s\n", err.msg);
+        status = TT_EXIT_USAGE;
+    } else {
+        tt_grid grid;
+        tt_grid_init(&grid, tp, pp, dp, MPI_COMM_WORLD);
+        /* before the watchdog's thread, which inherits the core */
+        tt_cores_place(&grid, !rc->pin_off);
+        tt_watch_start(&grid, rc->watchdog);
+        if (rc->show_grid) {
+            /* The map alone: a picture of the layout, no training. */
+            if (rank == 0) {
+                tt_grid_print(&grid, stdout);
+                tt_cores_print(&grid, stdout, 1);
+            }
+        } else {
+            status = tt_run_main(rc, &grid);
+        }
+        tt_watch_stop();
+        tt_cores_forget();
+        tt_grid_free(&grid);
     }
+    return status;
+}
+
+/* Everything between MPI's start and its end: the configuration parsed and
+ * agreed, then the run, the plan or the grid's map. Returns the exit status,
+ * the same on every rank. */
+static int run_world(int argc, char **argv, int rank, int world)
+{
     /* One BLAS thread per rank: each rank is one GPU sharing the CPU with the
      * others. OPENBLAS_NUM_THREADS set by the user still wins. */
     if (!getenv("OPENBLAS_NUM_THREADS"))
@@ -247,53 +288,24 @@ int main(int argc, char **argv)
             status = tt_plan_main(&rc);
         status = tt_agree_status_world(status);
     } else if (parsed == 0) {
-        /* The values on their own first, then the layout they allow: sizes
-         * not given are chosen from the world size, and a layout that cannot
-         * work is refused here, before any work. */
-        int tp = rc.tp, pp = rc.pp, dp = rc.dp;
-        char command[160];
-        tt_layout_rules rules = {rc.model.NH, rc.model.L, rc.batch, rc.micro_batches,
-                                 rc.virtual_stages, command_line(argc, argv, command, sizeof command),
-                                 run_fits, &rc};
-        int bad_values = tt_config_check(&rc, &err) != 0;
-        /* The environment's settings too, agreed: each rank reads its own. */
-        if (!bad_values && (tt_cores_slice_env(&err) < 0 || tt_cores_lend_env(&err) < 0 ||
-                            tt_mpi_yields_env(&err) < 0))
-            bad_values = 1;
-        const int any_bad = tt_agree_status_world(bad_values);
-        if (any_bad && !bad_values)
-            tt_fail(&err, "TT_SLICE_MS, TT_LEND_CORES or TT_MPI_YIELDS differs between the "
-                          "ranks' environments and is not valid on all of them");
-        bad_values = any_bad;
-        if (bad_values || tt_grid_choose(world, &tp, &pp, &dp, &rules, &err)) {
-            /* One of the values may be the checkpoint's (--batch 4 when
-             * --micro-batches 3 was given): say where the others came from. */
-            if (bad_values && rc.resume)
-                tt_appendf(err.msg, sizeof err.msg, " (values not given on the command line "
-                           "come from checkpoint '%s')", rc.resume);
-            if (rank == 0)
-                fprintf(stderr, "tiny_transformer: %s\n", err.msg);
-            status = TT_EXIT_USAGE;
-        } else {
-            tt_grid grid;
-            tt_grid_init(&grid, tp, pp, dp, MPI_COMM_WORLD);
-            /* before the watchdog's thread, which inherits the core */
-            tt_cores_place(&grid, !rc.pin_off);
-            tt_watch_start(&grid, rc.watchdog);
-            if (rc.show_grid) {
-                /* The map alone: a picture of the layout, no training. */
-                if (rank == 0) {
-                    tt_grid_print(&grid, stdout);
-                    tt_cores_print(&grid, stdout, 1);
-                }
-            } else {
-                status = tt_run_main(&rc, &grid);
-            }
-            tt_watch_stop();
-            tt_cores_forget();
-            tt_grid_free(&grid);
-        }
+        status = run_layout(&rc, argc, argv, rank, world);
     }
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    if (answer_without_mpi(argc, argv))
+        return 0;
+    /* The watchdog's helper thread never calls MPI: FUNNELED is enough. */
+    int threads;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &threads);
+    /* Waiting ranks sleep until their peer rings (tt/comm/doorbell.h). */
+    tt_bell_init();
+    int rank, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    const int status = other_launcher(world) ? TT_EXIT_USAGE : run_world(argc, argv, rank, world);
     tt_pair_flush();
     tt_pair_host_free();
     tt_bell_finalize();

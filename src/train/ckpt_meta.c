@@ -233,36 +233,25 @@ int tt_checkpoint_read_info(const char *path, tt_ckpt_info *info, tt_err *e)
     /* *info changes only when the whole metadata is good. */
     tt_ckpt_info got;
     int rc = read_meta(&cf, &got, e);
-    ckpt_close(&cf);
-    if (rc == 0)
+    if (rc == 0) {
+        char last[64];
+        snprintf(last, sizeof last, "blocks.%d.mlp.fc2.weight", got.run.model.L - 1);
+        got.lists_depth = cJSON_GetObjectItemCaseSensitive(cf.root, last) != NULL;
+        /* The header names the step, the config and every tensor's CRC-32;
+         * the size covers what follows it. */
+        const uint64_t size = cf.data_start + cf.data_size;
+        got.fingerprint = cf.header_crc ^ (uint32_t)(size ^ (size >> 32));
         *info = got;
+    }
+    ckpt_close(&cf);
     return rc;
 }
 
-int tt_checkpoint_fingerprint(const char *path, uint32_t *out, tt_err *e)
+int tt_checkpoint_check_depth(const char *path, const tt_ckpt_info *info, tt_err *e)
 {
-    ckpt_file cf;
-    if (ckpt_open(&cf, path, e) != 0)
-        return -1;
-    /* The header names the step, the config and every tensor's CRC-32; the
-     * size covers what follows it. */
-    const uint64_t size = cf.data_start + cf.data_size;
-    *out = cf.header_crc ^ (uint32_t)(size ^ (size >> 32));
-    ckpt_close(&cf);
-    return 0;
-}
-
-int tt_checkpoint_check_depth(const char *path, int layers, tt_err *e)
-{
-    ckpt_file cf;
-    if (ckpt_open(&cf, path, e) != 0)
-        return -1;
-    char last[64];
-    snprintf(last, sizeof last, "blocks.%d.mlp.fc2.weight", layers - 1);
-    int rc = 0;
-    if (layers > 0 && !cJSON_GetObjectItemCaseSensitive(cf.root, last))
-        rc = tt_fail(e, "checkpoint '%s': its metadata says layers %d, but tensor '%s' is "
-                        "missing", path, layers, last);
-    ckpt_close(&cf);
-    return rc;
+    if (info->lists_depth)
+        return 0;
+    return tt_fail(e, "checkpoint '%s': its metadata says layers %d, but tensor "
+                      "'blocks.%d.mlp.fc2.weight' is missing", path, info->run.model.L,
+                   info->run.model.L - 1);
 }

@@ -57,12 +57,12 @@ static int merge_resume(tt_run_config *rc, const tt_ckpt_info *info, tt_err *e)
     return 0;
 }
 
-int tt_resume_prepare(tt_run_config *rc, tt_err *e)
+int tt_resume_prepare(tt_run_config *rc, tt_ckpt_info *info, tt_err *e)
 {
-    tt_ckpt_info info;
-    if (tt_checkpoint_read_info(rc->resume, &info, e) || merge_resume(rc, &info, e))
+    if (tt_checkpoint_read_info(rc->resume, info, e) || merge_resume(rc, info, e))
         return -1;
-    rc->resume_step = info.step;
+    rc->resume_step = info->step;
+    rc->resume_print = info->fingerprint;
     return 0;
 }
 

@@ -21,6 +21,11 @@ typedef struct {
     long step;          /* optimizer steps completed */
     tt_run_config run;  /* model config and hyper-parameters (no file names) */
     int tp, pp, dp;     /* layout that wrote it */
+    /* Read only, never written: */
+    uint32_t fingerprint; /* the header's CRC-32 (which lists every tensor's own) mixed
+                           * with the file's size: ranks that each open the file compare
+                           * it, so that they resume from one checkpoint */
+    int lists_depth;      /* the header lists the last block of the stated depth */
 } tt_ckpt_info;
 
 /* Writes every shard of p (which must hold whole tensors, i.e. one virtual GPU)
@@ -40,17 +45,13 @@ int tt_checkpoint_save(const char *path, const tt_params *p, const tt_ckpt_info 
 int tt_checkpoint_save_sharded(const char *path, const tt_grid *g, const tt_params *local,
                                const tt_ckpt_info *info, tt_err *e);
 
-/* Reads the header and metadata only (model config, step, hyper-parameters). */
+/* Reads the header and metadata only (model config, step, hyper-parameters,
+ * the file's fingerprint, whether it lists its stated depth). */
 int tt_checkpoint_read_info(const char *path, tt_ckpt_info *info, tt_err *e);
-/* A fingerprint of the file: its header's CRC-32 (the header lists every
- * tensor's own) mixed with its size. Ranks that each open the file compare
- * it, so that they resume from one checkpoint. */
-int tt_checkpoint_fingerprint(const char *path, uint32_t *out, tt_err *e);
-/* -1 with a message naming the file when its header does not list the last
- * block (blocks.<layers-1>.mlp.fc2.weight) of a model of `layers` blocks: a
- * resumed run checks the metadata's depth against the tensors before it
- * builds a model that deep. */
-int tt_checkpoint_check_depth(const char *path, int layers, tt_err *e);
+/* -1 with a message naming the file when info (read from path) states more
+ * blocks than the header lists (no blocks.<layers-1>.mlp.fc2.weight): a
+ * resumed run checks this before it builds a model that deep. */
+int tt_checkpoint_check_depth(const char *path, const tt_ckpt_info *info, tt_err *e);
 
 /* Loads every shard's slice (weights and moments) from the file, verifying
  * shapes and checksums. The caller has already matched the model config. */

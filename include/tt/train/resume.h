@@ -7,12 +7,14 @@
 #include "tt/core/common.h"
 #include "tt/core/config.h"
 #include "tt/model/model.h"
+#include "tt/train/checkpoint.h"
 
-/* For --resume: reads the checkpoint's metadata and completes rc with its
- * model shape and hyper-parameters (for every flag not given; a given model
- * shape that contradicts it is an error) and its step. Every rank reads the
- * same file, so all reach the same verdict. */
-int tt_resume_prepare(tt_run_config *rc, tt_err *e);
+/* For --resume: reads the checkpoint's metadata (into *info) and completes
+ * rc with its model shape and hyper-parameters (for every flag not given; a
+ * given model shape that contradicts it is an error), its step and its
+ * fingerprint. Every rank reads the same file, so all reach the same verdict
+ * (and the fingerprints tell when they did not read the same file). */
+int tt_resume_prepare(tt_run_config *rc, tt_ckpt_info *info, tt_err *e);
 
 /* The word --resume takes for "continue if there is something to continue". */
 #define TT_RESUME_AUTO "auto"
