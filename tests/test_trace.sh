@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/test_trace.sh - the trace views: --trace writes a Chrome trace that
-# parses, names one process per virtual GPU with its coordinates and holds
+# parses, names one process per virtual GPU with its coordinates, keeps
+# each GPU's compute events disjoint to the printed digit, and holds
 # every forward and backward of the last step plus the TP and PP transfers,
 # with dp > 1 one wait for the DP all-reduce per GPU and step (none with dp
 # 1), no optimizer event over a transfer (the norm's all-reduce apart), the
@@ -47,6 +48,20 @@ xs = [e for e in evs if e.get("ph") == "X"]
 neg = [e for e in xs if not (e["ts"] >= 0 and e["dur"] >= 0)]
 if not xs or neg:
     bad.append("%d complete events, %d with negative ts or dur" % (len(xs), len(neg)))
+# Events on one GPU's compute track are disjoint, exactly as printed (the
+# format lets events on a track nest or follow, not overlap): read in
+# decimal, each ends where or before the next begins. Rounding ts and dur
+# apart had ends 1 ns past the next start.
+from decimal import Decimal
+track = {}
+for e in json.load(open(path), parse_float=Decimal)["traceEvents"]:
+    if e.get("ph") == "X" and e.get("tid") == 0:
+        track.setdefault(e["pid"], []).append(e)
+for pid, mine in track.items():
+    mine.sort(key=lambda e: (e["ts"], -e["dur"]))
+    over = [(a["name"], b["name"]) for a, b in zip(mine, mine[1:]) if b["ts"] < a["ts"] + a["dur"]]
+    if over:
+        bad.append("gpu %d: %d events overlap the next on its compute track, first %s" % (pid, len(over), over[0]))
 for pid, gpu in sorted(procs.items()):
     mine = [e for e in xs if e["pid"] == pid]
     for kind in ("forward", "backward"):

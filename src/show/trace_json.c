@@ -10,6 +10,7 @@
 #include "tt/core/vclock.h"
 #include "show/outfile.h"
 #include "show/trace_name.h"
+#include <math.h>
 
 static void json_str(FILE *f, const char *s)
 {
@@ -98,9 +99,12 @@ static void write_event(FILE *f, const tt_grid *g, const tt_event *v, int r, con
     json_str(f, name);
     fprintf(f, ",\"cat\":");
     json_str(f, cat);
-    double dur = v->t1 > v->t0 ? v->t1 - v->t0 : 0.0;
+    /* Both ends rounded to the nanosecond as printed, and the duration their
+     * difference: rounding ts and dur apart made an event end 1 ns after the
+     * next one on its track began, which the trace format forbids. */
+    const double ts = rint(usec(v->t0) * 1e3) / 1e3, end = rint(usec(v->t1) * 1e3) / 1e3;
     fprintf(f, ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%d",
-            r, comm ? (v->peer == TT_PEER_BESIDE ? 2 : 1) : wait ? 1 : 0, usec(v->t0), dur * 1e6,
+            r, comm ? (v->peer == TT_PEER_BESIDE ? 2 : 1) : wait ? 1 : 0, ts, end > ts ? end - ts : 0.0,
             v->step);
     if (v->mb >= 0)
         fprintf(f, ",\"mb\":%d", v->mb);
