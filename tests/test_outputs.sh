@@ -8,7 +8,8 @@
 # written before the trace, a trace path that became a directory during the
 # run is refused at the rename, a log or a checkpoint the disk has no room
 # for fails the run (the checkpoint before it is written, with one line),
-# and a killed run's log ends with a whole row.
+# and a killed run's log ends with a whole row. A run that trains no step
+# refuses --trace, --timeline and --plot.
 . "$TT_SRCDIR/testlib.sh"
 
 small="--layers 1 --dim 16 --heads 2 --seq 16 --batch 2 --micro-batches 1 --steps 1 --sample-len 0 --quiet"
@@ -124,6 +125,27 @@ tt 1 --resume "$work/again.st" --steps 2 --sample-len 0 --quiet # the new X is a
 [ "$s_again$status" = 00 ] && [ -s "$work/again.st" ] && ! cmp -s "$work/ck.st" "$work/again.st" &&
     ok "--resume X --save X trains on and replaces X with a checkpoint that resumes" \
     || not_ok "--resume X --save X: exit $s_again; resuming the new X: exit $status"
+
+# A run that trains no step has nothing to trace, draw or plot: refused
+# with exit 2 before any work, and no file made (it wrote a trace of no
+# events, "trace of steps 0..-1", and a timeline titled "Step -1").
+none="--layers 1 --dim 16 --heads 2 --seq 16 --batch 2 --micro-batches 1 --sample-len 0 --quiet"
+for np in 1 2; do
+    expect_error "--steps 0 with --trace and --timeline ($np rank(s))" 2 \
+        "^tiny_transformer: --trace and --timeline show the steps a run trains, and this run trains none (--steps 0): drop them or give a larger --steps$" \
+        "$np" $none --steps 0 --trace "$work/none.json" --timeline "$work/none.svg"
+    [ ! -e "$work/none.json" ] && [ ! -e "$work/none.svg" ] && ok "--steps 0: no trace or timeline made" \
+        || not_ok "--steps 0: a trace or timeline was made"
+done
+# ck.st is at step 1 of --steps 1: resuming it trains nothing.
+expect_error "--plot on a finished checkpoint" 2 \
+    "^tiny_transformer: --plot shows the steps a run trains, and this run trains none (the checkpoint is at step 1 and --steps is 1): drop it or give a larger --steps" \
+    2 --resume "$work/ck.st" --plot "$work/none.svg" --quiet --sample-len 0
+expect_error "--trace with --stop-at at the checkpoint's step" 2 \
+    "(the checkpoint is at step 1 and --stop-at is 1): drop it or give a later --stop-at" \
+    2 --resume "$work/ck.st" --steps 3 --stop-at 1 --trace "$work/none.json" --quiet --sample-len 0
+[ ! -e "$work/none.json" ] && [ ! -e "$work/none.svg" ] && ok "no picture of a finished checkpoint made" \
+    || not_ok "a picture of a finished checkpoint was made"
 
 # At the end: the trace path becomes a directory during the run. The
 # checkpoint is written first and survives; the log's rows are all whole.

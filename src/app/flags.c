@@ -343,6 +343,33 @@ int tt_config_check(const tt_run_config *c, tt_err *e)
                        c->resume && !(c->given & TT_GIVEN_STEPS) ? " of the checkpoint" : "",
                        c->steps, c->steps == 1 ? "" : "s", c->steps == 1 ? "is" : "are",
                        c->steps);
+    /* The pictures of the steps a run trains: a run of none would write a
+     * trace of no events titled with steps that never ran. */
+    const long first = tt_first_step(c);
+    const int shows = !c->plan && c->plot_nlogs == 0 && (c->trace || c->timeline || c->plot);
+    if (shows && tt_end_step(c) == first) {
+        char which[64] = "";
+        const char *names[] = {c->trace ? "--trace" : NULL, c->timeline ? "--timeline" : NULL,
+                               c->plot ? "--plot" : NULL};
+        int n = 0, given = !!c->trace + !!c->timeline + !!c->plot;
+        for (int i = 0; i < 3; i++)
+            if (names[i]) {
+                n++;
+                tt_appendf(which, sizeof which, "%s%s", n == 1 ? "" : n == given ? " and " : ", ",
+                           names[i]);
+            }
+        const int stopped = c->resume && c->stop_at && c->stop_at <= first;
+        char why[160];
+        if (!c->resume)
+            snprintf(why, sizeof why, "--steps 0");
+        else
+            snprintf(why, sizeof why, "the checkpoint is at step %ld and %s is %ld", first,
+                     stopped ? "--stop-at" : "--steps", stopped ? c->stop_at : c->steps);
+        return tt_fail(e, "%s show%s the steps a run trains, and this run trains none (%s): "
+                          "drop %s or give a %s %s", which, n > 1 ? "" : "s", why,
+                       n > 1 ? "them" : "it", stopped ? "later" : "larger",
+                       stopped ? "--stop-at" : "--steps");
+    }
     return 0;
 }
 

@@ -416,10 +416,8 @@ int tt_run_main(const tt_run_config *rc, const tt_grid *g)
     r->g = g;
     r->first_loss = r->last_loss = r->final_eval = NAN;
     /* A resumed run's config was completed by tt_resume_prepare. */
-    r->step0 = rc->resume ? rc->resume_step : 0;
-    r->end = rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps;
-    if (r->end < r->step0)
-        r->end = r->step0;
+    r->step0 = tt_first_step(rc);
+    r->end = tt_end_step(rc);
     int status = tt_run_setup(r);
     /* Usage errors are found identically by every rank before any
      * collective; everything later is agreed at the end. */
