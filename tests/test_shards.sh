@@ -10,7 +10,8 @@
 # balanced split puts block 0 and the embeddings on stage 0, block 1 and
 # ln_f, lm_head on stage 1. Then tp 3 (256 rows in 3: 86 each, the last
 # with 2 padding rows) and DP replicas: identical tables summarised in one
-# line, and under ZeRO (each replica owns another piece) not.
+# line, and under ZeRO (each replica owns another piece) not; the pieces
+# named on each line partition every tensor over its DP group.
 . "$TT_SRCDIR/testlib.sh"
 
 small="--layers 2 --dim 48 --heads 4 --seq 16 --batch 8 --micro-batches 2 --steps 0 --sample-len 0 --no-spot-check"
@@ -95,4 +96,59 @@ if [ "$status" -eq 0 ] && ! grep -q 'holds the same' "$work/out" &&
 else
     not_ok "--zero 1 tables"
 fi
+
+# Each tensor line ends in the piece of it the GPU owns under ZeRO. Over a
+# DP group the pieces of every tensor are disjoint and cover it exactly (a
+# partition, checked from the lines alone), and a GPU's pieces add up to its
+# announced share less the units' padding (at most dp - 1 floats for each
+# of the L + 2 units: embeddings, blocks, head). ZeRO 3 says the weights are
+# partitioned too. Over 3 (pieces cut across tensors) and under tp 2.
+for case in "3|--dp 3 --batch 6 --micro-batches 2 --zero 3|3" "4|--tp 2 --dp 2 --zero 1|2"; do
+    IFS='|' read -r np flags dp <<EOC
+$case
+EOC
+    tt "$np" $small $flags --report shards
+    if [ "$status" -ne 0 ]; then
+        not_ok "ZeRO pieces ($flags): exit $status"
+        continue
+    fi
+    if python3 - "$work/out" "$dp" 2 <<'PY'
+import re, sys
+text, dp, L = open(sys.argv[1]).read(), int(sys.argv[2]), int(sys.argv[3])
+gpus, bad = {}, []
+for block in re.split(r"\n(?=gpu\d)", text[text.index("tensors per virtual GPU"):]):
+    head = re.match(r"gpu(\d+)\(dp(\d+),pp(\d+),tp(\d+)\): \d+ tensors, \d+ floats; ZeRO (\d): (.*?) of piece (\d+) \(of (\d+)\) of each unit only \((\d+) floats\)", block)
+    if not head:
+        continue
+    g, d, p_, t, stage, what, piece, parts, share = head.groups()
+    if int(piece) != int(d) or int(parts) != dp:
+        bad.append("gpu%s: piece %s of %s" % (g, piece, parts))
+    if (int(stage) == 3) != what.startswith("the weights"):
+        bad.append("gpu%s: ZeRO %s keeps '%s'" % (g, stage, what))
+    owned = 0
+    for m in re.finditer(r"^  (\S+) .*; ZeRO piece (?:(\d+):(\d+)|none) of (\d+)$", block, re.M):
+        name, a, b, n = m.group(1), m.group(2), m.group(3), int(m.group(4))
+        rng = (int(a), int(b)) if a is not None else None
+        gpus.setdefault((p_, t, name), []).append((rng, n))
+        owned += rng[1] - rng[0] if rng else 0
+    if not 0 <= int(share) - owned <= (dp - 1) * (L + 2):
+        bad.append("gpu%s: owns %d floats of tensors, announced %s" % (g, owned, share))
+for key, pieces in gpus.items():
+    n = {p[1] for p in pieces}
+    got = sorted(p[0] for p in pieces if p[0])
+    cover = len(pieces) == dp and len(n) == 1 and got and got[0][0] == 0 and got[-1][1] == n.pop() \
+        and all(x[1] == y[0] for x, y in zip(got, got[1:])) and all(a < b for a, b in got)
+    if not cover:
+        bad.append("%s: pieces %s do not partition it" % (key, pieces))
+if not gpus:
+    bad.append("no ZeRO pieces found")
+print("; ".join(bad[:3]))
+sys.exit(1 if bad else 0)
+PY
+    then
+        ok "ZeRO pieces ($flags): every tensor's pieces partition it over the DP group"
+    else
+        not_ok "ZeRO pieces ($flags)"
+    fi
+done
 finish

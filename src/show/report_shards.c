@@ -12,9 +12,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Under ZeRO, the elements of this GPU's slice of t (in its row-major order)
+ * that fall in the piece of t's unit this DP rank owns: ", ZeRO piece a:b of
+ * N" (or "none of N": the piece of the unit lies in other tensors). */
+static void zero_piece(char *buf, size_t n, const tt_zero_part *z, const tt_tensor *t)
+{
+    const size_t len = z->ubegin[t->unit + 1] - z->ubegin[t->unit], per = len / (size_t)z->parts;
+    const size_t p0 = z->ubegin[t->unit] + (size_t)z->rank * per, p1 = p0 + per;
+    const size_t a = t->off > p0 ? t->off : p0, b = t->off + t->numel < p1 ? t->off + t->numel : p1;
+    if (a < b)
+        snprintf(buf, n, "; ZeRO piece %zu:%zu of %zu", a - t->off, b - t->off, t->numel);
+    else
+        snprintf(buf, n, "; ZeRO piece none of %zu", t->numel);
+}
+
 /* One tensor: "name [rows,cols] rows a:b" (cols a:b, a:b of a 1-D tensor,
- * whole), with the vocabulary's padding rows said apart. */
-static int shard_line(char *buf, size_t n, const tt_tensor *t, int namew)
+ * whole), with the vocabulary's padding rows said apart, and under ZeRO the
+ * elements of it whose optimizer state (and gradients, weights) it owns. */
+static int shard_line(char *buf, size_t n, const tt_tensor *t, const tt_zero_part *z, int namew)
 {
     char shape[32], slice[64];
     if (t->ndim == 2)
@@ -35,7 +50,10 @@ static int shard_line(char *buf, size_t n, const tt_tensor *t, int namew)
             snprintf(slice + k, sizeof slice - (size_t)k, " + %d padding row%s", pad,
                      pad > 1 ? "s" : "");
     }
-    return snprintf(buf, n, "  %-*s %-10s %s\n", namew, t->name, shape, slice);
+    char piece[64] = "";
+    if (z->stage > 0)
+        zero_piece(piece, sizeof piece, z, t);
+    return snprintf(buf, n, "  %-*s %-10s %s%s\n", namew, t->name, shape, slice, piece);
 }
 
 /* This GPU's table as text: a summary line, then one line per tensor. */
@@ -46,19 +64,23 @@ static char *shard_text(const tt_model *m)
     for (int i = 0; i < P->n; i++)
         if ((int)strlen(P->t[i].name) > namew)
             namew = (int)strlen(P->t[i].name);
-    size_t cap = 128 + (size_t)P->n * (size_t)(namew + 96), len = 0;
+    size_t cap = 256 + (size_t)P->n * (size_t)(namew + 160), len = 0;
     char *s = tt_malloc(cap);
     len += (size_t)snprintf(s + len, cap - len, "%d tensor%s, %zu floats", P->n,
                             P->n == 1 ? "" : "s", P->total);
+    static const char *const kept[] = {NULL, "the Adam moments",
+                                       "the Adam moments and summed gradients",
+                                       "the weights, Adam moments and summed gradients"};
     if (P->z.stage > 0)
         len += (size_t)snprintf(s + len, cap - len,
-                                "; ZeRO %d: the Adam moments%s of piece %d (of %d) of each unit"
-                                " (%zu floats)",
-                                P->z.stage, P->z.stage >= 2 ? " and summed gradients" : "",
-                                P->z.rank, P->z.parts, P->z.shard);
+                                "; ZeRO %d: %s of piece %d (of %d) of each unit only (%zu floats)%s",
+                                P->z.stage, kept[P->z.stage], P->z.rank, P->z.parts, P->z.shard,
+                                P->z.stage == 3 ? "; a unit's weights are whole only while "
+                                                  "gathered for its forward and backward"
+                                                : "");
     len += (size_t)snprintf(s + len, cap - len, "\n");
     for (int i = 0; i < P->n && len < cap; i++)
-        len += (size_t)shard_line(s + len, cap - len, &P->t[i], namew);
+        len += (size_t)shard_line(s + len, cap - len, &P->t[i], &P->z, namew);
     return s;
 }
 
@@ -79,6 +101,10 @@ void tt_report_shards(FILE *out, const tt_grid *g, const tt_model *m)
     if (out) {
         fprintf(out, "\ntensors per virtual GPU: global shape and the slice this GPU holds "
                      "(rows a:b or\ncols a:b of the global tensor; whole = a full copy)\n");
+        if (m->P.z.stage > 0)
+            fprintf(out, "ZeRO piece a:b of N: the elements of that slice (row-major) whose "
+                         "optimizer state\nthis GPU owns (ZeRO %d: its gradients%s too)\n",
+                    m->P.z.stage, m->P.z.stage == 3 ? " and weights" : "");
         for (int r = 0; r < g->world_size; r++) {
             char name[48], first[48];
             tt_gpu_name(g, r, name, sizeof name);
