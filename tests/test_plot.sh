@@ -1,8 +1,9 @@
 #!/bin/sh
 # tests/test_plot.sh - --plot draws what the logs say: the SVG parses, each
-# polyline's points are the (step, loss) and (step, eval_loss) rows of its
-# CSV, the transform puts every point inside the plot area, and several logs
-# overlay as one curve each. Bad inputs get one line and exit 1.
+# polyline's data-points are the (step, loss) and (step, eval_loss) rows of
+# its CSV, its pixels are those points through the stated map, inside the
+# plot area, the legend's lines fit the image, and several logs overlay as
+# one curve each. Bad inputs get one line and exit 1.
 . "$TT_SRCDIR/testlib.sh"
 
 tiny="--layers 1 --dim 16 --heads 2 --seq 16 --batch 2 --micro-batches 1 --sample-len 0 --quiet"
@@ -20,9 +21,11 @@ area = root.find(".//s:rect[@class='area']", ns)
 ax, ay = float(area.get("x")), float(area.get("y"))
 aw, ah = float(area.get("width")), float(area.get("height"))
 g = root.find(".//s:g[@class='curves']", ns)
-a, b, c, d, e, f = map(float, g.get("transform")[len("matrix("):-1].split())
+a, b, c, d, e, f = map(float, g.get("data-transform")[len("matrix("):-1].split())
+def pairs(text):
+    return [tuple(map(float, p.split(","))) for p in text.split()]
 def points(pl):
-    return [tuple(map(float, p.split(","))) for p in pl.get("points").split()]
+    return pairs(pl.get("data-points"))
 def same(xs, ys):
     return len(xs) == len(ys) and all(x[0] == y[0] and math.isclose(x[1], y[1], rel_tol=1e-8) for x, y in zip(xs, ys))
 problems = []
@@ -38,6 +41,13 @@ for k, log in enumerate(logs):
         problems.append("%s: eval polyline differs from the CSV" % log)
     if not want_eval and ev:
         problems.append("%s: an eval polyline, but the CSV has no eval loss" % log)
+    # What is drawn: each pixel is its data point through the map (the
+    # pixels are printed to 0.001).
+    for pl in loss + ev:
+        px, dat = pairs(pl.get("points")), points(pl)
+        if len(px) != len(dat) or any(abs(p[0] - (a * x + c * y + e)) > 0.002 or abs(p[1] - (b * x + d * y + f)) > 0.002
+                                      for p, (x, y) in zip(px, dat)):
+            problems.append("%s: the %s curve's pixels are not its points through the map" % (log, pl.get("class")))
     for x, y in want_loss + want_eval:
         px, py = a * x + c * y + e, b * x + d * y + f
         if not (ax - 0.01 <= px <= ax + aw + 0.01 and ay - 0.01 <= py <= ay + ah + 0.01):
@@ -45,6 +55,14 @@ for k, log in enumerate(logs):
             break
     if log not in "".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text")):
         problems.append("%s: not named in the legend" % log)
+# The legend's lines fit the image (7 px a character of its 11.5 px font
+# is generous).
+width = float(root.get("width"))
+for t in root.findall(".//s:text[@class='legend']", ns):
+    if float(t.get("x")) + 7 * len(t.text or "") > width:
+        problems.append("legend '%s' runs past the image's %g px" % (t.text, width))
+if root.find(".//*[@vector-effect]") is not None:
+    problems.append("vector-effect, which SVG 1.1 lacks")
 extra = [p for p in g.findall("s:polyline", ns) if not p.get("data-series", "").isdigit() or int(p.get("data-series")) >= len(logs)]
 if extra:
     problems.append("%d polylines belong to no log" % len(extra))
@@ -77,6 +95,10 @@ v=$(check_svg "$work/ab.svg" "$work/a.csv" "$work/b.csv")
 sed 's/points="0,/points="0,9/' "$work/ab.svg" > "$work/bad.svg"
 v=$(check_svg "$work/bad.svg" "$work/a.csv" "$work/b.csv")
 [ "$v" != ok ] && ok "the check sees a moved point" || not_ok "the check passed a moved point"
+# ... and so must a pixel drawn away from its point.
+sed 's/ points="\([0-9]*\)\./ points="1\1./' "$work/ab.svg" > "$work/bad2.svg"
+v=$(check_svg "$work/bad2.svg" "$work/a.csv" "$work/b.csv")
+[ "$v" != ok ] && ok "the check sees a moved pixel: $v" || not_ok "the check passed a moved pixel"
 
 # Bad inputs.
 expect_error "a missing CSV" 1 "--plot: cannot read '$work/none.csv'" 1 --plot "$work/x.svg" "$work/a.csv" "$work/none.csv"

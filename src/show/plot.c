@@ -1,11 +1,13 @@
 /* plot.c - loss curves as a self-contained SVG chart (--plot), rank 0 only.
  *
- * The curves are drawn in data coordinates: each polyline's points are the
- * (step, loss) pairs themselves, inside a group whose transform maps them
- * onto the plot area. So the file states the numbers it shows (a test reads
- * them back and compares them with the CSV), and a stroke that must not be
- * stretched by the transform says so (vector-effect). Plain SVG, no script,
- * like the timeline (trace_svg.c). */
+ * Each polyline carries the (step, loss) pairs it draws (data-points) beside
+ * its points in pixels, and the group states the map from one to the other
+ * (data-transform): so the file states the numbers it shows, and a test
+ * reads them back, compares them with the CSV and checks each pixel against
+ * the map. The pixels are plain SVG 1.1 for every renderer (drawn in data
+ * coordinates under a transform, the strokes needed vector-effect, which
+ * SVG 1.1 lacks: rsvg-convert stretched them over the whole chart). No
+ * script, like the timeline (trace_svg.c). */
 #define _POSIX_C_SOURCE 200809L /* fdopen */
 #include "tt/show/plot.h"
 #include "show/outfile.h"
@@ -15,6 +17,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* One polyline of series k: the finite (step, y) pairs in pixels, and as
+ * data-points the pairs themselves; the eval curve dashed. */
+static void curve(FILE *f, const char *cls, int k, const char *c, const tt_plot_series *sr,
+                  const double *y, double sx, double sy, double tx, double ty)
+{
+    fprintf(f, "<polyline class=\"%s\" data-series=\"%d\" fill=\"none\" stroke=\"%s\" "
+               "stroke-width=\"1.6\"%s points=\"", cls, k, c,
+            strcmp(cls, "eval") == 0 ? " stroke-dasharray=\"6 4\"" : "");
+    int first = 1;
+    for (long i = 0; i < sr->n; i++)
+        if (isfinite(y[i])) {
+            fprintf(f, "%s%.3f,%.3f", first ? "" : " ", tx + sx * (double)sr->step[i],
+                    ty - sy * y[i]);
+            first = 0;
+        }
+    fprintf(f, "\" data-points=\"");
+    first = 1;
+    for (long i = 0; i < sr->n; i++)
+        if (isfinite(y[i])) {
+            fprintf(f, "%s%ld,%.9g", first ? "" : " ", sr->step[i], y[i]);
+            first = 0;
+        }
+    fprintf(f, "\"/>\n");
+}
 
 /* p with room for cap elements of size sz, the first n kept. */
 static void *grow(void *p, long n, long cap, size_t sz)
@@ -174,7 +201,11 @@ static void xml_text(FILE *f, const char *s)
     }
 }
 
-enum { W = 860, H = 480, LEFT = 70, RIGHT = 250, TOP = 44, BOTTOM = 56 };
+/* The plot area is W0 - LEFT - RIGHT0 wide; the image widens past W0 when
+ * the legend's longest line needs it (LEGEND_CHAR: a generous width of one
+ * character of its 11.5 px sans-serif). */
+enum { W0 = 860, H = 480, LEFT = 70, RIGHT0 = 250, TOP = 44, BOTTOM = 56, LEGEND_X = 44 };
+#define LEGEND_CHAR 7.0
 
 int tt_plot_write_svg(const char *path, const tt_plot_series *s, int ns, tt_err *e)
 {
@@ -208,7 +239,15 @@ int tt_plot_write_svg(const char *path, const tt_plot_series *s, int ns, tt_err 
         return tt_fail(e, "--plot: cannot draw steps %.6g to %.6g and losses %.6g to %.6g "
                           "(a range too large, or too narrow for its magnitude)",
                        x0, x1, data_y0, data_y1);
-    const double pw = W - LEFT - RIGHT, ph = H - TOP - BOTTOM;
+    const double pw = W0 - LEFT - RIGHT0, ph = H - TOP - BOTTOM;
+    /* The legend's lines: "name (last 1.2345)". */
+    size_t longest = 0;
+    for (int k = 0; k < ns; k++) {
+        size_t n = strlen(s[k].name) + (s[k].n ? strlen(" (last 0.0000)") : 0);
+        longest = n > longest ? n : longest;
+    }
+    const int legend_w = LEGEND_X + (int)ceil(LEGEND_CHAR * (double)longest) + 12;
+    const int W = LEFT + (int)pw + legend_w > W0 ? LEFT + (int)pw + legend_w : W0;
     const double sx = pw / (x1 - x0), sy = ph / (y1 - y0);
 
     tt_outfile o;
@@ -253,36 +292,20 @@ int tt_plot_write_svg(const char *path, const tt_plot_series *s, int ns, tt_err 
     fprintf(f, "<text x=\"16\" y=\"%g\" font-size=\"12\" fill=\"#222\" text-anchor=\"middle\" "
                "transform=\"rotate(-90 16 %g)\">loss (nats per byte)</text>\n",
             TOP + ph / 2, TOP + ph / 2);
-    /* The curves, in data coordinates: pixel = (tx + sx step, ty - sy loss). */
-    fprintf(f, "<g class=\"curves\" transform=\"matrix(%.9g 0 0 %.9g %.9g %.9g)\">\n", sx, -sy,
-            LEFT - x0 * sx, TOP + y1 * sy);
+    /* The curves: pixel = (tx + sx step, ty - sy loss), the map stated. */
+    const double tx = LEFT - x0 * sx, ty = TOP + y1 * sy;
+    fprintf(f, "<g class=\"curves\" data-transform=\"matrix(%.9g 0 0 %.9g %.9g %.9g)\">\n", sx,
+            -sy, tx, ty);
     for (int k = 0; k < ns; k++) {
-        const char *c = colour[k % 8];
-        fprintf(f, "<polyline class=\"loss\" data-series=\"%d\" fill=\"none\" stroke=\"%s\" "
-                   "stroke-width=\"1.6\" vector-effect=\"non-scaling-stroke\" points=\"", k, c);
-        for (long i = 0; i < s[k].n; i++)
-            if (isfinite(s[k].loss[i]))
-                fprintf(f, "%s%ld,%.9g", i ? " " : "", s[k].step[i], s[k].loss[i]);
-        fprintf(f, "\"/>\n");
         int evals = 0;
         for (long i = 0; i < s[k].n; i++)
             evals += isfinite(s[k].eval[i]);
-        if (evals == 0)
-            continue;
-        fprintf(f, "<polyline class=\"eval\" data-series=\"%d\" fill=\"none\" stroke=\"%s\" "
-                   "stroke-width=\"1.6\" stroke-dasharray=\"6 4\" "
-                   "vector-effect=\"non-scaling-stroke\" points=\"", k, c);
-        int first = 1;
-        for (long i = 0; i < s[k].n; i++)
-            if (isfinite(s[k].eval[i])) {
-                fprintf(f, "%s%ld,%.9g", first ? "" : " ", s[k].step[i], s[k].eval[i]);
-                first = 0;
-            }
-        fprintf(f, "\"/>\n");
+        curve(f, "loss", k, colour[k % 8], &s[k], s[k].loss, sx, sy, tx, ty);
+        if (evals > 0)
+            curve(f, "eval", k, colour[k % 8], &s[k], s[k].eval, sx, sy, tx, ty);
     }
     fprintf(f, "</g>\n");
-    /* Eval points as dots, in pixels (a circle would be stretched by the
-     * transform). */
+    /* Eval points as dots. */
     for (int k = 0; k < ns; k++)
         for (long i = 0; i < s[k].n; i++)
             if (isfinite(s[k].eval[i]))
