@@ -153,6 +153,20 @@ if [ "$status" -eq 0 ] && grep -q "input gradient (B) of micro-batch 1 on chunk 
 else
     not_ok "B and W names in --explain / --trace / report"
 fi
+# Every colour of a compute box in a zb-v timeline (two chunks a stage, so
+# two shades of F, B and W) has its legend entry: W's second shade had none.
+tt 2 $cfg --pp 2 --micro-batches 2 --schedule zb-v --timeline "$work/v.svg"
+missing=$(python3 - "$work/v.svg" <<'PY'
+import re, sys
+svg = open(sys.argv[1]).read()
+boxes = set(re.findall(r'fill="(#[0-9a-f]{6})"[^>]*><title>(?:forward|B|W) mb', svg))
+legend = svg[svg.index('class="legend"'):]
+shown = set(re.findall(r'fill="(#[0-9a-f]{6})"/>\s*<text[^>]*>(?:forward|B \(input|W \(weight)', legend))
+print(" ".join(sorted(boxes - shown)) if len(boxes) == 6 else "%d box colours" % len(boxes))
+PY
+)
+[ "$status" -eq 0 ] && [ -z "$missing" ] && ok "zb-v timeline: the legend shows all 6 compute shades (F, B, W x 2 chunks)" \
+    || not_ok "zb-v timeline legend: exit $status, without an entry: $missing"
 
 # 5. the memory account counts what B keeps for W: per (micro-batch,
 #    block) the output gradients of q, k, v (N x C/tp each), proj, fc2 and

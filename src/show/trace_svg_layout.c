@@ -122,23 +122,24 @@ static void name_group(const tt_svg_layout *L, legend_item *it, const char *grp)
 }
 
 /* The legend's entries, wrapped into lines across the chart's width; the
- * number of lines sets the chart's height. At most eight shades a direction
- * are listed, which is what bounds items[]. */
+ * number of lines sets the chart's height. At most eight shades a kind of
+ * compute (forward, B or backward, W) are listed, which is what bounds
+ * items[]. */
 static void lay_out_legend(tt_svg_layout *L)
 {
+    static const rgb base[3] = {C_FWD, C_BWD, C_W};
     L->n_items = 0;
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < (L->has_w ? 3 : 2); k++)
         for (int i = 0; i < L->v && i < 8; i++) {
-            legend_item *it = add_legend_item(L, chunk_shade(k ? C_BWD : C_FWD, i, L->v), 0);
-            const char *what = !k ? "forward" : L->has_w ? "B (input gradient)" : "backward";
+            legend_item *it = add_legend_item(L, chunk_shade(base[k], i, L->v), 0);
+            const char *what = k == 0 ? "forward"
+                               : k == 2 ? "W (weight gradients)"
+                               : L->has_w ? "B (input gradient)" : "backward";
             if (L->v > 1)
                 snprintf(it->text, sizeof it->text, "%s, stage's chunk %d", what, i);
             else
                 snprintf(it->text, sizeof it->text, "%s", what);
         }
-    if (L->has_w)
-        snprintf(add_legend_item(L, C_W, 0)->text, sizeof L->items[0].text,
-                 "W (weight gradients)");
     snprintf(add_legend_item(L, C_OPT, 0)->text, sizeof L->items[0].text,
              "optimizer (gradient norm; clip + AdamW)");
     if (L->has_wait)

@@ -100,7 +100,7 @@ typedef struct {
     int v;                   /* chunks per pipeline stage (the shades) */
     double span_ms, px_per_ms;
     int plot_w, plot_h, axis_y, legend_y, width, height;
-    legend_item items[24];   /* 2 x 8 compute shades, W, optimizer, wait, oracle,
+    legend_item items[32];   /* 3 x 8 compute shades, optimizer, wait, oracle,
                                 4 groups */
     int n_items, last_line;
 } tt_svg_layout;
