@@ -8,7 +8,8 @@
 # written before the trace, a trace path that became a directory during the
 # run is refused at the rename, a log or a checkpoint the disk has no room
 # for fails the run (the checkpoint before it is written, with one line),
-# and a killed run's log ends with a whole row. A run that trains no step
+# and a killed run's log ends with a whole row. A trace, timeline or plot
+# never replaces a training log. A run that trains no step
 # refuses --trace, --timeline and --plot.
 . "$TT_SRCDIR/testlib.sh"
 
@@ -62,6 +63,19 @@ refused "--trace onto an unnamed checkpoint" "--trace: cannot write trace '$work
     "$work/ck.st" --trace "$work/ck.st"
 refused "--timeline onto an unnamed checkpoint" "--timeline: cannot write timeline '$work/ck.st': it is a checkpoint" \
     "$work/ck.st" --timeline "$work/ck.st"
+# Nor does a trace, timeline or plot replace a training log: "--plot a.csv
+# b.csv", the chart's name forgotten, turned log a.csv into a chart.
+tt 1 $small --log "$work/old.csv"
+cp "$work/old.csv" "$work/old2.csv"
+refused "--trace onto a log" "--trace: cannot write trace '$work/old.csv': it is a training log (a --log CSV); choose another name" \
+    "$work/old.csv" --trace "$work/old.csv"
+refused "--plot onto a log" "--plot: cannot write plot '$work/old.csv': it is a training log" \
+    "$work/old.csv" --plot "$work/old.csv"
+before=$(sum "$work/old.csv")
+expect_error "--plot a.csv b.csv, the chart's name forgotten" 1 \
+    "^tiny_transformer: --plot: cannot write plot '$work/old.csv': it is a training log (a --log CSV); the chart's name comes first: --plot OUT.svg a.csv b.csv$" \
+    1 --plot "$work/old.csv" "$work/old2.csv"
+[ "$(sum "$work/old.csv")" = "$before" ] && ok "--plot a.csv b.csv: a.csv unchanged" || not_ok "--plot a.csv b.csv: a.csv changed"
 # The other way round: --save replaced any regular file, so a mistyped name
 # cost a text or a log its contents. It replaces a checkpoint or an empty
 # file only.

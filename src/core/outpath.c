@@ -217,10 +217,27 @@ static int looks_like_checkpoint(const char *path)
     return len >= 2 && len <= 100ULL * 1024 * 1024;
 }
 
+/* Does the file at path begin like a --log CSV (its header's first two
+ * columns, which every log has and --plot reads)? */
+static int looks_like_log(const char *path)
+{
+    static const char head[] = "step,loss,";
+    char b[sizeof head - 1];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t got = fread(b, 1, sizeof b, f);
+    fclose(f);
+    return got == sizeof b && memcmp(b, head, sizeof b) == 0;
+}
+
 /* A log, trace, timeline or plot never replaces a checkpoint: that is a
- * run's training, and a mistyped name must not cost it. The other way round
- * too: --save replaces only a checkpoint (or an empty file), never a text,
- * a log or a trace that a mistyped name points at. */
+ * run's training, and a mistyped name must not cost it. Nor does a trace,
+ * timeline or plot replace a training log (--plot a.csv b.csv, the chart's
+ * name forgotten, turned log a.csv into a chart); --log itself rewrites an
+ * earlier run's log, as a rerun should. The other way round too: --save
+ * replaces only a checkpoint (or an empty file), never a text, a log or a
+ * trace that a mistyped name points at. */
 static int check_not_checkpoint(const tt_path_use *u, tt_err *e)
 {
     struct stat st;
@@ -230,6 +247,11 @@ static int check_not_checkpoint(const tt_path_use *u, tt_err *e)
     if (u->mpiio && !ckpt && st.st_size > 0)
         return refuse(u, e, "it exists and is not a checkpoint (no safetensors header): "
                             "choose another name, or remove it first");
+    if (!u->mpiio && strcmp(u->flag, "--log") != 0 && looks_like_log(u->path))
+        return refuse(u, e, strcmp(u->flag, "--plot") == 0
+                                ? "it is a training log (a --log CSV); the chart's name comes "
+                                  "first: --plot OUT.svg a.csv b.csv"
+                                : "it is a training log (a --log CSV); choose another name");
     if (u->mpiio || !ckpt)
         return 0;
     return refuse(u, e, "it is a checkpoint (a safetensors file); choose another name");
