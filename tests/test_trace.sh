@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/test_trace.sh - the trace views: --trace writes a Chrome trace that
 # parses, names one process per virtual GPU with its coordinates, keeps
-# each GPU's compute events disjoint to the printed digit, and holds
+# each GPU's compute events disjoint to the printed digit, pairs each
+# pipeline send with its receive by micro-batch and chunk, and holds
 # every forward and backward of the last step plus the TP and PP transfers,
 # with dp > 1 one wait for the DP all-reduce per GPU and step (none with dp
 # 1), no optimizer event over a transfer (the norm's all-reduce apart), the
@@ -57,6 +58,16 @@ track = {}
 for e in json.load(open(path), parse_float=Decimal)["traceEvents"]:
     if e.get("ph") == "X" and e.get("tid") == 0:
         track.setdefault(e["pid"], []).append(e)
+# Every pipeline send names the micro-batch, the chunk it goes into and what
+# it carries, and the peer's receive names the same: they pair one to one.
+def key(e, a, b):
+    return (a, b, e["args"].get("step"), e["args"].get("mb"), e["args"].get("chunk"), e["args"].get("carries"))
+sends = [key(e, e["pid"], e["args"].get("peer")) for e in xs if e.get("cat") == "PP" and e["args"].get("op") == "send"]
+recvs = [key(e, e["args"].get("peer"), e["pid"]) for e in xs if e.get("cat") == "PP" and e["args"].get("op") == "recv"]
+if any(k[3] is None or k[4] is None or k[5] not in ("activation", "gradient") for k in sends + recvs):
+    bad.append("PP transfers without mb, chunk or carries: %s" % [k for k in sends + recvs if k[3] is None or k[4] is None or not k[5]][:2])
+elif sorted(sends) != sorted(recvs) or len(set(sends)) != len(sends):
+    bad.append("PP sends and receives do not pair by step, mb and chunk: %s" % sorted(set(sends) ^ set(recvs))[:3])
 for pid, mine in track.items():
     mine.sort(key=lambda e: (e["ts"], -e["dur"]))
     over = [(a["name"], b["name"]) for a, b in zip(mine, mine[1:]) if b["ts"] < a["ts"] + a["dur"]]
@@ -266,6 +277,9 @@ run_case() {
 
 run_case "4 GPUs (tp2 pp2, 4 micro-batches)" virtual 2 2 1 4 4 --layers 4 --batch 8
 run_case "4 GPUs on the wall clock" wall 2 2 1 4 4 --layers 4 --batch 8
+# (interleaved: a stage sends an activation and a gradient into one chunk)
+run_case "2 GPUs (pp2, interleaved, 2 chunks a stage)" virtual 1 2 1 4 2 --layers 4 --batch 8 --schedule interleaved --virtual-stages 2
+# (the last case: the planted faults below edit its files)
 run_case "12 GPUs (tp2 pp3 dp2, 16 micro-batches)" virtual 2 3 2 16 12 --layers 6 --batch 32
 
 # The checks above see a wrong name: the 12 GPUs' trace with gpu5's loss

@@ -9,6 +9,8 @@
 /* One process is one virtual GPU: one event log per process. */
 static struct {
     int active, step;
+    int tag_mb, tag_chunk; /* what a communication now serves, -1: none */
+    const char *tag_carries;
     double origin;
     tt_event *ev;
     int n, cap;
@@ -19,9 +21,18 @@ void tt_events_start(double origin)
     log_.active = 1;
     log_.origin = origin;
     log_.step = -1;
+    log_.tag_mb = log_.tag_chunk = -1;
+    log_.tag_carries = NULL;
 }
 
 void tt_events_set_step(int step) { log_.step = step; }
+
+void tt_events_tag(int mb, int chunk, const char *carries)
+{
+    log_.tag_mb = mb;
+    log_.tag_chunk = chunk;
+    log_.tag_carries = carries;
+}
 
 /* Appends an event and returns it, or NULL when nothing is recorded now. */
 static tt_event *append(int kind, const char *name, const char *group, double t0_abs,
@@ -62,9 +73,16 @@ void tt_events_add(int kind, const char *name, const char *group, double t0_abs,
 void tt_events_add_comm(const char *op, const char *group, const char *purpose, double t0_abs,
                         double t1_abs, int peer, long long bytes)
 {
-    tt_event *e = append(TT_EV_COMM, op, group, t0_abs, t1_abs, -1, -1, peer, bytes);
+    /* The tag is a micro-batch's: the pipeline's transfers and the TP
+     * collectives inside its compute. A DP collective that starts there
+     * (a bucket beside the backward, ZeRO's gathers) serves them all. */
+    const int tagged = group && (strcmp(group, "PP") == 0 || strcmp(group, "TP") == 0);
+    tt_event *e = append(TT_EV_COMM, op, group, t0_abs, t1_abs, tagged ? log_.tag_mb : -1,
+                         tagged ? log_.tag_chunk : -1, peer, bytes);
     if (e && purpose)
         snprintf(e->purpose, sizeof e->purpose, "%s", purpose);
+    if (e && tagged && log_.tag_carries)
+        snprintf(e->carries, sizeof e->carries, "%s", log_.tag_carries);
 }
 
 tt_event *tt_events_take(int *n)

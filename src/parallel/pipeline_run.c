@@ -296,7 +296,18 @@ double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss)
         const tt_action *a = &pipe->list.a[i];
         double t0 = tt_clock_now();
         tt_watch_context(step, a->mb);
+        /* The trace's transfers name the micro-batch, the chunk they go
+         * into (as their tags do) and what they carry; a TP collective its
+         * compute's micro-batch and chunk. */
+        const int acts = a->kind == TT_ACT_SEND_ACT || a->kind == TT_ACT_RECV_ACT;
+        const int grads = a->kind == TT_ACT_SEND_GRAD || a->kind == TT_ACT_RECV_GRAD;
+        tt_events_tag(a->mb,
+                      a->kind == TT_ACT_SEND_ACT    ? a->chunk + 1
+                      : a->kind == TT_ACT_SEND_GRAD ? a->chunk - 1
+                                                    : a->chunk,
+                      acts ? "activation" : grads ? "gradient" : NULL);
         run_action(pipe, i, &st);
+        tt_events_tag(-1, -1, NULL);
         tt_watch_purpose(NULL, 0, 0); /* left unused by a copy within this stage */
         const int compute = a->kind == TT_ACT_FWD || a->kind == TT_ACT_BWD || a->kind == TT_ACT_W;
         if (use_fixed && compute)

@@ -110,6 +110,8 @@ static void write_event(FILE *f, const tt_grid *g, const tt_event *v, int r, con
         fprintf(f, ",\"mb\":%d", v->mb);
     if (v->chunk >= 0)
         fprintf(f, ",\"chunk\":%d", v->chunk);
+    if (v->carries[0])
+        fprintf(f, ",\"carries\":\"%s\"", v->carries);
     if (comm)
         write_comm_args(f, g, v, cat);
     if (wait) {

@@ -33,6 +33,7 @@ typedef struct {
     double t0, t1;      /* seconds since the log's origin (common to all ranks),
                            on the clock figures use (virtual unless --clock wall) */
     int step, mb, chunk;/* -1 when not applicable */
+    char carries[12];   /* a pipeline transfer: "activation" or "gradient"; else "" */
     int peer;           /* send/recv: the other world rank; else -1 */
     long long bytes;    /* comm: bytes booked; wait: bytes waited for; else 0 */
 } tt_event;
@@ -43,12 +44,18 @@ typedef struct {
 void tt_events_start(double origin);
 /* The step the following events belong to. */
 void tt_events_set_step(int step);
+/* The micro-batch and chunk the PP and TP communication recorded from now on
+ * serves (a pipeline transfer: the chunk that receives it, and what it
+ * carries, "activation" or "gradient"; a TP collective inside a forward or
+ * backward: that chunk's, carries NULL), until the next call; -1, -1, NULL:
+ * none. DP communication serves every micro-batch and is never tagged. */
+void tt_events_tag(int mb, int chunk, const char *carries);
 /* Records an event with absolute tt_clock_now() times (kept relative to the origin);
  * nothing when the log is not recording. */
 void tt_events_add(int kind, const char *name, const char *group, double t0_abs, double t1_abs,
                    int mb, int chunk, int peer, long long bytes);
-/* A transfer or collective (TT_EV_COMM, no micro-batch or chunk) with the
- * purpose a named call gave (NULL: none). */
+/* A transfer or collective (TT_EV_COMM, with the micro-batch and chunk of
+ * tt_events_tag) with the purpose a named call gave (NULL: none). */
 void tt_events_add_comm(const char *op, const char *group, const char *purpose, double t0_abs,
                         double t1_abs, int peer, long long bytes);
 /* Stops recording and hands over the log (*n events; free it): the log is
