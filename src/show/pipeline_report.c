@@ -204,10 +204,14 @@ void tt_explain_step(const tt_pipe *pipe, const tt_grid *g)
     else if (v > 1)
         printf("here %d chunks,\nstage s holds chunks s, s + %d%s (chunk k on stage k %% %d)\n",
                p * v, p, v > 2 ? ", ..." : "", p);
-    else
+    else if (p > 1)
         printf("here %d chunks,\nstage s holds chunk s\n", p);
+    else
+        printf("here one, the whole model\n");
     tt_schedule_legend(stdout, pipe->split_w);
-    printf("(the virtual clocks' real costs are in the bubble table, --trace and --timeline)\n");
+    /* (one stage has no bubble, and no bubble table) */
+    printf("(the virtual clocks' real costs are in %s--trace and --timeline)\n",
+           p > 1 ? "the bubble table, " : "");
     printf("\nGantt chart: one row per GPU, one column per time step\n");
     tt_schedule_gantt_key(stdout, v, pipe->split_w);
     tt_schedule_gantt(stdout, pipe->all, &unit, (const char *const *)names);
