@@ -3,8 +3,8 @@
 # the emulator's own runs: for tp2 pp2, pp4, pp2 dp2 and tp2 dp2 on 4
 # classroom GPUs, tp2 pp2 dp2 on 8 (two servers: the pipeline crosses the
 # network), ZeRO 1 and 2 on pp2 dp2, ZeRO 3 on tp2 dp2, selective and full
-# recomputation on tp2 pp2, sequence parallelism on tp2 pp2 and zb-v on
-# pp2 dp2, the planned
+# recomputation on tp2 pp2, sequence parallelism on tp2 pp2, zb-v on pp2
+# dp2 and zb-h1 on tp2 pp2, the planned
 # worst-GPU memory equals
 # --report memory's peak within 5% and the planned step time the run's
 # virtual step time (the CSV's ms) within 2%. Planted faults: a plan on a
@@ -58,7 +58,7 @@ printf '{"based_on": "classroom", "nvlink_bandwidth": 20e6, "network_bandwidth":
 for lay in "2 2 1 0 none" "1 4 1 0 none" "1 2 2 0 none" "2 1 2 0 none" "2 2 2 0 none" \
            "1 2 2 1 none" "1 2 2 2 none" "2 1 2 3 none" "2 2 1 0 selective" "2 2 1 0 full" \
            "2 2 1 0 none --sequence-parallel" "1 2 2 0 none --schedule zb-v" \
-           "1 2 2 0 none --schedule interleaved"; do
+           "2 2 1 0 none --schedule zb-h1" "1 2 2 0 none --schedule interleaved"; do
     set -- $lay
     np=$(($1 * $2 * $3))
     shift 5

@@ -271,16 +271,16 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
     }
     /* Time of every chunk, and of every message between neighbours. */
     tt_cost_ctx cx = {cl, x->plan->mixed, c0.tp, NULL, c0.sequence_parallel,
-                      c0.recompute};
+                      c0.recompute, tt_schedule_splits_w(c0.schedule)};
     cx.tp_link = tp_link(cl, &g, &c0.tp_across_servers);
-    double *cost = tt_malloc(3 * (size_t)K * sizeof *cost);
-    double *fwd = cost, *bwd = cost + K, *link = cost + 2 * K;
+    double *cost = tt_malloc(4 * (size_t)K * sizeof *cost);
+    double *fwd = cost, *bwd = cost + K, *link = cost + 2 * K, *wgt = cost + 3 * K;
     double tp_comm = 0;
     const double elem = x->plan->mixed ? 2.0 : 4.0;
     const tt_placement place = tt_schedule_placement(c0.schedule);
     for (int k = 0; k < K; k++) {
         tt_chunk_seconds t = tt_chunk_cost(cfg, &cx, mbs, chunk_layers[k], k == 0, k == K - 1);
-        fwd[k] = t.fwd, bwd[k] = t.bwd;
+        fwd[k] = t.fwd, bwd[k] = t.bwd, wgt[k] = t.w; /* B and W apart under zb */
         const int here = tt_chunk_stage(place, p, k);
         const int next = k + 1 < K ? tt_chunk_stage(place, p, k + 1) : here;
         if (here == 0)
@@ -295,22 +295,8 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
     for (int s = 0; s < p; s++)
         tt_schedule_build(&lists[s], (tt_schedule_kind)c0.schedule, p, m, v, s);
     tt_sim_result res;
-    /* B and W apart: W is the blocks' weight-gradient products, 24 C^2 of a
-     * block's about 48 C^2 + 8 T C backward FLOPs per token (the rest, the
-     * input gradients and attention, is B); the head and embeddings stay in B. */
-    double *wgt = NULL;
-    if (tt_schedule_splits_w(c0.schedule)) {
-        const double C = cfg->C, T = cfg->T, share = 24 * C * C / (48 * C * C + 8 * T * C);
-        wgt = tt_malloc((size_t)K * sizeof *wgt);
-        for (int k = 0; k < K; k++) {
-            tt_chunk_seconds blocks = tt_chunk_cost(cfg, &cx, mbs, chunk_layers[k], 0, 0);
-            wgt[k] = (blocks.bwd - blocks.bwd_comm) * share;
-            bwd[k] -= wgt[k];
-        }
-    }
-    tt_sim_costs sc = {fwd, bwd, link, wgt};
+    tt_sim_costs sc = {fwd, bwd, link, cx.split_w ? wgt : NULL};
     int rc_sim = tt_schedule_simulate(lists, p, m, v, &sc, &res, e);
-    free(wgt);
     stage_shape *shape = rc_sim ? NULL : tt_calloc((size_t)p, sizeof *shape);
     double busy = 0;
     for (int s = 0; s < p && !rc_sim; s++) {

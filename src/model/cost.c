@@ -64,30 +64,42 @@ static void block_fwd(acc *a, const tt_config *cfg, double B)
     k(a, tt_kcost_residual_fwd(Ns * C));
 }
 
-/* block_backward of forward.c (both products of every linear layer). */
-static void block_bwd(acc *a, const tt_config *cfg, double B)
+/* block_backward of forward.c: both products of every linear layer; or,
+ * split (w not NULL), B as block_backward runs it under a zero-bubble
+ * schedule (the input-gradient products) and W as block_weights does (the
+ * weight-gradient products, both LayerNorms' backward again). */
+static void block_bwd(acc *a, acc *w, const tt_config *cfg, double B)
 {
     const double tp = a->x->tp, T = cfg->T, C = cfg->C, N = B * T;
     const double Cl = C / tp, Hl = 4.0 * C / tp, NHl = cfg->NH / tp;
     const double Ns = a->x->sequence_parallel ? N / tp : N;
-    const int sp = a->x->sequence_parallel;
-    k(a, tt_kcost_linear_bwd(N, Hl, C, 2));
+    const int sp = a->x->sequence_parallel, products = w ? 1 : 2;
+    k(a, tt_kcost_linear_bwd(N, Hl, C, products));
     k(a, tt_kcost_gelu_bwd(N * Hl));
     if (sp) /* fc1's input, gathered again (not kept) */
         coll(a, TT_COLL_ALLGATHER, N * C);
-    k(a, tt_kcost_linear_bwd(N, C, Hl, 2));
+    k(a, tt_kcost_linear_bwd(N, C, Hl, products));
     tp_sum(a, N * C);
     k(a, tt_kcost_layernorm_bwd(Ns, C));
-    k(a, tt_kcost_linear_bwd(N, Cl, C, 2));
+    k(a, tt_kcost_linear_bwd(N, Cl, C, products));
     k(a, tt_kcost_attention_bwd(B, T, NHl, Cl));
     if (sp) /* q, k and v's input, gathered again */
         coll(a, TT_COLL_ALLGATHER, N * C);
     for (int i = 0; i < 3; i++)
-        k(a, tt_kcost_linear_bwd(N, C, Cl, 2));
+        k(a, tt_kcost_linear_bwd(N, C, Cl, products));
     tp_sum(a, N * C);
     k(a, tt_kcost_layernorm_bwd(Ns, C));
     if (sp) /* the LayerNorms' gradients of this rank's tokens, summed */
         coll(a, TT_COLL_ALLREDUCE, 4 * C);
+    if (w) { /* block_weights: fc2, fc1, proj, q, k, v; then ln2, ln1 */
+        k(w, tt_kcost_linear_bwd(N, Hl, C, 1));
+        k(w, tt_kcost_linear_bwd(N, C, Hl, 1));
+        k(w, tt_kcost_linear_bwd(N, Cl, C, 1));
+        for (int i = 0; i < 3; i++)
+            k(w, tt_kcost_linear_bwd(N, C, Cl, 1));
+        k(w, tt_kcost_layernorm_bwd(Ns, C));
+        k(w, tt_kcost_layernorm_bwd(Ns, C));
+    }
 }
 
 tt_chunk_seconds tt_chunk_cost(const tt_config *cfg, const tt_cost_ctx *x, double B, int nb,
@@ -98,7 +110,7 @@ tt_chunk_seconds tt_chunk_cost(const tt_config *cfg, const tt_cost_ctx *x, doubl
     /* The vocabulary is padded to a multiple of tp (design.md section 4). */
     const double Vp = (double)((cfg->V + x->tp - 1) / x->tp) * x->tp, Vl = Vp / tp;
     acc f = {x, x->mixed ? cl->peak_flops : cl->peak_flops_fp32, x->mixed ? 2.0 : 4.0, 0, 0};
-    acc b = f;
+    acc b = f, w = f;
     const int sp = x->sequence_parallel;
     const double Ns = sp ? N / tp : N;
     if (embedding) {
@@ -114,7 +126,7 @@ tt_chunk_seconds tt_chunk_cost(const tt_config *cfg, const tt_cost_ctx *x, doubl
     }
     for (int i = 0; i < nb; i++) {
         block_fwd(&f, cfg, B);
-        block_bwd(&b, cfg, B);
+        block_bwd(&b, x->split_w ? &w : NULL, cfg, B);
     }
     /* Recomputation runs (part of) the forward again inside the backward:
      * full, the whole block; selective, the attention core. */
@@ -160,6 +172,7 @@ tt_chunk_seconds tt_chunk_cost(const tt_config *cfg, const tt_cost_ctx *x, doubl
     if (cl->fixed_forward > 0 || cl->fixed_backward > 0) {
         f.compute = cl->fixed_forward;
         b.compute = cl->fixed_backward;
+        w.compute = x->split_w ? cl->fixed_w : 0.0;
     }
-    return (tt_chunk_seconds){f.compute + f.comm, b.compute + b.comm, f.comm, b.comm};
+    return (tt_chunk_seconds){f.compute + f.comm, b.compute + b.comm, f.comm, b.comm, w.compute};
 }

@@ -23,15 +23,21 @@ typedef struct {
     const tt_link *tp_link; /* the TP group's slowest link */
     int sequence_parallel;  /* Korthikanti et al.: LayerNorm and residuals split over tp */
     int recompute;       /* TT_RECOMPUTE_* (tt/core/config.h) */
+    int split_w;         /* a zero-bubble schedule: the blocks' W apart from B */
 } tt_cost_ctx;
 
 /* Seconds of one chunk of nb blocks for one micro-batch of B sequences,
  * forward and backward (backward includes any recomputation), each split into
  * compute and the TP collectives inside the chunk. `embedding`: the chunk
- * holds the embeddings (chunk 0); `head`: ln_f, lm_head and the loss. */
+ * holds the embeddings (chunk 0); `head`: ln_f, lm_head and the loss. With
+ * split_w the backward is B and the blocks' weight gradients are W, priced
+ * as the run charges them: B takes each linear layer's input-gradient
+ * product, W its weight-gradient product and both LayerNorms' backward
+ * again (for their gains); the head's and embeddings' stay in B. */
 typedef struct {
     double fwd, bwd;           /* total */
     double fwd_comm, bwd_comm; /* of which TP collectives */
+    double w;                  /* split_w: W (no communication); else 0 */
 } tt_chunk_seconds;
 tt_chunk_seconds tt_chunk_cost(const tt_config *cfg, const tt_cost_ctx *x, double B, int nb,
                                int embedding, int head);
