@@ -9,8 +9,8 @@
 # run is refused at the rename, a log or a checkpoint the disk has no room
 # for fails the run (the checkpoint before it is written, with one line),
 # and a killed run's log ends with a whole row. A trace, timeline or plot
-# never replaces a training log. A run that trains no step
-# refuses --trace, --timeline and --plot.
+# never replaces a training log. --steps 0 refuses --trace, --timeline and
+# --plot; a resumed run at its end writes none of them and exits 0.
 . "$TT_SRCDIR/testlib.sh"
 
 small="--layers 1 --dim 16 --heads 2 --seq 16 --batch 2 --micro-batches 1 --steps 1 --sample-len 0 --quiet"
@@ -69,12 +69,16 @@ tt 1 $small --log "$work/old.csv"
 cp "$work/old.csv" "$work/old2.csv"
 refused "--trace onto a log" "--trace: cannot write trace '$work/old.csv': it is a training log (a --log CSV); choose another name" \
     "$work/old.csv" --trace "$work/old.csv"
+refused "--timeline onto a log" "--timeline: cannot write timeline '$work/old.csv': it is a training log (a --log CSV); choose another name" \
+    "$work/old.csv" --timeline "$work/old.csv"
 refused "--plot onto a log" "--plot: cannot write plot '$work/old.csv': it is a training log" \
     "$work/old.csv" --plot "$work/old.csv"
 before=$(sum "$work/old.csv")
-expect_error "--plot a.csv b.csv, the chart's name forgotten" 1 \
-    "^tiny_transformer: --plot: cannot write plot '$work/old.csv': it is a training log (a --log CSV); the chart's name comes first: --plot OUT.svg a.csv b.csv$" \
-    1 --plot "$work/old.csv" "$work/old2.csv"
+for np in 1 2; do
+    expect_error "--plot a.csv b.csv, the chart's name forgotten ($np rank(s))" 1 \
+        "^tiny_transformer: --plot: cannot write plot '$work/old.csv': it is a training log (a --log CSV); the chart's name comes first: --plot OUT.svg a.csv b.csv$" \
+        "$np" --plot "$work/old.csv" "$work/old2.csv"
+done
 [ "$(sum "$work/old.csv")" = "$before" ] && ok "--plot a.csv b.csv: a.csv unchanged" || not_ok "--plot a.csv b.csv: a.csv changed"
 # The other way round: --save replaced any regular file, so a mistyped name
 # cost a text or a log its contents. It replaces a checkpoint or an empty
@@ -140,26 +144,31 @@ tt 1 --resume "$work/again.st" --steps 2 --sample-len 0 --quiet # the new X is a
     ok "--resume X --save X trains on and replaces X with a checkpoint that resumes" \
     || not_ok "--resume X --save X: exit $s_again; resuming the new X: exit $status"
 
-# A run that trains no step has nothing to trace, draw or plot: refused
-# with exit 2 before any work, and no file made (it wrote a trace of no
-# events, "trace of steps 0..-1", and a timeline titled "Step -1").
+# A run that trains no step has nothing to trace, draw or plot. --steps 0
+# refuses --trace, --timeline and --plot with exit 2 before any work, and
+# makes no file (it wrote a trace of no events, "trace of steps 0..-1", and a
+# timeline titled "Step -1"). A resumed run whose checkpoint is at its end
+# says so, writes none of them and exits 0: rerunning a finished job's
+# command (--resume auto after a crash past the last save) must succeed.
 none="--layers 1 --dim 16 --heads 2 --seq 16 --batch 2 --micro-batches 1 --sample-len 0 --quiet"
 for np in 1 2; do
     expect_error "--steps 0 with --trace and --timeline ($np rank(s))" 2 \
-        "^tiny_transformer: --trace and --timeline show the steps a run trains, and this run trains none (--steps 0): drop them or give a larger --steps$" \
+        "^tiny_transformer: --trace and --timeline show the steps a run trains, and --steps 0 trains none: drop them or give --steps$" \
         "$np" $none --steps 0 --trace "$work/none.json" --timeline "$work/none.svg"
     [ ! -e "$work/none.json" ] && [ ! -e "$work/none.svg" ] && ok "--steps 0: no trace or timeline made" \
         || not_ok "--steps 0: a trace or timeline was made"
 done
 # ck.st is at step 1 of --steps 1: resuming it trains nothing.
-expect_error "--plot on a finished checkpoint" 2 \
-    "^tiny_transformer: --plot shows the steps a run trains, and this run trains none (the checkpoint is at step 1 and --steps is 1): drop it or give a larger --steps" \
-    2 --resume "$work/ck.st" --plot "$work/none.svg" --quiet --sample-len 0
-expect_error "--trace with --stop-at at the checkpoint's step" 2 \
-    "(the checkpoint is at step 1 and --stop-at is 1): drop it or give a later --stop-at" \
-    2 --resume "$work/ck.st" --steps 3 --stop-at 1 --trace "$work/none.json" --quiet --sample-len 0
-[ ! -e "$work/none.json" ] && [ ! -e "$work/none.svg" ] && ok "no picture of a finished checkpoint made" \
-    || not_ok "a picture of a finished checkpoint was made"
+for how in "--resume $work/done.st" "--resume auto --save $work/done.st" "--resume $work/done.st --steps 3 --stop-at 1"; do
+    cp "$work/ck.st" "$work/done.st"
+    tt 2 $how --trace "$work/none.json" --plot "$work/none.svg" --quiet --sample-len 0
+    if [ "$status" -eq 0 ] && grep -q "^checkpoint '$work/done.st' is at step 1, where this run ends: no step to show, so --trace and --plot write nothing$" "$work/out" &&
+        [ ! -e "$work/none.json" ] && [ ! -e "$work/none.svg" ]; then
+        ok "$how, checkpoint at its end: exit 0, says so, no trace or plot"
+    else
+        not_ok "$how, checkpoint at its end: exit $status, $(grep -c 'no step to show' "$work/out") notes, trace or plot made: $(ls "$work"/none.* 2>/dev/null)"
+    fi
+done
 
 # At the end: the trace path becomes a directory during the run. The
 # checkpoint is written first and survives; the log's rows are all whole.

@@ -4,12 +4,13 @@
 # classroom GPUs, tp2 pp2 dp2 on 8 (two servers: the pipeline crosses the
 # network), ZeRO 1 and 2 on pp2 dp2, ZeRO 3 on tp2 dp2, selective and full
 # recomputation on tp2 pp2, sequence parallelism on tp2 pp2, zb-v on pp2
-# dp2 and zb-h1 on tp2 pp2, the planned
+# dp2, zb-h1 on tp2 pp2 and on one stage (where it runs as 1F1B), the planned
 # worst-GPU memory equals
 # --report memory's peak within 5% and the planned step time the run's
 # virtual step time (the CSV's ms) within 2%. Planted faults: a plan on a
 # cluster whose links are 10 times slower, and a plan of another schedule
-# (gpipe), must miss. (tests/test_plan.sh checks the papers.)
+# (gpipe), must miss. A cluster of fixed W costs alone plans zb-h1 as it
+# runs. (tests/test_plan.sh checks the papers.)
 . "$TT_SRCDIR/testlib.sh"
 
 if ! command -v python3 >/dev/null 2>&1; then
@@ -58,7 +59,8 @@ printf '{"based_on": "classroom", "nvlink_bandwidth": 20e6, "network_bandwidth":
 for lay in "2 2 1 0 none" "1 4 1 0 none" "1 2 2 0 none" "2 1 2 0 none" "2 2 2 0 none" \
            "1 2 2 1 none" "1 2 2 2 none" "2 1 2 3 none" "2 2 1 0 selective" "2 2 1 0 full" \
            "2 2 1 0 none --sequence-parallel" "1 2 2 0 none --schedule zb-v" \
-           "2 2 1 0 none --schedule zb-h1" "1 2 2 0 none --schedule interleaved"; do
+           "2 2 1 0 none --schedule zb-h1" "1 1 2 0 none --schedule zb-h1" \
+           "1 2 2 0 none --schedule interleaved"; do
     set -- $lay
     np=$(($1 * $2 * $3))
     shift 5
@@ -85,5 +87,16 @@ for lay in "2 2 1 0 none" "1 4 1 0 none" "1 2 2 0 none" "2 1 2 0 none" "2 2 2 0 
         elif msg=$(compare p 0.05 1 fail); then ok "planted fault, gpipe's memory: $msg"; else not_ok "the memory check passed another schedule: $msg"; fi
     fi
 done
+
+# A test cluster of fixed chunk costs, W's alone set (F and B then cost
+# nothing but their links, in the run as in the plan): the plan of zb-h1
+# on pp 2 is the run's step.
+printf '{"based_on": "classroom", "fixed_w": 0.01}\n' > "$work/fixedw.json"
+rm -f "$work/log.csv"
+$TT_MPIRUN -np 2 "$TT_BIN" --pp 2 --schedule zb-h1 --cluster "$work/fixedw.json" $run --log "$work/log.csv" >"$work/run.out" 2>"$work/err"
+ran=$?
+plan p --gpus 2 --tp 1 --pp 2 --dp 1 --zero 0 --recompute none --micro-batches 4 --schedule zb-h1 --cluster "$work/fixedw.json"
+if [ "$ran" -ne 0 ] || ! planned p; then not_ok "fixed W cost, zb-h1 pp2: run exit $ran, plan exit $status"
+elif msg=$(compare p 1 0.02 pass); then ok "fixed W cost, zb-h1 pp2: $msg"; else not_ok "fixed W cost, zb-h1 pp2: $msg"; fi
 
 finish

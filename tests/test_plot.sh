@@ -91,6 +91,13 @@ if [ "$status" -eq 0 ] && ! grep -q "^step\|trained" "$work/out"; then ok "--plo
 v=$(check_svg "$work/ab.svg" "$work/a.csv" "$work/b.csv")
 [ "$v" = ok ] && ok "each log is its own curve" || not_ok "two logs: $v"
 
+# A legend line longer than a small loss gives ("(last 123456.5000)", a
+# long name) still fits the image.
+printf 'step,loss,eval_loss\n0,123456.5,\n1,123455.5,123455.25\n' > "$work/a-log-with-a-long-name-and-a-large-loss.csv"
+tt 1 --plot "$work/big.svg" "$work/a-log-with-a-long-name-and-a-large-loss.csv"
+v=$(check_svg "$work/big.svg" "$work/a-log-with-a-long-name-and-a-large-loss.csv")
+[ "$status" -eq 0 ] && [ "$v" = ok ] && ok "a long legend line fits the image" || not_ok "a long legend line: exit $status, $v"
+
 # A planted fault: a plot whose points are moved must fail the check.
 sed 's/points="0,/points="0,9/' "$work/ab.svg" > "$work/bad.svg"
 v=$(check_svg "$work/bad.svg" "$work/a.csv" "$work/b.csv")

@@ -48,6 +48,16 @@ if grep -q "^Time step 21" "$work/out" && ! grep -q "^Time step 22" "$work/out" 
 else
     not_ok "--explain output"
 fi
+# On one stage there is one chunk and no bubble table to point at (it said
+# "here 1 chunks" and pointed at a table it never prints).
+tt 1 $cfg --micro-batches 2 --explain
+if [ "$status" -eq 0 ] && grep -qx "a chunk is a run of consecutive blocks that one stage computes; here one, the whole model" "$work/out" &&
+    grep -qx "(the virtual clocks' real costs are in --trace and --timeline)" "$work/out" &&
+    ! grep -q "bubble table\|^pipeline bubble" "$work/out"; then
+    ok "--explain on one stage: one chunk, no bubble table named or printed"
+else
+    not_ok "--explain on one stage (exit $status)"
+fi
 
 # A schedule that cannot work is refused before anything runs.
 expect_error "interleaved needs m a multiple of p" 2 "needs the micro-batches (3) to be a multiple of the pipeline stages" 2 $cfg --pp 2 --micro-batches 3 --schedule interleaved

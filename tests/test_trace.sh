@@ -68,6 +68,13 @@ if any(k[3] is None or k[4] is None or k[5] not in ("activation", "gradient") fo
     bad.append("PP transfers without mb, chunk or carries: %s" % [k for k in sends + recvs if k[3] is None or k[4] is None or not k[5]][:2])
 elif sorted(sends) != sorted(recvs) or len(set(sends)) != len(sends):
     bad.append("PP sends and receives do not pair by step, mb and chunk: %s" % sorted(set(sends) ^ set(recvs))[:3])
+# A TP collective names its compute's micro-batch and chunk; DP and other
+# communication serves every micro-batch and names none.
+comms = [e for e in xs if e.get("tid") in (1, 2) and e["args"].get("op")]
+untagged_tp = [e["name"] for e in comms if e.get("cat") == "TP" and ("mb" not in e["args"] or "chunk" not in e["args"])]
+tagged_dp = [e["name"] for e in comms if e.get("cat") in ("DP", "other") and ("mb" in e["args"] or "carries" in e["args"])]
+if untagged_tp or tagged_dp:
+    bad.append("TP events without mb/chunk %s; DP or other events with them %s" % (untagged_tp[:2], tagged_dp[:2]))
 for pid, mine in track.items():
     mine.sort(key=lambda e: (e["ts"], -e["dur"]))
     over = [(a["name"], b["name"]) for a, b in zip(mine, mine[1:]) if b["ts"] < a["ts"] + a["dur"]]

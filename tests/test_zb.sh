@@ -155,7 +155,7 @@ else
 fi
 # Every colour of a compute box in a zb-v timeline (two chunks a stage, so
 # two shades of F, B and W) has its legend entry: W's second shade had none.
-tt 2 $cfg --pp 2 --micro-batches 2 --schedule zb-v --timeline "$work/v.svg"
+tt 2 $cfg --pp 2 --micro-batches 2 --schedule zb-v --timeline "$work/v.svg" --trace "$work/v.json"
 missing=$(python3 - "$work/v.svg" <<'PY'
 import re, sys
 svg = open(sys.argv[1]).read()
@@ -167,6 +167,24 @@ PY
 )
 [ "$status" -eq 0 ] && [ -z "$missing" ] && ok "zb-v timeline: the legend shows all 6 compute shades (F, B, W x 2 chunks)" \
     || not_ok "zb-v timeline legend: exit $status, without an entry: $missing"
+# ... and its trace pairs every send with its receive by step, micro-batch,
+# the chunk it goes into and what it carries: per micro-batch an activation
+# and a gradient each way between the two stages (chunks 0-1 and 2-3; the
+# V's turn, 1-2 on stage 1, is a copy), 8 a step, over the 2 traced steps.
+pairs=$(python3 - "$work/v.json" <<'PY'
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "PP"]
+def key(e, a, b):
+    g = e["args"]
+    return (a, b, g.get("step"), g.get("mb"), g.get("chunk"), g.get("carries"))
+s = sorted(key(e, e["pid"], e["args"]["peer"]) for e in ev if e["args"]["op"] == "send")
+r = sorted(key(e, e["args"]["peer"], e["pid"]) for e in ev if e["args"]["op"] == "recv")
+ok = s == r and len(set(s)) == len(s) and all(k[3] is not None and k[4] is not None and k[5] in ("activation", "gradient") for k in s)
+print(len(s) if ok else "unpaired: %s" % sorted(set(s) ^ set(r))[:3])
+PY
+)
+[ "$pairs" = 16 ] && ok "zb-v trace: its 16 sends (8 a step) pair with their receives by mb, chunk and cargo" \
+    || not_ok "zb-v trace pairing: $pairs"
 
 # 5. the memory account counts what B keeps for W: per (micro-batch,
 #    block) the output gradients of q, k, v (N x C/tp each), proj, fc2 and

@@ -303,6 +303,20 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
 
 /* ---- checks across flags ------------------------------------------------ */
 
+int tt_pictures_named(const tt_run_config *c, char *buf, size_t n)
+{
+    const char *names[] = {c->trace ? "--trace" : NULL, c->timeline ? "--timeline" : NULL,
+                           c->plot && c->plot_nlogs == 0 ? "--plot" : NULL};
+    const int given = (names[0] != NULL) + (names[1] != NULL) + (names[2] != NULL);
+    buf[0] = '\0';
+    for (int i = 0, k = 0; i < 3; i++)
+        if (names[i]) {
+            k++;
+            tt_appendf(buf, n, "%s%s", k == 1 ? "" : k == given ? " and " : ", ", names[i]);
+        }
+    return given;
+}
+
 int tt_config_check(const tt_run_config *c, tt_err *e)
 {
     const tt_config *m = &c->model;
@@ -343,33 +357,16 @@ int tt_config_check(const tt_run_config *c, tt_err *e)
                        c->resume && !(c->given & TT_GIVEN_STEPS) ? " of the checkpoint" : "",
                        c->steps, c->steps == 1 ? "" : "s", c->steps == 1 ? "is" : "are",
                        c->steps);
-    /* The pictures of the steps a run trains: a run of none would write a
-     * trace of no events titled with steps that never ran. */
-    const long first = tt_first_step(c);
-    const int shows = !c->plan && c->plot_nlogs == 0 && (c->trace || c->timeline || c->plot);
-    if (shows && tt_end_step(c) == first) {
-        char which[64] = "";
-        const char *names[] = {c->trace ? "--trace" : NULL, c->timeline ? "--timeline" : NULL,
-                               c->plot ? "--plot" : NULL};
-        int n = 0, given = !!c->trace + !!c->timeline + !!c->plot;
-        for (int i = 0; i < 3; i++)
-            if (names[i]) {
-                n++;
-                tt_appendf(which, sizeof which, "%s%s", n == 1 ? "" : n == given ? " and " : ", ",
-                           names[i]);
-            }
-        const int stopped = c->resume && c->stop_at && c->stop_at <= first;
-        char why[160];
-        if (!c->resume)
-            snprintf(why, sizeof why, "--steps 0");
-        else
-            snprintf(why, sizeof why, "the checkpoint is at step %ld and %s is %ld", first,
-                     stopped ? "--stop-at" : "--steps", stopped ? c->stop_at : c->steps);
-        return tt_fail(e, "%s show%s the steps a run trains, and this run trains none (%s): "
-                          "drop %s or give a %s %s", which, n > 1 ? "" : "s", why,
-                       n > 1 ? "them" : "it", stopped ? "later" : "larger",
-                       stopped ? "--stop-at" : "--steps");
-    }
+    /* The pictures of the steps a run trains: --steps 0 trains none, and
+     * would write a trace of no events titled with steps that never ran. (A
+     * resumed run whose checkpoint is already at its end trains none too:
+     * it says so and writes none, exit 0, since rerunning the command of a
+     * finished job must succeed; see run.c.) */
+    char which[64];
+    const int given = tt_pictures_named(c, which, sizeof which);
+    if (given > 0 && !c->resume && c->steps == 0)
+        return tt_fail(e, "%s show%s the steps a run trains, and --steps 0 trains none: drop %s "
+                          "or give --steps", which, given > 1 ? "" : "s", given > 1 ? "them" : "it");
     return 0;
 }
 

@@ -253,31 +253,34 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
     const tt_cluster *cl = x->cl;
     const tt_config *cfg = &rc->model;
     tt_plan_candidate c0 = *base;
-    const int p = c0.pp, v = tt_schedule_chunks_per_stage(c0.schedule, c0.virtual_stages);
+    /* Priced as the run would run it: zb-h1 on one stage is 1F1B (the
+     * candidate keeps the name asked for, as the run's own line does). */
+    const tt_schedule_kind kind = tt_schedule_as_run(c0.schedule, c0.pp, c0.virtual_stages);
+    const int p = c0.pp, v = tt_schedule_chunks_per_stage(kind, c0.virtual_stages);
     const int K = p * v, m = c0.micro_batches;
     const int mbs = rc->batch / c0.dp / m;
     const tt_grid g = sizes_grid(c0.tp, c0.pp, c0.dp);
     c0.virtual_stages = v;
-    if (tt_schedule_validate_args(c0.schedule, p, m, v, e))
+    if (tt_schedule_validate_args(kind, p, m, v, e))
         return -1;
-    if (tt_schedule_splits_w(c0.schedule) &&
+    if (tt_schedule_splits_w(kind) &&
         (c0.recompute != TT_RECOMPUTE_NONE || c0.sequence_parallel))
         return tt_fail(e, "the %s schedule does not run with recompute or sequence "
                           "parallelism (tt_pipe_check_flags)", tt_schedule_name(c0.schedule));
     int *chunk_layers = tt_malloc((size_t)K * sizeof *chunk_layers);
-    if (tt_stage_split(chunk_layers, cfg, K, tt_schedule_placement(c0.schedule), NULL, e)) {
+    if (tt_stage_split(chunk_layers, cfg, K, tt_schedule_placement(kind), NULL, e)) {
         free(chunk_layers);
         return -1;
     }
     /* Time of every chunk, and of every message between neighbours. */
     tt_cost_ctx cx = {cl, x->plan->mixed, c0.tp, NULL, c0.sequence_parallel,
-                      c0.recompute, tt_schedule_splits_w(c0.schedule)};
+                      c0.recompute, tt_schedule_splits_w(kind)};
     cx.tp_link = tp_link(cl, &g, &c0.tp_across_servers);
     double *cost = tt_malloc(4 * (size_t)K * sizeof *cost);
     double *fwd = cost, *bwd = cost + K, *link = cost + 2 * K, *wgt = cost + 3 * K;
     double tp_comm = 0;
     const double elem = x->plan->mixed ? 2.0 : 4.0;
-    const tt_placement place = tt_schedule_placement(c0.schedule);
+    const tt_placement place = tt_schedule_placement(kind);
     for (int k = 0; k < K; k++) {
         tt_chunk_seconds t = tt_chunk_cost(cfg, &cx, mbs, chunk_layers[k], k == 0, k == K - 1);
         fwd[k] = t.fwd, bwd[k] = t.bwd, wgt[k] = t.w; /* B and W apart under zb */
@@ -293,7 +296,7 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
     }
     tt_action_list *lists = tt_calloc((size_t)p, sizeof *lists);
     for (int s = 0; s < p; s++)
-        tt_schedule_build(&lists[s], (tt_schedule_kind)c0.schedule, p, m, v, s);
+        tt_schedule_build(&lists[s], kind, p, m, v, s);
     tt_sim_result res;
     tt_sim_costs sc = {fwd, bwd, link, cx.split_w ? wgt : NULL};
     int rc_sim = tt_schedule_simulate(lists, p, m, v, &sc, &res, e);
@@ -330,14 +333,17 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
             const double P = (double)shape[s].sm.param_floats;
             const double own = c.zero >= 1 ? P / c.dp : P;
             const tt_kcost sq = tt_kcost_sumsq(own), ad = tt_kcost_adamw(own);
+            /* (a test cluster of fixed chunk costs charges no kernel, as
+             * tt_vclock_compute does not) */
+            const double kernels = tt_cluster_fixed(cl) ? 0.0 : 1.0;
             double t = dp_sync_seconds(x, dp_link(cl, &g, s), c.dp, P, c.zero, m) +
-                       tt_cost_compute(cl, sq.flops, 4.0 * sq.floats);
+                       kernels * tt_cost_compute(cl, sq.flops, 4.0 * sq.floats);
             tail_dp = t > tail_dp ? t : tail_dp;
             /* Each stage starts its tail when its own pipeline work ends
              * (under 1F1B stage 0 ends last); the loss and norm all-reduce
              * waits for the latest. */
             synced = res.end[s] + t > synced ? res.end[s] + t : synced;
-            double a = tt_cost_compute(cl, ad.flops, 4.0 * ad.floats);
+            double a = kernels * tt_cost_compute(cl, ad.flops, 4.0 * ad.floats);
             adam = a > adam ? a : adam;
         }
         c.pipeline_seconds = res.span;

@@ -24,8 +24,7 @@ static double run_mfu(const tt_run *r, double seconds)
 {
     const tt_cluster *c = tt_vclock_cluster();
     /* Fixed chunk costs (tests, labs) are not FLOPs at a rate: no MFU. */
-    if (tt_vclock_mode() == TT_CLOCK_WALL || !(seconds > 0) || c->fixed_forward > 0 ||
-        c->fixed_backward > 0 || c->fixed_w > 0)
+    if (tt_vclock_mode() == TT_CLOCK_WALL || !(seconds > 0) || tt_cluster_fixed(c))
         return NAN;
     const double flops = tt_model_flops(&r->rc.model, r->rc.batch);
     return flops / (seconds * r->g->world_size * c->peak_flops_fp32);
@@ -182,7 +181,14 @@ static int run_one_step(tt_run *r, long s)
 static int run_steps(tt_run *r)
 {
     const tt_run_config *rc = &r->rc;
-    const int traced = rc->trace || rc->timeline;
+    /* A resumed run whose checkpoint is at its end already trains nothing,
+     * and has nothing to draw (tt_config_check refuses --steps 0 with them). */
+    const int trains = r->end > r->step0;
+    char which[64];
+    if (!trains && tt_pictures_named(rc, which, sizeof which) > 0)
+        SAY("checkpoint '%s' is at step %ld, where this run ends: no step to show, so %s "
+            "write%s nothing\n", rc->resume, r->step0, which, strstr(which, " and ") ? "" : "s");
+    const int traced = trains && (rc->trace || rc->timeline);
     /* The spot check's second step: the last, or, when the last two steps
      * are traced, the one before them, so the picture shows the training. */
     r->spot_last = r->end - 1;
@@ -322,7 +328,7 @@ static int run_end(tt_run *r)
     int status = traced_ok ? run_reports(r) : TT_EXIT_RUNTIME;
     if (rc->save)
         SAY("saved checkpoint '%s'\n", rc->save);
-    if (traced_ok && rc->plot) {
+    if (traced_ok && rc->plot && r->end > r->step0) {
         snprintf(r->curve.name, sizeof r->curve.name, "this run (tp %d pp %d dp %d)", r->g->tp,
                  r->g->pp, r->g->dp);
         int failed = r->g->world_rank == 0 && tt_plot_write_svg(rc->plot, &r->curve, 1, &e);

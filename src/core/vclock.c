@@ -78,8 +78,7 @@ void tt_vclock_advance(double seconds)
 
 void tt_vclock_compute(double flops, double bytes)
 {
-    if (!tt_vclock_ticking() || clk.cluster.fixed_forward > 0 || clk.cluster.fixed_backward > 0 ||
-        clk.cluster.fixed_w > 0)
+    if (!tt_vclock_ticking() || tt_cluster_fixed(&clk.cluster))
         return;
     clk.now += tt_cost_compute(&clk.cluster, flops, bytes);
 }

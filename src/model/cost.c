@@ -169,7 +169,7 @@ tt_chunk_seconds tt_chunk_cost(const tt_config *cfg, const tt_cost_ctx *x, doubl
     }
     /* A test cluster with fixed chunk costs charges those instead of FLOPs
      * (the collectives still cost their links). */
-    if (cl->fixed_forward > 0 || cl->fixed_backward > 0) {
+    if (tt_cluster_fixed(cl)) {
         f.compute = cl->fixed_forward;
         b.compute = cl->fixed_backward;
         w.compute = x->split_w ? cl->fixed_w : 0.0;

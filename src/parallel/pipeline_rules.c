@@ -8,7 +8,7 @@ tt_schedule_kind tt_pipe_kind(const tt_run_config *rc, int p)
 {
     /* One stage: each micro-batch forward then backward (1F1B with no
      * warm-up), holding one micro-batch's activations at a time. */
-    return p == 1 && rc->virtual_stages == 1 ? TT_SCHED_1F1B : (tt_schedule_kind)rc->schedule;
+    return tt_schedule_as_run((tt_schedule_kind)rc->schedule, p, rc->virtual_stages);
 }
 
 int tt_pipe_check_flags(const tt_run_config *rc, int p, tt_err *e)

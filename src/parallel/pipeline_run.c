@@ -141,6 +141,15 @@ enum { DIR_ACT = 0, DIR_GRAD = 1 };
 #define WHY_FORWARD_ONLY "activation of a forward-only batch (eval, generation) into chunk %d"
 #define WHY_WINDOW "clocks' maximum for the bubble window"
 
+/* What a transfer of micro-batch mb into chunk `into` is for: the
+ * watchdog's words if it hangs, and the trace's micro-batch, chunk and
+ * cargo (the chunk is its tag's, the receiver's, on both ends). */
+static void transfer_is(const char *why, const char *carries, int mb, int into)
+{
+    tt_watch_purpose(why, mb, into);
+    tt_events_tag(mb, into, carries);
+}
+
 /* The tag of the transfer into (or out of) global chunk k for micro-batch mb. */
 static int tag_of(const tt_pipe *pipe, int dir, int k, int mb)
 {
@@ -210,7 +219,7 @@ static void run_action(tt_pipe *pipe, int i, step_state *st)
     switch (a->kind) {
     case TT_ACT_RECV_ACT:
         pipe->held[key] = tt_slot_acquire(m, j, mbs);
-        tt_watch_purpose(WHY_ACT, a->mb, a->chunk);
+        transfer_is(WHY_ACT, "activation", a->mb, a->chunk);
         take(pipe, slot_input(pipe->held[key]), st->n, a->peer,
              tag_of(pipe, DIR_ACT, a->chunk, a->mb));
         break;
@@ -232,13 +241,13 @@ static void run_action(tt_pipe *pipe, int i, step_state *st)
          * one, so the next stage gets the previous micro-batch's activation */
         if (st->last_act_sent && tt_fault_active(TT_FAULT_STALE_ACTIVATION))
             x = st->last_act_sent;
-        tt_watch_purpose(WHY_ACT, a->mb, a->chunk + 1);
+        transfer_is(WHY_ACT, "activation", a->mb, a->chunk + 1);
         post_send(pipe, i, x, st->n, a->peer, tag_of(pipe, DIR_ACT, a->chunk + 1, a->mb));
         st->last_act_sent = pipe->buf[i] ? pipe->buf[i] : x; /* to itself: no buffer */
         break;
     }
     case TT_ACT_RECV_GRAD:
-        tt_watch_purpose(WHY_GRAD, a->mb, a->chunk);
+        transfer_is(WHY_GRAD, "gradient", a->mb, a->chunk);
         take(pipe, pipe->grad_in[key], st->n, a->peer, tag_of(pipe, DIR_GRAD, a->chunk, a->mb));
         break;
     case TT_ACT_BWD:
@@ -263,7 +272,7 @@ static void run_action(tt_pipe *pipe, int i, step_state *st)
         st->held--;
         break;
     case TT_ACT_SEND_GRAD:
-        tt_watch_purpose(WHY_GRAD, a->mb, a->chunk - 1);
+        transfer_is(WHY_GRAD, "gradient", a->mb, a->chunk - 1);
         post_send(pipe, i, pipe->grad_out[key], st->n, a->peer,
                   tag_of(pipe, DIR_GRAD, a->chunk - 1, a->mb));
         break;
@@ -287,7 +296,7 @@ double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss)
      * here instead of the kernels' FLOPs. */
     const tt_cluster *cl = tt_vclock_cluster();
     const double fixed[3] = {cl->fixed_forward, cl->fixed_backward, cl->fixed_w};
-    const int use_fixed = fixed[0] > 0 || fixed[1] > 0 || fixed[2] > 0;
+    const int use_fixed = tt_cluster_fixed(cl);
     double t_start = tt_clock_now();
     double first = INFINITY, last = -INFINITY;
     pipe->busy_seconds = 0.0;
@@ -296,16 +305,9 @@ double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss)
         const tt_action *a = &pipe->list.a[i];
         double t0 = tt_clock_now();
         tt_watch_context(step, a->mb);
-        /* The trace's transfers name the micro-batch, the chunk they go
-         * into (as their tags do) and what they carry; a TP collective its
-         * compute's micro-batch and chunk. */
-        const int acts = a->kind == TT_ACT_SEND_ACT || a->kind == TT_ACT_RECV_ACT;
-        const int grads = a->kind == TT_ACT_SEND_GRAD || a->kind == TT_ACT_RECV_GRAD;
-        tt_events_tag(a->mb,
-                      a->kind == TT_ACT_SEND_ACT    ? a->chunk + 1
-                      : a->kind == TT_ACT_SEND_GRAD ? a->chunk - 1
-                                                    : a->chunk,
-                      acts ? "activation" : grads ? "gradient" : NULL);
+        /* A TP collective in the trace names its compute's micro-batch and
+         * chunk (a transfer its own: transfer_is) */
+        tt_events_tag(a->mb, a->chunk, NULL);
         run_action(pipe, i, &st);
         tt_events_tag(-1, -1, NULL);
         tt_watch_purpose(NULL, 0, 0); /* left unused by a copy within this stage */

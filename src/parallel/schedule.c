@@ -169,6 +169,11 @@ tt_placement tt_schedule_placement(tt_schedule_kind kind)
     return r ? r->place : TT_PLACE_LOOP;
 }
 
+tt_schedule_kind tt_schedule_as_run(tt_schedule_kind kind, int p, int v)
+{
+    return p == 1 && v == 1 ? TT_SCHED_1F1B : kind;
+}
+
 int tt_schedule_splits_w(tt_schedule_kind kind)
 {
     const schedule_row *r = row_of(kind);

@@ -18,6 +18,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A series' legend line, "name (last 1.2345)", into buf; its length. */
+static size_t legend_line(char *buf, size_t n, const tt_plot_series *sr)
+{
+    if (sr->n)
+        snprintf(buf, n, "%s (last %.4f)", sr->name, sr->loss[sr->n - 1]);
+    else
+        snprintf(buf, n, "%s", sr->name);
+    return strlen(buf);
+}
+
 /* One polyline of series k: the finite (step, y) pairs in pixels, and as
  * data-points the pairs themselves; the eval curve dashed. */
 static void curve(FILE *f, const char *cls, int k, const char *c, const tt_plot_series *sr,
@@ -240,10 +250,11 @@ int tt_plot_write_svg(const char *path, const tt_plot_series *s, int ns, tt_err 
                           "(a range too large, or too narrow for its magnitude)",
                        x0, x1, data_y0, data_y1);
     const double pw = W0 - LEFT - RIGHT0, ph = H - TOP - BOTTOM;
-    /* The legend's lines: "name (last 1.2345)". */
+    /* The legend's lines, "name (last 1.2345)", measured as printed. */
     size_t longest = 0;
     for (int k = 0; k < ns; k++) {
-        size_t n = strlen(s[k].name) + (s[k].n ? strlen(" (last 0.0000)") : 0);
+        char line[sizeof s[k].name + 48];
+        size_t n = legend_line(line, sizeof line, &s[k]);
         longest = n > longest ? n : longest;
     }
     const int legend_w = LEGEND_X + (int)ceil(LEGEND_CHAR * (double)longest) + 12;
@@ -320,9 +331,9 @@ int tt_plot_write_svg(const char *path, const tt_plot_series *s, int ns, tt_err 
                 LEFT + pw + 14, y, LEFT + pw + 38, y, colour[k % 8]);
         fprintf(f, "<text class=\"legend\" x=\"%g\" y=\"%g\" font-size=\"11.5\" fill=\"#222\">",
                 LEFT + pw + 44, y + 4);
-        xml_text(f, s[k].name);
-        if (s[k].n)
-            fprintf(f, " (last %.4f)", s[k].loss[s[k].n - 1]);
+        char line[sizeof s[k].name + 48];
+        legend_line(line, sizeof line, &s[k]);
+        xml_text(f, line);
         fprintf(f, "</text>\n");
     }
     fprintf(f, "</svg>\n");

@@ -12,24 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Under ZeRO, the elements of this GPU's slice of t (in its row-major order)
- * that fall in the piece of t's unit this DP rank owns: ", ZeRO piece a:b of
- * N" (or "none of N": the piece of the unit lies in other tensors). */
-static void zero_piece(char *buf, size_t n, const tt_zero_part *z, const tt_tensor *t)
-{
-    const size_t len = z->ubegin[t->unit + 1] - z->ubegin[t->unit], per = len / (size_t)z->parts;
-    const size_t p0 = z->ubegin[t->unit] + (size_t)z->rank * per, p1 = p0 + per;
-    const size_t a = t->off > p0 ? t->off : p0, b = t->off + t->numel < p1 ? t->off + t->numel : p1;
-    if (a < b)
-        snprintf(buf, n, "; ZeRO piece %zu:%zu of %zu", a - t->off, b - t->off, t->numel);
-    else
-        snprintf(buf, n, "; ZeRO piece none of %zu", t->numel);
-}
-
 /* One tensor: "name [rows,cols] rows a:b" (cols a:b, a:b of a 1-D tensor,
  * whole), with the vocabulary's padding rows said apart, and under ZeRO the
  * elements of it whose optimizer state (and gradients, weights) it owns. */
-static int shard_line(char *buf, size_t n, const tt_tensor *t, const tt_zero_part *z, int namew)
+static int shard_line(char *buf, size_t n, const tt_params *P, const tt_tensor *t, int namew)
 {
     char shape[32], slice[64];
     if (t->ndim == 2)
@@ -50,9 +36,14 @@ static int shard_line(char *buf, size_t n, const tt_tensor *t, const tt_zero_par
             snprintf(slice + k, sizeof slice - (size_t)k, " + %d padding row%s", pad,
                      pad > 1 ? "s" : "");
     }
+    /* Under ZeRO, the elements of this slice (row-major) in the piece of
+     * t's unit this DP rank owns; none when the piece lies in other tensors. */
     char piece[64] = "";
-    if (z->stage > 0)
-        zero_piece(piece, sizeof piece, z, t);
+    size_t a, b;
+    if (P->z.stage > 0 && tt_tensor_owned(P, t, &a, &b) > 0)
+        snprintf(piece, sizeof piece, "; ZeRO piece %zu:%zu of %zu", a, b, t->numel);
+    else if (P->z.stage > 0)
+        snprintf(piece, sizeof piece, "; ZeRO piece none of %zu", t->numel);
     return snprintf(buf, n, "  %-*s %-10s %s%s\n", namew, t->name, shape, slice, piece);
 }
 
@@ -80,7 +71,7 @@ static char *shard_text(const tt_model *m)
                                                 : "");
     len += (size_t)snprintf(s + len, cap - len, "\n");
     for (int i = 0; i < P->n && len < cap; i++)
-        len += (size_t)shard_line(s + len, cap - len, &P->t[i], &P->z, namew);
+        len += (size_t)shard_line(s + len, cap - len, P, &P->t[i], namew);
     return s;
 }
 
@@ -103,8 +94,10 @@ void tt_report_shards(FILE *out, const tt_grid *g, const tt_model *m)
                      "(rows a:b or\ncols a:b of the global tensor; whole = a full copy)\n");
         if (m->P.z.stage > 0)
             fprintf(out, "ZeRO piece a:b of N: the elements of that slice (row-major) whose "
-                         "optimizer state\nthis GPU owns (ZeRO %d: its gradients%s too)\n",
-                    m->P.z.stage, m->P.z.stage == 3 ? " and weights" : "");
+                         "optimizer state\nthis GPU owns%s\n",
+                    m->P.z.stage == 3   ? " (ZeRO 3: their summed gradients and weights too)"
+                    : m->P.z.stage == 2 ? " (ZeRO 2: their summed gradients too)"
+                                        : "");
         for (int r = 0; r < g->world_size; r++) {
             char name[48], first[48];
             tt_gpu_name(g, r, name, sizeof name);

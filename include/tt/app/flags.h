@@ -81,6 +81,10 @@ void tt_config_finish(tt_run_config *c);
 int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *e);
 /* Checks the values against each other (sizes, divisibility); -1 with e. */
 int tt_config_check(const tt_run_config *c, tt_err *e);
+/* The outputs that picture a run's steps, as "--trace, --timeline and
+ * --plot" (those given; --plot of earlier logs is not one) into buf; returns
+ * how many. */
+int tt_pictures_named(const tt_run_config *c, char *buf, size_t n);
 /* The values a resumed run took from its checkpoint (every row with a given
  * bit) against the same ranges as the flags, eps in (0, 1], and against each
  * other where the file brought both (heads divides dim, micro-batches divide

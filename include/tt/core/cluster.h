@@ -37,6 +37,13 @@ typedef struct {
     double fixed_forward, fixed_backward, fixed_w;
 } tt_cluster;
 
+/* A test cluster that charges fixed chunk costs (any of the three set):
+ * the kernels then charge nothing, and MFU has no meaning. */
+static inline int tt_cluster_fixed(const tt_cluster *c)
+{
+    return c->fixed_forward > 0 || c->fixed_backward > 0 || c->fixed_w > 0;
+}
+
 /* Names of the built-in clusters, separated by '|', for help and errors. */
 const char *tt_cluster_names(void);
 

@@ -101,6 +101,11 @@ const char *tt_schedule_formula(tt_schedule_kind kind);
 int tt_schedule_chunks_per_stage(tt_schedule_kind kind, int v);
 /* Where the schedule puts the chunks. */
 tt_placement tt_schedule_placement(tt_schedule_kind kind);
+/* The schedule a run of p stages with v virtual stages runs when kind is
+ * asked for: one stage with one chunk runs 1F1B whatever is asked (each
+ * micro-batch forward then backward), so zb-h1's split backward is not
+ * taken there either. */
+tt_schedule_kind tt_schedule_as_run(tt_schedule_kind kind, int p, int v);
 /* 1 when the schedule splits the backward into B (TT_ACT_BWD) and W
  * (TT_ACT_W); the model then keeps B's output gradients until W. */
 int tt_schedule_splits_w(tt_schedule_kind kind);
