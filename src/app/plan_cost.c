@@ -267,8 +267,9 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
         (c0.recompute != TT_RECOMPUTE_NONE || c0.sequence_parallel))
         return tt_fail(e, "the %s schedule does not run with recompute or sequence "
                           "parallelism (tt_pipe_check_flags)", tt_schedule_name(c0.schedule));
+    const tt_placement place = tt_schedule_placement(kind);
     int *chunk_layers = tt_malloc((size_t)K * sizeof *chunk_layers);
-    if (tt_stage_split(chunk_layers, cfg, K, tt_schedule_placement(kind), NULL, e)) {
+    if (tt_stage_split(chunk_layers, cfg, K, place, NULL, e)) {
         free(chunk_layers);
         return -1;
     }
@@ -280,7 +281,6 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
     double *fwd = cost, *bwd = cost + K, *link = cost + 2 * K, *wgt = cost + 3 * K;
     double tp_comm = 0;
     const double elem = x->plan->mixed ? 2.0 : 4.0;
-    const tt_placement place = tt_schedule_placement(kind);
     for (int k = 0; k < K; k++) {
         tt_chunk_seconds t = tt_chunk_cost(cfg, &cx, mbs, chunk_layers[k], k == 0, k == K - 1);
         fwd[k] = t.fwd, bwd[k] = t.bwd, wgt[k] = t.w; /* B and W apart under zb */
@@ -313,6 +313,9 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
                                            16.0);
     const tt_plan *pl = x->plan;
     const double peak = pl->mixed ? cl->peak_flops : cl->peak_flops_fp32;
+    /* (a test cluster of fixed chunk costs charges no kernel after the
+     * pipeline, as tt_vclock_compute does not) */
+    const double kernels = tt_cluster_fixed(cl) ? 0.0 : 1.0;
     for (int i = 0; i < nz && !rc_sim; i++) {
         tt_plan_candidate c = c0;
         c.zero = zeros[i];
@@ -333,9 +336,6 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
             const double P = (double)shape[s].sm.param_floats;
             const double own = c.zero >= 1 ? P / c.dp : P;
             const tt_kcost sq = tt_kcost_sumsq(own), ad = tt_kcost_adamw(own);
-            /* (a test cluster of fixed chunk costs charges no kernel, as
-             * tt_vclock_compute does not) */
-            const double kernels = tt_cluster_fixed(cl) ? 0.0 : 1.0;
             double t = dp_sync_seconds(x, dp_link(cl, &g, s), c.dp, P, c.zero, m) +
                        kernels * tt_cost_compute(cl, sq.flops, 4.0 * sq.floats);
             tail_dp = t > tail_dp ? t : tail_dp;

@@ -185,9 +185,10 @@ static int run_steps(tt_run *r)
      * and has nothing to draw (tt_config_check refuses --steps 0 with them). */
     const int trains = r->end > r->step0;
     char which[64];
-    if (!trains && tt_pictures_named(rc, which, sizeof which) > 0)
+    const int pictures = tt_pictures_named(rc, which, sizeof which);
+    if (!trains && pictures > 0)
         SAY("checkpoint '%s' is at step %ld, where this run ends: no step to show, so %s "
-            "write%s nothing\n", rc->resume, r->step0, which, strstr(which, " and ") ? "" : "s");
+            "write%s nothing\n", rc->resume, r->step0, which, pictures > 1 ? "" : "s");
     const int traced = trains && (rc->trace || rc->timeline);
     /* The spot check's second step: the last, or, when the last two steps
      * are traced, the one before them, so the picture shows the training. */
@@ -422,8 +423,10 @@ int tt_run_main(const tt_run_config *rc, const tt_grid *g)
     r->g = g;
     r->first_loss = r->last_loss = r->final_eval = NAN;
     /* A resumed run's config was completed by tt_resume_prepare. */
-    r->step0 = tt_first_step(rc);
-    r->end = tt_end_step(rc);
+    r->step0 = rc->resume ? rc->resume_step : 0;
+    r->end = rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps;
+    if (r->end < r->step0)
+        r->end = r->step0;
     int status = tt_run_setup(r);
     /* Usage errors are found identically by every rank before any
      * collective; everything later is agreed at the end. */

@@ -199,36 +199,28 @@ static int check_mpiio(const tt_path_use *u, tt_err *e)
     return 0;
 }
 
-/* Does the file at path begin like a safetensors file (an 8-byte
- * little-endian header length, then the JSON header's '{')? */
-static int looks_like_checkpoint(const char *path)
+/* What the file at path begins like, from its first bytes (read once): a
+ * safetensors file (an 8-byte little-endian header length, then the JSON
+ * header's '{'), a --log CSV (its header's first two columns, which every
+ * log has and --plot reads), or neither. */
+enum { OTHER_FILE, CHECKPOINT_FILE, LOG_FILE };
+static int file_kind(const char *path)
 {
-    unsigned char b[9];
+    static const char log_head[] = "step,loss,";
+    unsigned char b[sizeof log_head - 1]; /* 10 bytes: room for either head */
     FILE *f = fopen(path, "rb");
     if (!f)
-        return 0;
+        return OTHER_FILE;
     size_t got = fread(b, 1, sizeof b, f);
     fclose(f);
-    if (got != sizeof b || b[8] != '{')
-        return 0;
+    if (got == sizeof b && memcmp(b, log_head, sizeof b) == 0)
+        return LOG_FILE;
+    if (got < 9 || b[8] != '{')
+        return OTHER_FILE;
     unsigned long long len = 0;
     for (int i = 7; i >= 0; i--)
         len = len << 8 | b[i];
-    return len >= 2 && len <= 100ULL * 1024 * 1024;
-}
-
-/* Does the file at path begin like a --log CSV (its header's first two
- * columns, which every log has and --plot reads)? */
-static int looks_like_log(const char *path)
-{
-    static const char head[] = "step,loss,";
-    char b[sizeof head - 1];
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return 0;
-    size_t got = fread(b, 1, sizeof b, f);
-    fclose(f);
-    return got == sizeof b && memcmp(b, head, sizeof b) == 0;
+    return len >= 2 && len <= 100ULL * 1024 * 1024 ? CHECKPOINT_FILE : OTHER_FILE;
 }
 
 /* A log, trace, timeline or plot never replaces a checkpoint: that is a
@@ -238,16 +230,16 @@ static int looks_like_log(const char *path)
  * earlier run's log, as a rerun should. The other way round too: --save
  * replaces only a checkpoint (or an empty file), never a text, a log or a
  * trace that a mistyped name points at. */
-static int check_not_checkpoint(const tt_path_use *u, tt_err *e)
+static int check_not_precious(const tt_path_use *u, tt_err *e)
 {
     struct stat st;
     if (stat(u->path, &st) != 0 || !S_ISREG(st.st_mode))
         return 0;
-    const int ckpt = looks_like_checkpoint(u->path);
+    const int kind = file_kind(u->path), ckpt = kind == CHECKPOINT_FILE;
     if (u->mpiio && !ckpt && st.st_size > 0)
         return refuse(u, e, "it exists and is not a checkpoint (no safetensors header): "
                             "choose another name, or remove it first");
-    if (!u->mpiio && strcmp(u->flag, "--log") != 0 && looks_like_log(u->path))
+    if (!u->mpiio && strcmp(u->flag, "--log") != 0 && kind == LOG_FILE)
         return refuse(u, e, strcmp(u->flag, "--plot") == 0
                                 ? "it is a training log (a --log CSV); the chart's name comes "
                                   "first: --plot OUT.svg a.csv b.csv"
@@ -275,7 +267,7 @@ int tt_outpaths_check(const tt_path_use *u, int n, tt_err *e)
                                u[i].flag, u[i].what, u[i].path, u[j].flag, u[j].path);
         }
         /* After the pairs: "the same file as --resume" says more. */
-        if (check_not_checkpoint(&u[i], e))
+        if (check_not_precious(&u[i], e))
             return -1;
     }
     return 0;

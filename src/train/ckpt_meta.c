@@ -225,6 +225,10 @@ static int read_meta(const ckpt_file *cf, tt_ckpt_info *info, tt_err *e)
     return 0;
 }
 
+/* The tensor of a model's last block that the header of a checkpoint of
+ * that depth must list (printf pattern of the block index). */
+#define LAST_BLOCK_TENSOR "blocks.%d.mlp.fc2.weight"
+
 int tt_checkpoint_read_info(const char *path, tt_ckpt_info *info, tt_err *e)
 {
     ckpt_file cf;
@@ -235,7 +239,7 @@ int tt_checkpoint_read_info(const char *path, tt_ckpt_info *info, tt_err *e)
     int rc = read_meta(&cf, &got, e);
     if (rc == 0) {
         char last[64];
-        snprintf(last, sizeof last, "blocks.%d.mlp.fc2.weight", got.run.model.L - 1);
+        snprintf(last, sizeof last, LAST_BLOCK_TENSOR, got.run.model.L - 1);
         got.lists_depth = cJSON_GetObjectItemCaseSensitive(cf.root, last) != NULL;
         /* The header names the step, the config and every tensor's CRC-32;
          * the size covers what follows it. */
@@ -251,7 +255,7 @@ int tt_checkpoint_check_depth(const char *path, const tt_ckpt_info *info, tt_err
 {
     if (info->lists_depth)
         return 0;
-    return tt_fail(e, "checkpoint '%s': its metadata says layers %d, but tensor "
-                      "'blocks.%d.mlp.fc2.weight' is missing", path, info->run.model.L,
+    return tt_fail(e, "checkpoint '%s': its metadata says layers %d, but tensor '" LAST_BLOCK_TENSOR
+                      "' is missing", path, info->run.model.L,
                    info->run.model.L - 1);
 }

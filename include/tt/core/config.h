@@ -102,18 +102,4 @@ static inline int tt_micro_batch_size(const tt_run_config *rc, int dp)
     return rc->batch / dp / rc->micro_batches;
 }
 
-/* The steps a run trains, [first, end): from the checkpoint's step (or 0)
- * to --steps, or to --stop-at when it comes first; none when the
- * checkpoint is there already. */
-static inline long tt_first_step(const tt_run_config *rc)
-{
-    return rc->resume ? rc->resume_step : 0;
-}
-
-static inline long tt_end_step(const tt_run_config *rc)
-{
-    const long end = rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps;
-    return end > tt_first_step(rc) ? end : tt_first_step(rc);
-}
-
 #endif
