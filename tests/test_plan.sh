@@ -37,6 +37,10 @@
 # 11. The DP all-reduce in --dp-bucket buckets of SIZE bytes: with 2-byte
 #     gradients (mixed) ceil(2 Psi_s / SIZE) of them, with fp32 ceil(4 Psi_s
 #     / SIZE), each 2(dp-1) latencies.
+# 12. Figures a plan lacks are null in its JSON (no --train-tokens: days,
+#     energy, cost; fixed chunk costs: MFU, which the table shows as "-");
+#     the cluster's peaks keep a cluster file's names (planted: a plan with
+#     --train-tokens).
 #  6. Bad input is refused with one line (--vocab without --plan, --plan
 #     without --gpus, a pinned size that does not divide them, an unwritable
 #     --plan-json); under mpirun rank 0 plans once and all ranks exit 0.
@@ -364,6 +368,40 @@ want = (nb(16*2**20) - nb(64*2**20)) * 2*(dp - 1) * 1e-3
 got = step('16M') - step('64M')
 print('%d and %d buckets: %.6f s apart (want %.6f)' % (nb(16*2**20), nb(64*2**20), got, want)); sys.exit(abs(got/want - 1) > 1e-9)"
 done
+
+# 12. Figures a plan does not have are null in the JSON, not 0 (which a
+#     program would add up): days, energy and cost without --train-tokens,
+#     and the MFU on a cluster of fixed chunk costs (section 9's equal.json),
+#     whose table prints "-" and whose Best line says there is none, as its
+#     runs print none. The cluster's peaks are named as in a cluster file.
+absent_check() { # NAME TRAIN-NULL MFU-NULL
+    py "$1: days, energy and cost null: $2, MFU null: $3" "
+import json, sys
+j = json.load(open(sys.argv[1] + '/$1.json'))
+cs = j['candidates']
+train = [all(c[k] is None for c in cs) for k in ('train_seconds', 'energy_kwh', 'cost')]
+mfu = all(c['mfu'] is None for c in cs)
+numbers = all(isinstance(c[k], (int, float)) for c in cs for k in ('step_seconds', 'bubble'))
+print('%d candidates; train figures null %s, MFU null %s' % (len(cs), train, mfu))
+sys.exit(train != [$2] * 3 or mfu != $3 or not numbers)"
+}
+plan absent --gpus 8 $one
+absent_check absent True False
+plan absent --gpus 8 $one --train-tokens 1e9
+planted "a plan with --train-tokens" absent_check absent True False
+plan absent --gpus 8 $one --cluster "$work/equal.json"
+absent_check absent True True
+if grep -q "no MFU (fixed chunk costs)" "$work/out" && ! grep -q "MFU [0-9]" "$work/out" &&
+    awk '/^ 1  /' "$work/out" | grep -q "%      -  best$"; then
+    ok "a fixed-cost cluster's table and Best line show no MFU"
+else
+    not_ok "a fixed-cost cluster's plan shows an MFU: $(grep '^ 1  \|^  step' "$work/out")"
+fi
+py "the JSON's cluster names both peaks as a cluster file does (dgx-a100: 312e12, 19.5e12 FP32)" "
+import json, sys
+c = json.load(open(sys.argv[1] + '/ptdp16.json'))['cluster']
+print('peak_flops %g, peak_flops_fp32 %g' % (c['peak_flops'], c['peak_flops_fp32']))
+sys.exit(c['peak_flops'] != 312e12 or c['peak_flops_fp32'] != 19.5e12)"
 
 # 6. Bad input.
 expect_error "--vocab without --plan" 2 "vocab is for --plan only" 1 --vocab 51200

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -90,6 +91,9 @@ void tt_plan_print(FILE *out, const tt_plan *pl, int rows)
     fprintf(out, "%d layouts evaluated, %d fit; memory is the worst GPU's, time the virtual "
                  "clocks' cost model (doc/planner.md)\n\n", pl->n, fit);
     const int money = pl->train_tokens > 0;
+    /* Fixed chunk costs (test clusters) are not FLOPs at a rate: no MFU, as
+     * a run on such a cluster prints none. */
+    const int has_mfu = !tt_cluster_fixed(cl);
     char memh[16];
     snprintf(memh, sizeof memh, "mem %s", tt_plan_mem_name(pl));
     fprintf(out, " #  %-58s %9s %6s %10s %6s %6s", "layout", memh, "fits", "step",
@@ -107,12 +111,13 @@ void tt_plan_print(FILE *out, const tt_plan *pl, int rows)
             shown++;
         else
             shown_nofit++;
-        char lay[96], st[32];
+        char lay[96], st[32], mfu[16] = "     -";
         layout_text(lay, sizeof lay, c);
         human_seconds(st, sizeof st, c->step_seconds);
-        fprintf(out, "%2d  %-58s %9.2f %6s %10s %5.1f%% %5.1f%%", i + 1, lay,
-                c->memory[TT_PMEM_TOTAL] / U, c->fits ? "yes" : "NO", st, 100 * c->bubble,
-                100 * c->mfu);
+        if (has_mfu)
+            snprintf(mfu, sizeof mfu, "%5.1f%%", 100 * c->mfu);
+        fprintf(out, "%2d  %-58s %9.2f %6s %10s %5.1f%% %s", i + 1, lay,
+                c->memory[TT_PMEM_TOTAL] / U, c->fits ? "yes" : "NO", st, 100 * c->bubble, mfu);
         if (money)
             fprintf(out, " %9.2f %9.1f %11.0f", c->train_seconds / 86400, c->energy_kwh / 1e3,
                     c->cost);
@@ -127,10 +132,13 @@ void tt_plan_print(FILE *out, const tt_plan *pl, int rows)
             b->worst_stage, b->memory[TT_PMEM_WEIGHTS] / U, b->memory[TT_PMEM_GRADIENTS] / U,
             b->memory[TT_PMEM_OPTIMIZER] / U, b->memory[TT_PMEM_ACTIVATIONS] / U,
             b->memory[TT_PMEM_COMM] / U, b->memory[TT_PMEM_TOTAL] / U, tt_plan_mem_name(pl));
+    char bmfu[48] = "no MFU (fixed chunk costs)";
+    if (has_mfu)
+        snprintf(bmfu, sizeof bmfu, "MFU %.1f%%", 100 * b->mfu);
     fprintf(out, "  step %.6g s: pipeline %.6g s (bubble %.1f%%), TP collectives %.3g s of it, "
-                 "gradient sync %.3g s; %.4g model FLOPs (%.4g hardware), MFU %.1f%%\n",
+                 "gradient sync %.3g s; %.4g model FLOPs (%.4g hardware), %s\n",
             b->step_seconds, b->pipeline_seconds, 100 * b->bubble, b->tp_seconds, b->dp_seconds,
-            b->flops, b->hardware_flops, 100 * b->mfu);
+            b->flops, b->hardware_flops, bmfu);
     if (money) {
         char iv[32], wr[32];
         human_seconds(iv, sizeof iv, pl->checkpoint_interval);
@@ -144,16 +152,23 @@ void tt_plan_print(FILE *out, const tt_plan *pl, int rows)
     }
 }
 
-/* Number fields from two parallel arrays. */
+/* Number fields from two parallel arrays; NAN marks a figure the plan does
+ * not have (no --train-tokens: no days, energy or cost; fixed chunk costs:
+ * no MFU), written as null rather than a 0 a program would take for one. */
 static void add_numbers(cJSON *o, const char *const *keys, const double *values, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        cJSON_AddNumberToObject(o, keys[i], values[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(values[i]))
+            cJSON_AddNullToObject(o, keys[i]);
+        else
+            cJSON_AddNumberToObject(o, keys[i], values[i]);
+    }
 }
 
 int tt_plan_write_json(const tt_plan *pl, const char *path, tt_err *e)
 {
     const tt_cluster *cl = &pl->cluster;
+    const int money = pl->train_tokens > 0, has_mfu = !tt_cluster_fixed(cl);
     cJSON *root = cJSON_CreateObject(), *m = cJSON_AddObjectToObject(root, "model");
     cJSON_AddNumberToObject(m, "layers", pl->model.L);
     cJSON_AddNumberToObject(m, "dim", pl->model.C);
@@ -165,13 +180,15 @@ int tt_plan_write_json(const tt_plan *pl, const char *path, tt_err *e)
     cJSON_AddStringToObject(root, "precision", pl->mixed ? "mixed" : "fp32");
     cJSON *c = cJSON_AddObjectToObject(root, "cluster");
     cJSON_AddStringToObject(c, "name", cl->name);
+    /* The peaks as a cluster file names them (peak_flops the 16-bit one);
+     * "precision" above says which one the plan used. */
     static const char *const cluster_keys[] = {
-        "gpus", "gpus_per_server", "gpu_memory_bytes", "peak_flops", "gpu_watts",
-        "price_per_kwh", "gemm_efficiency", "pue", "gpu_mtbf_hours", "storage_bandwidth",
-        "checkpoint_write_seconds", "checkpoint_interval_seconds"};
+        "gpus", "gpus_per_server", "gpu_memory_bytes", "peak_flops", "peak_flops_fp32",
+        "gpu_watts", "price_per_kwh", "gemm_efficiency", "pue", "gpu_mtbf_hours",
+        "storage_bandwidth", "checkpoint_write_seconds", "checkpoint_interval_seconds"};
     const double cluster_values[] = {
-        pl->gpus, cl->gpus_per_server, cl->gpu_memory_bytes,
-        pl->mixed ? cl->peak_flops : cl->peak_flops_fp32, cl->gpu_watts, cl->price_per_kwh,
+        pl->gpus, cl->gpus_per_server, cl->gpu_memory_bytes, cl->peak_flops,
+        cl->peak_flops_fp32, cl->gpu_watts, cl->price_per_kwh,
         cl->gemm_efficiency, cl->pue, cl->gpu_mtbf_hours, cl->storage_bandwidth,
         pl->checkpoint_write_seconds, pl->checkpoint_interval};
     add_numbers(c, cluster_keys, cluster_values, sizeof cluster_values / sizeof(double));
@@ -198,8 +215,10 @@ int tt_plan_write_json(const tt_plan *pl, const char *path, tt_err *e)
         static const char *const keys[] = {
             "flops_per_step", "hardware_flops_per_step", "step_seconds", "bubble", "mfu", "train_seconds", "energy_kwh",
             "cost", "pipeline_seconds", "tp_seconds", "dp_seconds", "optimizer_seconds"};
-        const double values[] = {p->flops, p->hardware_flops, p->step_seconds, p->bubble, p->mfu,
-                                 p->train_seconds, p->energy_kwh, p->cost, p->pipeline_seconds,
+        const double values[] = {p->flops, p->hardware_flops, p->step_seconds, p->bubble,
+                                 has_mfu ? p->mfu : NAN, money ? p->train_seconds : NAN,
+                                 money ? p->energy_kwh : NAN, money ? p->cost : NAN,
+                                 p->pipeline_seconds,
                                  p->tp_seconds, p->dp_seconds, p->optimizer_seconds};
         add_numbers(o, keys, values, sizeof values / sizeof(double));
         cJSON_AddStringToObject(o, "why", p->why);
