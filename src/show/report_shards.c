@@ -47,6 +47,12 @@ static int shard_line(char *buf, size_t n, const tt_params *P, const tt_tensor *
     return snprintf(buf, n, "  %-*s %-10s %s%s\n", namew, t->name, shape, slice, piece);
 }
 
+/* What a GPU keeps of its ZeRO piece, by stage: said once, in the header
+ * and in each GPU's summary line. */
+static const char *const zero_kept[] = {NULL, "the Adam moments",
+                                        "the Adam moments and summed gradients",
+                                        "the weights, Adam moments and summed gradients"};
+
 /* This GPU's table as text: a summary line, then one line per tensor. */
 static char *shard_text(const tt_model *m)
 {
@@ -59,13 +65,10 @@ static char *shard_text(const tt_model *m)
     char *s = tt_malloc(cap);
     len += (size_t)snprintf(s + len, cap - len, "%d tensor%s, %zu floats", P->n,
                             P->n == 1 ? "" : "s", P->total);
-    static const char *const kept[] = {NULL, "the Adam moments",
-                                       "the Adam moments and summed gradients",
-                                       "the weights, Adam moments and summed gradients"};
     if (P->z.stage > 0)
         len += (size_t)snprintf(s + len, cap - len,
                                 "; ZeRO %d: %s of piece %d (of %d) of each unit only (%zu floats)%s",
-                                P->z.stage, kept[P->z.stage], P->z.rank, P->z.parts, P->z.shard,
+                                P->z.stage, zero_kept[P->z.stage], P->z.rank, P->z.parts, P->z.shard,
                                 P->z.stage == 3 ? "; a unit's weights are whole only while "
                                                   "gathered for its forward and backward"
                                                 : "");
@@ -93,11 +96,9 @@ void tt_report_shards(FILE *out, const tt_grid *g, const tt_model *m)
         fprintf(out, "\ntensors per virtual GPU: global shape and the slice this GPU holds "
                      "(rows a:b or\ncols a:b of the global tensor; whole = a full copy)\n");
         if (m->P.z.stage > 0)
-            fprintf(out, "ZeRO piece a:b of N: the elements of that slice (row-major) whose "
-                         "optimizer state\nthis GPU owns%s\n",
-                    m->P.z.stage == 3   ? " (ZeRO 3: their summed gradients and weights too)"
-                    : m->P.z.stage == 2 ? " (ZeRO 2: their summed gradients too)"
-                                        : "");
+            fprintf(out, "ZeRO piece a:b of N: the elements of that slice (row-major) of which "
+                         "this GPU\nkeeps %s (ZeRO %d)\n",
+                    zero_kept[m->P.z.stage], m->P.z.stage);
         for (int r = 0; r < g->world_size; r++) {
             char name[48], first[48];
             tt_gpu_name(g, r, name, sizeof name);
