@@ -7,7 +7,8 @@
 # before the agreement, the rank that failed left for MPI_Finalize while the
 # others waited for it in their next collective, for ever (the watchdog
 # starts later). The two ranks see one relative path in two directories
-# (mpirun -wdir), as two hosts would.
+# (mpirun -wdir), as two hosts would; so does --save, whose one file the
+# ranks write together.
 . "$TT_SRCDIR/testlib.sh"
 
 small="--layers 2 --dim 16 --heads 2 --seq 8 --batch 4 --micro-batches 2 --eval-every 0 --quiet --sample-len 0"
@@ -72,4 +73,12 @@ cmp -s "$work/a/ck.st" "$work/a/auto.st" && ok "... and the checkpoint is kept" 
     not_ok "the --resume auto checkpoint changed"
 two "--help on rank 1 only: every rank leaves with 0" 0 "" \
     "$work/a" $run -- "$work/b" $run --help
+# --save where the ranks see two filesystems: each would make a file of its
+# own, and Open MPI's MPI_File_open waited for ever inside itself (at the end
+# of the run); now refused before the first step, leaving no file behind.
+two "--save onto a filesystem of each rank's own" 1 \
+    "^tiny_transformer: cannot write checkpoint 'new.st': rank 1 does not see the temporary 'new.st.tmp.[0-9]*' that rank 0 made \(No such file or directory\); every rank writes its part of one checkpoint file, so the ranks need one filesystem$" \
+    "$work/a" $run --save new.st -- "$work/b" $run --save new.st
+ls "$work/a" "$work/b" | grep -q "^new\.st" && not_ok "... a file was left: $(ls "$work/a" "$work/b" | grep '^new')" ||
+    ok "... and neither directory holds a file of it"
 finish

@@ -184,7 +184,13 @@ static int run_oracle(tt_run *r)
 static int run_check_outputs(tt_run *r)
 {
     tt_err e;
-    return agreed(r, tt_config_outputs_check(&r->rc, &e) != 0, &e, TT_EXIT_RUNTIME);
+    if (agreed(r, tt_config_outputs_check(&r->rc, &e) != 0, &e, TT_EXIT_RUNTIME))
+        return TT_EXIT_RUNTIME;
+    /* The ranks write one checkpoint file together: they must all see it
+     * (checked again at every save). Collective, agreed. */
+    if (r->rc.save && r->g->world_size > 1 && tt_checkpoint_shared_check(r->rc.save, r->g, &e))
+        return fail_with(r, &e, TT_EXIT_RUNTIME);
+    return 0;
 }
 
 /* What a killed run left of this run's outputs: their temporaries, removed

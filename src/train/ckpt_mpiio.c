@@ -16,6 +16,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <fcntl.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,6 +263,57 @@ static int check_room(save_job *s)
     return tt_agree_error(s->g, failed, &s->msg);
 }
 
+/* 2c. One file for all: rank 0 makes the temporary's name with a token in
+ *     it and every other rank reads it back. Ranks that see different
+ *     filesystems (hosts without a shared one, or mpirun -wdir giving each
+ *     a directory of its own) would each make a file of their own, and Open
+ *     MPI 4.1's MPI_File_open then waits for ever inside itself (its
+ *     shared-file-pointer barrier against the failing rank's close); a
+ *     message and status 1 on every rank instead. */
+int tt_checkpoint_shared_check(const char *path, const tt_grid *g, tt_err *e)
+{
+    long pid = (long)getpid();
+    tt_bcast(g, TT_GROUP_OTHER, &pid, 1, MPI_LONG, 0);
+    char *tmp = tt_temp_name(path, pid);
+    char token[64] = {0}, seen[64] = {0};
+    const size_t len = sizeof token - 1;
+    int failed = 0;
+    if (g->world_rank == 0) {
+        snprintf(token, sizeof token, "tiny_transformer %ld %.9f", pid, tt_now());
+        unlink(tmp); /* a stale temporary of a reused pid */
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        failed = fd < 0 || write(fd, token, len) != (ssize_t)len || fsync(fd) != 0;
+        if (failed)
+            tt_fail(e, "cannot write checkpoint '%s': cannot make its temporary '%s': %s", path,
+                    tmp, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+    }
+    if (!tt_agree_error(g, failed, e)) {
+        tt_bcast(g, TT_GROUP_OTHER, token, (int)sizeof token, MPI_CHAR, 0);
+        if (g->world_rank != 0) {
+            int fd = open(tmp, O_RDONLY);
+            const int got = fd < 0 ? -1 : (int)read(fd, seen, len);
+            const char *why = fd < 0 ? strerror(errno) : "it holds another file's bytes";
+            failed = got != (int)len || memcmp(seen, token, len) != 0;
+            if (failed)
+                tt_fail(e, "cannot write checkpoint '%s': rank %d does not see the temporary "
+                        "'%s' that rank 0 made (%s); every rank writes its part of one "
+                        "checkpoint file, so the ranks need one filesystem",
+                        path, g->world_rank, tmp, why);
+            if (fd >= 0)
+                close(fd);
+        }
+        failed = tt_agree_error(g, failed, e);
+    }
+    if (g->world_rank == 0)
+        unlink(tmp);
+    free(tmp);
+    return failed ? -1 : 0;
+}
+
+static int check_shared(save_job *s) { return tt_checkpoint_shared_check(s->path, s->g, &s->msg); }
+
 /* 3. Rank 0's pid names the temporary, as the serial writer's would. MPI-IO
  *    has no O_TRUNC, so rank 0 first deletes any stale temporary of that
  *    name (a reused pid; errors ignored, normally there is none) and the file
@@ -435,7 +487,7 @@ int tt_checkpoint_save_sharded(const char *path, const tt_grid *g, const tt_para
     job_begin(&s, path, g, local, info);
     /* Every step's verdict is agreed, so all ranks stop at the same one. */
     int rc = check_shards(&s) || placeholder_header(&s) || check_room(&s) ||
-                     open_temporary(&s) || write_slices(&s) || test_pause(&s) ||
+                     check_shared(&s) || open_temporary(&s) || write_slices(&s) || test_pause(&s) ||
                      checksum_file(&s) || finalise_header(&s) || close_file(&s) ||
                      rename_into_place(&s)
                  ? -1

@@ -45,6 +45,12 @@ int tt_checkpoint_save(const char *path, const tt_params *p, const tt_ckpt_info 
 int tt_checkpoint_save_sharded(const char *path, const tt_grid *g, const tt_params *local,
                                const tt_ckpt_info *info, tt_err *e);
 
+/* Collective over the grid's world: 0 when every rank sees the file rank 0
+ * makes under path's temporary name (removed again), -1 with the same
+ * message on every rank when some rank does not (ranks on filesystems of
+ * their own, where one checkpoint file cannot be written together). */
+int tt_checkpoint_shared_check(const char *path, const tt_grid *g, tt_err *e);
+
 /* Reads the header and metadata only (model config, step, hyper-parameters,
  * the file's fingerprint, whether it lists its stated depth). */
 int tt_checkpoint_read_info(const char *path, tt_ckpt_info *info, tt_err *e);
