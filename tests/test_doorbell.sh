@@ -101,6 +101,11 @@ TT_MPI_YIELDS=yes launch refused 2
     ok "TT_MPI_YIELDS=yes is refused, naming it" ||
     not_ok "TT_MPI_YIELDS=yes: exit $status, $(head -c 300 "$work/err")"
 unset TT_MPI_YIELDS # an assignment before a function stays in some shells
+TT_NO_DOORBELL=yes launch refused 2
+[ "$status" -eq 2 ] && grep -q "^tiny_transformer: TT_NO_DOORBELL='yes' in the environment: 1 makes every wait poll" "$work/err" &&
+    ok "TT_NO_DOORBELL=yes is refused, naming it (it once meant the bells off)" ||
+    not_ok "TT_NO_DOORBELL=yes: exit $status, $(head -c 300 "$work/err")"
+unset TT_NO_DOORBELL
 for nb in 0 1; do
     TT_NO_DOORBELL=$nb launch default 12 --tp 2 --pp 3 --dp 2
     [ "$status" -eq 0 ] && ok "12 ranks (tp 2 x pp 3 x dp 2), TT_NO_DOORBELL=$nb: trained and saved" ||

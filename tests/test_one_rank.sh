@@ -8,8 +8,11 @@
 # others waited for it in their next collective, for ever (the watchdog
 # starts later). The two ranks see one relative path in two directories
 # (mpirun -wdir), as two hosts would; so does --save, whose one file the
-# ranks write together.
+# ranks write together. Flags that parse but differ, or a TT_ setting of one
+# rank's environment, are refused by name (the ranks compare their jobs).
 . "$TT_SRCDIR/testlib.sh"
+# The settings every rank must share start unset here (one case sets one).
+unset TT_SLICE_MS TT_LEND_CORES TT_MPI_YIELDS TT_NO_DOORBELL
 
 small="--layers 2 --dim 16 --heads 2 --seq 8 --batch 4 --micro-batches 2 --eval-every 0 --quiet --sample-len 0"
 mkdir -p "$work/a" "$work/b"
@@ -20,7 +23,9 @@ tt 1 $small --steps 8 --save "$work/b/other.st"
 
 # two WANT PATTERN DIR_A ARGS_A -- DIR_B ARGS_B: rank 0 runs in DIR_A with
 # ARGS_A, rank 1 in DIR_B with ARGS_B; both must exit WANT and stderr be one
-# message matching PATTERN (grep -E), from one rank.
+# message matching PATTERN (grep -E), from one rank. env_b: VAR=VALUE
+# settings for rank 1's environment alone (none by default).
+env_b=
 two() {
     what=$1 want=$2 pattern=$3 dir_a=$4
     shift 4
@@ -33,7 +38,7 @@ two() {
     # shellcheck disable=SC2086
     timeout 120 $TT_MPIRUN $TT_MPI_KEEP_GOING \
         -np 1 -wdir "$dir_a" sh -c "$EACH_WRAP" "$TT_BIN" $args_a : \
-        -np 1 -wdir "$dir_b" sh -c "$EACH_WRAP" "$TT_BIN" "$@" >"$work/out" 2>"$work/err"
+        -np 1 -wdir "$dir_b" env $env_b sh -c "$EACH_WRAP" "$TT_BIN" "$@" >"$work/out" 2>"$work/err"
     status=$?
     statuses=$(rank_statuses)
     if [ "$status" -eq 124 ]; then
@@ -73,6 +78,20 @@ cmp -s "$work/a/ck.st" "$work/a/auto.st" && ok "... and the checkpoint is kept" 
     not_ok "the --resume auto checkpoint changed"
 two "--help on rank 1 only: every rank leaves with 0" 0 "" \
     "$work/a" $run -- "$work/b" $run --help
+# Flags that parse on both ranks but differ, and a setting of the environment
+# that differs: each rank would have run its own job, and they waited for
+# each other until the watchdog (300 s by default) or aborted in MPI.
+two "--steps 6 on rank 0, --steps 8 on rank 1" 2 \
+    "^tiny_transformer: rank 1 was given '--steps 8' on its command line where rank 0 has '--steps 6': every rank of a job must be given the same flags$" \
+    "$work/a" $run --steps 6 -- "$work/b" $run --steps 8
+two "--validate on rank 0 only" 2 \
+    "^tiny_transformer: rank 1 was given nothing more on its command line where rank 0 has '--validate': every rank of a job must be given the same flags$" \
+    "$work/a" $run --validate -- "$work/b" $run
+env_b=TT_MPI_YIELDS=1
+two "TT_MPI_YIELDS=1 on rank 1 only" 2 \
+    "^tiny_transformer: rank 1 has 'TT_MPI_YIELDS=1' in its environment where rank 0 has 'TT_MPI_YIELDS unset': every rank of a job must be given the same TT_SLICE_MS, TT_LEND_CORES, TT_MPI_YIELDS and TT_NO_DOORBELL$" \
+    "$work/a" $run -- "$work/b" $run
+env_b=
 # --save where the ranks see two filesystems: each would make a file of its
 # own, and Open MPI's MPI_File_open waited for ever inside itself (at the end
 # of the run); now refused before the first step, leaving no file behind.

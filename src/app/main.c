@@ -104,6 +104,105 @@ static int resume_same(const tt_run_config *rc, tt_err *e)
     return 0;
 }
 
+/* What every rank of one job must be given alike: its command line and the
+ * settings of the environment that change how ranks meet (the waits, the
+ * time slice, the lending of cores). Each rank parses its own, so an MPMD
+ * launch (`mpirun -np 1 prog A : -np 1 prog B`) or a variable set on one
+ * host only could start ranks that disagree on the steps, the layout or how
+ * a collective is made, and wait for each other for ever. */
+static const char *const job_env[] = {"TT_SLICE_MS", "TT_LEND_CORES", "TT_MPI_YIELDS",
+                                      "TT_NO_DOORBELL"};
+enum { SEP = '\x1f', SECTION = '\x1e' }; /* after each word; between the two parts */
+
+/* The job as one text: the words of the command line, then one
+ * "NAME=value" (or "NAME unset") for each job_env variable. */
+static char *job_text(int argc, char **argv)
+{
+    size_t n = 2;
+    for (int i = 1; i < argc; i++)
+        n += strlen(argv[i]) + 1;
+    for (size_t v = 0; v < sizeof job_env / sizeof *job_env; v++)
+        n += strlen(job_env[v]) + (getenv(job_env[v]) ? strlen(getenv(job_env[v])) : 0) + 8;
+    char *t = tt_malloc(n), *w = t;
+    for (int i = 1; i < argc; i++)
+        w += sprintf(w, "%s%c", argv[i], SEP);
+    *w++ = SECTION;
+    for (size_t v = 0; v < sizeof job_env / sizeof *job_env; v++) {
+        const char *x = getenv(job_env[v]);
+        if (x && *x) /* (empty counts as unset, as each setting reads it) */
+            w += sprintf(w, "%s=%s%c", job_env[v], x, SEP);
+        else
+            w += sprintf(w, "%s unset%c", job_env[v], SEP);
+    }
+    *w = '\0';
+    return t;
+}
+
+/* Word k of a part of a job text and its length; NULL past the part's end. */
+static const char *job_word(const char *t, int k, int *len)
+{
+    for (; k > 0 && *t != SECTION && *t; k--)
+        t = strchr(t, SEP) + 1;
+    if (*t == SECTION || !*t)
+        return NULL;
+    *len = (int)(strchr(t, SEP) - t);
+    return t;
+}
+
+/* The first word where two parts differ (-1 when they do not), and the
+ * phrase of each: a flag's value with its flag before it ("--steps 4"). */
+static int job_differs(const char *x, const char *y, int command, char *px, char *py, size_t n)
+{
+    for (int k = 0;; k++) {
+        int lx = 0, ly = 0;
+        const char *wx = job_word(x, k, &lx), *wy = job_word(y, k, &ly);
+        if (!wx && !wy)
+            return -1;
+        if (wx && wy && lx == ly && memcmp(wx, wy, (size_t)lx) == 0)
+            continue;
+        const char *w[2] = {wx, wy};
+        const int l[2] = {lx, ly};
+        char *p[2] = {px, py};
+        for (int i = 0; i < 2; i++) {
+            int lb = 0;
+            const char *b = command && k > 0 ? job_word(i ? y : x, k - 1, &lb) : NULL;
+            if (!w[i])
+                snprintf(p[i], n, "nothing more");
+            else if (b && strncmp(w[i], "--", 2) != 0 && !memchr(w[i], '=', (size_t)l[i]))
+                snprintf(p[i], n, "'%.*s %.*s'", lb, b, l[i], w[i]);
+            else
+                snprintf(p[i], n, "'%.*s'", l[i], w[i]);
+        }
+        return k;
+    }
+}
+
+/* 0 when every rank was given rank 0's command line and job_env settings;
+ * else the usage status on every rank, with a message naming the first
+ * word this rank's job differs in (the lowest such rank's, everywhere). */
+static int same_job(int argc, char **argv, int rank, tt_err *e)
+{
+    char *mine = job_text(argc, argv);
+    int status = 0;
+    if (!tt_all_equal_world(tt_crc32(0, mine, strlen(mine)))) {
+        char *first = tt_bcast_text_world(mine);
+        char a[240], b[240];
+        if (job_differs(mine, first, 1, a, b, sizeof a) >= 0)
+            tt_fail(e, "rank %d was given %s on its command line where rank 0 has %s: every "
+                       "rank of a job must be given the same flags", rank, a, b);
+        else if (job_differs(strchr(mine, SECTION) + 1, strchr(first, SECTION) + 1, 0, a, b,
+                             sizeof a) >= 0)
+            tt_fail(e, "rank %d has %s in its environment where rank 0 has %s: every rank of a "
+                       "job must be given the same TT_SLICE_MS, TT_LEND_CORES, TT_MPI_YIELDS "
+                       "and TT_NO_DOORBELL", rank, a, b);
+        status = strcmp(first, mine) != 0 ? TT_EXIT_USAGE : 0;
+        free(first);
+        status = tt_agree_error_world(status, e);
+    }
+    free(mine);
+    return status;
+}
+
 /* The number of processes the launcher started, from its variables (Open
  * MPI's mpirun; MPICH's Hydra and other PMI launchers such as Slurm's), with
  * this process's place among them and the launcher's name; 0 without one. */
@@ -208,15 +307,11 @@ static int run_layout(tt_run_config *rc, int argc, char **argv, int rank, int wo
                              rc->virtual_stages, command_line(argc, argv, command, sizeof command),
                              run_fits, rc};
     int bad_values = tt_config_check(rc, &err) != 0;
-    /* The environment's settings too, agreed: each rank reads its own. */
+    /* The environment's settings too (the same on every rank: same_job). */
     if (!bad_values && (tt_cores_slice_env(&err) < 0 || tt_cores_lend_env(&err) < 0 ||
-                        tt_mpi_yields_env(&err) < 0))
+                        tt_mpi_yields_env(&err) < 0 || tt_bell_env(&err) < 0))
         bad_values = 1;
-    const int any_bad = tt_agree_status_world(bad_values);
-    if (any_bad && !bad_values)
-        tt_fail(&err, "TT_SLICE_MS, TT_LEND_CORES or TT_MPI_YIELDS differs between the "
-                      "ranks' environments and is not valid on all of them");
-    bad_values = any_bad;
+    bad_values = tt_agree_error_world(bad_values, &err) != 0;
     if (bad_values || tt_grid_choose(world, &tp, &pp, &dp, &rules, &err)) {
         /* One of the values may be the checkpoint's (--batch 4 when
          * --micro-batches 3 was given): say where the others came from. */
@@ -276,6 +371,8 @@ static int run_world(int argc, char **argv, int rank, int world)
     status = tt_agree_error_world(status, &err);
     if (status == 0)
         parsed = tt_agree_status_world(parsed);
+    if (status == 0 && parsed == 0)
+        status = same_job(argc, argv, rank, &err);
     if (status == 0 && parsed == 0 && !resume_same(&rc, &err))
         status = tt_agree_error_world(TT_EXIT_RUNTIME, &err);
     if (status != 0) {

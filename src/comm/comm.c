@@ -263,6 +263,19 @@ int tt_all_equal_world(uint32_t value)
     return v[0] == value && v[1] == ~value;
 }
 
+char *tt_bcast_text_world(const char *mine)
+{
+    int me;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    int n = me == 0 ? (int)strlen(mine) + 1 : 0;
+    MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    char *text = tt_malloc((size_t)n);
+    if (me == 0)
+        memcpy(text, mine, (size_t)n);
+    MPI_Bcast(text, n, MPI_CHAR, 0, MPI_COMM_WORLD);
+    return text;
+}
+
 int tt_agree_status(const tt_grid *g, int status)
 {
     tt_allreduce(g, TT_GROUP_OTHER, &status, 1, MPI_INT, MPI_MAX);

@@ -360,6 +360,14 @@ void tt_bell_unshare(void *p, size_t len)
 #endif
 }
 
+int tt_bell_env(tt_err *e)
+{
+    return tt_env_switch("TT_NO_DOORBELL", 0,
+                         "1 makes every wait poll instead of sleeping on the doorbells, 0 or "
+                         "unset keeps them",
+                         e);
+}
+
 void tt_bell_init(void)
 {
     MPI_Comm host;
@@ -369,8 +377,8 @@ void tt_bell_init(void)
     MPI_Comm_rank(MPI_COMM_WORLD, &B.world_me);
     int ok = 0;
 #ifdef TT_HAVE_FUTEX
-    const char *off = getenv("TT_NO_DOORBELL");
-    ok = !(off && *off && strcmp(off, "0") != 0) && B.L <= MAX_LOCAL;
+    tt_err e; /* a value not 0 or 1 is refused once the run checks its settings */
+    ok = tt_bell_env(&e) == 0 && B.L <= MAX_LOCAL;
     B.rec_size = LINE + 2 * (size_t)B.L * TT_BELL_SLOT;
     B.len = (size_t)B.L * LINE + (size_t)B.L * RECS_PER_RANK * B.rec_size;
     B.page = tt_bell_share(host, B.len, ok);

@@ -170,6 +170,8 @@ int tt_agree_status_world(int status);
 int tt_agree_error_world(int status, tt_err *e);
 /* 1 on every rank when every rank of the world passed the same value. */
 int tt_all_equal_world(uint32_t value);
+/* Rank 0's text (a string), as a new string on every rank (free it). */
+char *tt_bcast_text_world(const char *mine);
 /* The largest status of all ranks, on every rank (0 = fine, else an exit code). */
 int tt_agree_status(const tt_grid *g, int status);
 /* 0 when no rank failed; else -1 on every rank, with the message of the

@@ -26,6 +26,11 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "tt/core/common.h"
+
+/* TT_NO_DOORBELL: 1 (bells off), 0 or unset (on); -1 with a message for
+ * anything else, which the run refuses (exit 2). */
+int tt_bell_env(tt_err *e);
 /* Collective over MPI_COMM_WORLD: maps this host's bells (all ranks agree
  * whether they are on). */
 void tt_bell_init(void);
