@@ -286,6 +286,14 @@ run_case "4 GPUs (tp2 pp2, 4 micro-batches)" virtual 2 2 1 4 4 --layers 4 --batc
 run_case "4 GPUs on the wall clock" wall 2 2 1 4 4 --layers 4 --batch 8
 # (interleaved: a stage sends an activation and a gradient into one chunk)
 run_case "2 GPUs (pp2, interleaved, 2 chunks a stage)" virtual 1 2 1 4 2 --layers 4 --batch 8 --schedule interleaved --virtual-stages 2
+# (a cluster file's name is text in the timeline, escaped: the SVG was not
+# well-formed with an & in it)
+printf '{"based_on": "classroom", "name": "R&D <lab>"}\n' > "$work/rd.json"
+run_case "2 GPUs (pp2) on a cluster named 'R&D <lab>'" virtual 1 2 1 4 2 --layers 4 --batch 8 --cluster "$work/rd.json"
+python3 -c 'import sys, xml.etree.ElementTree as ET
+t = "".join(ET.parse(sys.argv[1]).getroot().itertext())
+sys.exit("virtual time on R&D <lab>" not in t)' "$work/t.svg" 2>/dev/null &&
+    ok "... and its title and axis name the cluster as written" || not_ok "the timeline does not name the cluster 'R&D <lab>'"
 # (the last case: the planted faults below edit its files)
 run_case "12 GPUs (tp2 pp3 dp2, 16 micro-batches)" virtual 2 3 2 16 12 --layers 6 --batch 32
 

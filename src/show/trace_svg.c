@@ -59,10 +59,13 @@ static void write_heading(FILE *f, const tt_svg_layout *L)
             L->width, L->height, L->width, L->height);
     fprintf(f, "<title>tiny_transformer timeline, step %d</title>\n", L->step);
     fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", L->width, L->height);
+    /* The clock's label holds the cluster's name, which a cluster file sets
+     * ("R&D lab"): text, escaped. */
     fprintf(f, "<text class=\"title\" x=\"12\" y=\"24\" font-size=\"17\" font-weight=\"bold\" fill=\"#222\">"
-               "Step %d: tp%d x pp%d x dp%d = %d virtual GPUs, span %.2f ms (%s)</text>\n",
-            L->step, g->tp, g->pp, g->dp, g->world_size, L->empty ? 0.0 : L->span_ms,
-            tt_clock_label());
+               "Step %d: tp%d x pp%d x dp%d = %d virtual GPUs, span %.2f ms (",
+            L->step, g->tp, g->pp, g->dp, g->world_size, L->empty ? 0.0 : L->span_ms);
+    xml_text(f, tt_clock_label());
+    fputs(")</text>\n", f);
     /* Two lines, so the guide stays clear of the idle column's heading
      * however narrow the plot. */
     fprintf(f, "<text x=\"12\" y=\"42\" font-size=\"11.5\" fill=\"#555\">"
@@ -111,8 +114,10 @@ static void write_axis(FILE *f, const tt_svg_layout *L)
     }
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\" stroke-width=\"1\"/>\n", PLOT_X,
             L->axis_y, PLOT_X + L->plot_w, L->axis_y);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">time (ms, %s) from the step's first event</text>\n",
-            PLOT_X + L->plot_w / 2, L->axis_y + 32, tt_clock_label());
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">time (ms, ", PLOT_X + L->plot_w / 2,
+            L->axis_y + 32);
+    xml_text(f, tt_clock_label());
+    fputs(") from the step's first event</text>\n", f);
     /* Under the idle column, the mean over the GPUs: the pipeline's bubble,
      * the figure the schedule's formula predicts for equal stages. */
     double sum = 0.0;
