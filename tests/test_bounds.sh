@@ -55,6 +55,12 @@ expect_quick "--data FIFO, 3 ranks" 1 "data file '$work/fifo' is not a regular f
 expect_quick "--resume FIFO, 2 ranks" 1 "cannot open checkpoint '$work/fifo': not a regular file" 2 $small --batch 2 --resume "$work/fifo"
 expect_quick "--resume auto onto a FIFO --save, 2 ranks" 1 "checkpoint '$work/fifo' exists but cannot be continued from .*: not a regular file" 2 $small --save "$work/fifo" --resume auto
 expect_quick "--cluster FIFO, 2 ranks" 2 "--cluster $work/fifo: .* not a readable file: not a regular file" 2 $small --cluster "$work/fifo"
+# A cluster file is one JSON object and nothing after it: a second value, or
+# a NUL and junk, was ignored (the file taken for its first object).
+printf '{"based_on": "classroom"} trailing junk' > "$work/junk.json"
+expect_quick "--cluster with junk after its object, 2 ranks" 2 "--cluster $work/junk.json: not valid JSON (at byte 26 of 39;" 2 $small --cluster "$work/junk.json"
+printf '{"based_on": "classroom"}\n\000{}' > "$work/nul.json"
+expect_quick "--cluster with a NUL and more after its object, 1 rank" 2 "--cluster $work/nul.json: not valid JSON (at byte 26 of 29;" 1 $small --cluster "$work/nul.json"
 expect_quick "--plot of a FIFO, 1 rank" 1 "--plot: cannot read '$work/fifo': not a regular file" 1 --plot "$work/plot.svg" "$work/fifo"
 [ ! -e "$work/plot.svg" ] && ok "no plot written from a FIFO" || not_ok "a plot was written from a FIFO"
 # A file larger than the host's memory per rank: every rank would read it

@@ -103,8 +103,21 @@ static int load_file(tt_cluster *c, const char *path, tt_err *e)
         free(text);
         return tt_fail(e, "--cluster %s: larger than 64 KiB, not a cluster file", path);
     }
-    cJSON *root = cJSON_Parse(text);
+    /* The whole file is the JSON, as a checkpoint's header is: anything
+     * after the value but white space (another object, a NUL and more) is
+     * refused, not ignored. */
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, n, &end, 0);
+    size_t pos = end && end >= text && end <= text + n ? (size_t)(end - text) : 0;
+    if (root)
+        while (pos < n && text[pos] != '\0' && strchr(" \t\r\n", text[pos]))
+            pos++;
     free(text);
+    if (!root || pos != n) {
+        cJSON_Delete(root);
+        return tt_fail(e, "--cluster %s: not valid JSON (at byte %zu of %zu; doc/clocks.md shows "
+                          "the format)", path, pos, n);
+    }
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return tt_fail(e, "--cluster %s: not a JSON object (doc/clocks.md shows the format)",
