@@ -94,6 +94,18 @@ refused "--trace onto --save" "--save: cannot write checkpoint '$work/new.st': i
     "$work/new.st" --save "$work/new.st" --trace "$work/new.st"
 refused "--timeline onto a symbolic link" "--timeline: cannot write timeline '$work/link.txt': is a symbolic link" \
     "$work/data.txt" --timeline "$work/link.txt"
+# --resume auto reads the --save file first: a link there is refused as
+# --save refuses it, with nothing said before (it said "continuing from" a
+# good link's checkpoint, then refused; a dangling link "existed but could
+# not be continued from: No such file or directory").
+ln -s "$work/ck.st" "$work/cklink.st"
+ln -s "$work/nowhere/x.st" "$work/dangling.st"
+for link in cklink dangling; do
+    refused "--resume auto onto a symbolic link ($link)" "^tiny_transformer: --save: cannot write checkpoint '$work/$link.st': is a symbolic link (name the file itself)$" \
+        "$work/ck.st" --resume auto --save "$work/$link.st"
+    grep -q "continuing" "$work/out" && not_ok "--resume auto onto $link: said it was continuing" ||
+        ok "--resume auto onto $link: no word of continuing"
+done
 refused "--log onto a FIFO" "--log: cannot write log '$work/fifo': is a FIFO, not a regular file" \
     "$work/fifo" --log "$work/fifo"
 refused "--trace onto a directory" "--trace: cannot write trace '$work/adir': Is a directory" \

@@ -79,8 +79,14 @@ int tt_resume_auto(tt_run_config *rc, tt_err *e)
         rc->resume = NULL;
         return 0;
     }
-    /* Whatever is there is examined by the reader: a damaged file, a
-     * directory or a link is refused there, and kept. */
+    /* A link is refused as --save refuses it, before any word of continuing
+     * from it (it once said it continued, then refused the save; a dangling
+     * one 'exists but cannot be continued from'). */
+    if (S_ISLNK(st.st_mode))
+        return tt_fail(e, "--save: cannot write checkpoint '%s': is a symbolic link (name the "
+                          "file itself)", rc->save);
+    /* Whatever else is there is examined by the reader: a damaged file or a
+     * directory is refused there, and kept. */
     rc->resume = rc->save;
     return 1;
 }
