@@ -150,5 +150,8 @@ expect_error "a row longer than a line" 1 "'$work/long.csv' line 2 is longer tha
 expect_error "--plot of logs with --save, 2 ranks" 2 "--plot with --log CSVs trains nothing, so --save would be ignored" 2 \
     --plot "$work/x.svg" "$work/a.csv" --save "$work/never.st"
 [ ! -e "$work/never.st" ] && [ ! -e "$work/x.svg" ] && ok "nothing written by the refused overlay" || not_ok "the refused overlay wrote a file"
+# A checkpoint to resume is no use to the overlay either (it was ignored).
+expect_error "--plot of logs with --resume" 2 "--plot with --log CSVs trains nothing, so --resume would be ignored" 1 \
+    --plot "$work/x.svg" "$work/a.csv" --resume "$work/never.st"
 expect_error "an operand without --plot" 2 "unexpected argument 'a.csv'" 1 $tiny a.csv
 finish

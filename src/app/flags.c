@@ -188,6 +188,8 @@ static int edit_distance(const char *a, const char *b)
 static const char *closest_flag(const char *name)
 {
     const char *best = NULL;
+    if (strlen(name) <= 2) /* "--" or "-x": no name to be near ("--" was "--tp"'s) */
+        return NULL;
     int best_d = 3;
     for (size_t i = 0; i < tt_flag_count; i++) {
         const char *f = tt_flags[i].name;
@@ -202,7 +204,8 @@ static const char *closest_flag(const char *name)
 /* --plan, --show-grid and --plot with --log CSVs train nothing: a file only
  * a training run writes, given with them, would be ignored, and the run would
  * end with status 0 and without the checkpoint, log or trace asked for.
- * (--resume stays allowed: it supplies the model that is planned or shown.) */
+ * (--resume stays allowed with --plan and --show-grid: it supplies the model
+ * that is planned or shown; --plot of CSVs has no use for one.) */
 static int runs_no_training(const tt_run_config *c, tt_err *e)
 {
     if (c->plan && c->plot_nlogs)
@@ -217,6 +220,7 @@ static int runs_no_training(const tt_run_config *c, tt_err *e)
                        : c->trace    ? "--trace"
                        : c->timeline ? "--timeline"
                        : (c->plan || c->show_grid) && c->plot ? "--plot"
+                       : c->plot_nlogs && c->resume          ? "--resume"
                                                               : NULL;
     if (mode && flag)
         return tt_fail(e, "%s trains nothing, so %s would be ignored (it belongs to a training "
