@@ -100,23 +100,25 @@ static void explain(tt_plan_candidate *c, const tt_plan_candidate *best, const t
 }
 
 /* A plan for many GPUs takes seconds (thousands of layouts, each of their
- * schedules simulated): on a terminal, stderr says how far it has got, once
- * a second after the first, and the line is wiped before the table prints.
- * Redirected, it says nothing. */
+ * schedules simulated), a huge one minutes: on a terminal, stderr says how
+ * far it has got, once a second after the first, on a line wiped before the
+ * table prints. Redirected or under mpirun, where a \r would litter the
+ * file, a plain line every 10 s after the first 10 (a realistic plan is done
+ * before, and says nothing). */
 typedef struct {
-    int on, shown;
-    double next;
+    int tty, shown;
+    double start, next;
 } plan_progress;
 
 static void progress_tick(plan_progress *pg, const tt_plan *pl, int tp, int N)
 {
-    const double now = pg->on ? tt_now() : 0.0;
-    if (!pg->on || now < pg->next)
+    const double now = tt_now();
+    if (now < pg->next)
         return;
-    pg->next = now + 1.0;
-    pg->shown = 1;
-    fprintf(stderr, "\rplanning: %d layouts evaluated so far (tp %d of at most %d) ", pl->n, tp,
-            N);
+    pg->next = now + (pg->tty ? 1.0 : 10.0);
+    pg->shown = pg->tty;
+    fprintf(stderr, "%splanning: %d layouts evaluated so far (tp %d of at most %d), %.0f s%s",
+            pg->tty ? "\r" : "", pl->n, tp, N, now - pg->start, pg->tty ? " " : "\n");
     fflush(stderr);
 }
 
@@ -177,7 +179,8 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
     tt_err why_none = {{0}};
     snprintf(why_none.msg, sizeof why_none.msg, "no layout of %d GPUs divides the model and batch",
              N);
-    plan_progress pg = {.on = isatty(STDERR_FILENO), .next = tt_now() + 1.0};
+    const int tty = isatty(STDERR_FILENO) && !tt_launched();
+    plan_progress pg = {.tty = tty, .start = tt_now(), .next = tt_now() + (tty ? 1.0 : 10.0)};
     for (int tp = 1; tp <= N; tp++) {
         if (!divides(tp, N) || (rc->tp > 0 && tp != rc->tp))
             continue;
@@ -196,7 +199,6 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
                 continue;
             }
             const int per_dp = rc->batch / dp;
-            progress_tick(&pg, pl, tp, N);
             for (int sched = 0; sched < tt_schedule_count(); sched++) {
                 /* Zero-bubble schedules only when asked for: their W costs are
                  * an estimate (tt_plan_evaluate). */
@@ -234,6 +236,8 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
                             if (sched == TT_SCHED_INTERLEAVED &&
                                 !(rc->given & TT_GIVEN_VIRTUAL) && c.virtual_stages < 2)
                                 c.virtual_stages = 2;
+                            /* here: one layout of a deep model can take seconds */
+                            progress_tick(&pg, pl, tp, N);
                             tt_err ce;
                             if (tt_plan_evaluate(&x, &c, zeros, nz, &ce))
                                 why_none = ce;

@@ -41,17 +41,6 @@ static void run_progress_end(tt_run *r)
     }
 }
 
-/* mpirun hands its ranks a pseudo-terminal for their output whether its own
- * output is a terminal or a file, so under mpirun isatty says nothing about
- * where the lines end up: an updating line would leave \r and escape codes in
- * a captured log. Its launcher's variables tell; a single process started
- * without it (a singleton) has none (PMIX_RANK does not tell: Open MPI sets
- * it inside a singleton too, at MPI_Init). */
-static int launched_by_mpirun(void)
-{
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_RANK"); /* Open MPI's, MPICH's */
-}
-
 /* How many step lines a run prints: every one under --verbose; otherwise
  * about ten (the first, the last, every tenth of the run, each eval), so the
  * tables after training are not pushed off the screen by 200 lines; on a
@@ -62,7 +51,7 @@ static void run_progress_begin(tt_run *r)
     const long n = r->end - r->step0;
     r->show_every = r->rc.verbose || n <= 10 ? 1 : (n + 9) / 10;
     r->tty = !r->rc.verbose && !r->rc.quiet && r->g->world_rank == 0 && isatty(STDOUT_FILENO) &&
-             !launched_by_mpirun();
+             !tt_launched();
     r->pending = 0;
     if (r->show_every > 1 && !r->rc.quiet)
         SAY("a step line every %ld steps (--verbose: every step; --log FILE: every step in a "

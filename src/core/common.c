@@ -35,6 +35,11 @@ int tt_env_switch(const char *name, int unset, const char *meaning, tt_err *e)
     return tt_fail(e, "%s='%s' in the environment: %s", name, v, meaning);
 }
 
+int tt_launched(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_RANK"); /* Open MPI's, MPICH's */
+}
+
 void tt_appendf(char *buf, size_t n, const char *fmt, ...)
 {
     size_t k = strlen(buf);

@@ -24,6 +24,11 @@ int tt_fail(tt_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)
  * `unset` when it is unset or empty, else its value; -1 with "NAME='v' in
  * the environment: MEANING" in e for anything but 0 or 1. */
 int tt_env_switch(const char *name, int unset, const char *meaning, tt_err *e);
+/* 1 when an MPI launcher started this process (its variables are set:
+ * Open MPI's mpirun, MPICH's Hydra). mpirun hands its ranks a pseudo-terminal
+ * whether its own output is a terminal or a file, so under it isatty says
+ * nothing about where lines end up, and \r-updated lines would litter a log. */
+int tt_launched(void);
 
 /* Appends printf-style text to the NUL-terminated buf of size n, cut off at
  * its end (messages and tables built piece by piece). */
