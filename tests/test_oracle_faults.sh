@@ -23,8 +23,9 @@ passes() {
     fi
 }
 
-# catches BUG WHAT GPU NP ARGS...: with --inject-bug BUG every rank exits 1
-# and the verdict is "validation FAILED: WHAT diverges first, ... worst on GPU"
+# catches BUG WHAT GPU NP ARGS...: with --inject-bug BUG every rank exits 1,
+# the verdict is "validation FAILED: WHAT diverges first, ... worst on GPU"
+# and stderr says it once, in one line
 # (GPU a fixed string, or "any" for any GPU name).
 catches() {
     bug=$1 what=$2 gpu=$3 np=$4
@@ -37,6 +38,10 @@ catches() {
         not_ok "$bug ($*): rank exit statuses $statuses, expected ${np}x1"
     elif ! printf '%s\n' "$line" | grep -q "^validation FAILED: $what diverges first, at step 0, worst on $gpu_pat "; then
         not_ok "$bug ($*): expected '$what' and $gpu in: $line"
+    elif [ "$(grep -c '^tiny_transformer: ' "$work/err")" -ne 1 ] ||
+        ! grep -q "^tiny_transformer: validation FAILED: the sharded run does not match the unsharded one (the validation table says where)$" "$work/err"; then
+        # (stderr had nothing: a script reading the errors alone saw none)
+        not_ok "$bug ($*): stderr is not the one line of the verdict: $(grep '^tiny_transformer' "$work/err")"
     else
         ok "$bug ($*): ${line#validation FAILED: }"
     fi
