@@ -36,7 +36,7 @@ done
 # model name and widest vector extension (OpenBLAS's kernel follows below).
 isa=$(sed -n 's/^flags[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -n 1 |
       awk '{ for (i = 1; i <= NF; i++) f[$i] = 1 } END { print f["avx512f"] ? "AVX-512" : f["avx2"] ? "AVX2" : "no AVX2" }')
-echo "machine: $(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -n 1), $(nproc) cores, $isa"
+echo "machine: $(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -n 1), $(getconf _NPROCESSORS_ONLN) cores online, $isa"
 "$train" 0 | sed -n '1,2p' | sed "s/, 0 rounds,/, $rounds rounds (alternating with PyTorch),/" # the config and the FLOPs per step
 [ -n "$py" ] && echo "PyTorch $("$py" -c 'import torch; print(torch.__version__)') eager, one thread, same model (tests/bench_torch.py)"
 # torch_steps FILE: a bench_torch.py run's step times, one a line

@@ -252,7 +252,7 @@ fi
 expect_error "--inject-bug stall resumed past step 1" 2 "^tiny_transformer: --inject-bug stall needs 2 GPUs and a run that trains step 1 .*; this run has 2 GPUs and trains steps 2..3$" 2 --resume "$work/at2.safetensors" --dp 2 --sample-len 0 --inject-bug stall
 # A fault that acts at any step still acts in a resumed run (only the
 # stall's step 1 can be missed): nan-grad stops it at its first step.
-expect_error "--inject-bug nan-grad resumed at step 2" 1 "^tiny_transformer: the gradient norm became nan at step 2 (some gradient is inf or NaN; try a lower --lr)$" 2 --resume "$work/at2.safetensors" --dp 2 --sample-len 0 --inject-bug nan-grad
+expect_error "--inject-bug nan-grad resumed at step 2" 1 "^tiny_transformer: the gradient norm became nan at step 2 (some gradient is inf or NaN; the first step from checkpoint '$work/at2.safetensors', whose weights may be the cause; or try a lower --lr)$" 2 --resume "$work/at2.safetensors" --dp 2 --sample-len 0 --inject-bug nan-grad
 expect_error "missing checkpoint" 1 "cannot open checkpoint '$work/none.safetensors': No such file or directory" 1 $small --resume "$work/none.safetensors"
 size=$(wc -c < "$work/good.safetensors")
 head -c $((size / 2)) "$work/good.safetensors" > "$work/trunc.safetensors"

@@ -41,8 +41,10 @@ START_TEST(bad_values_refused)
                  "--micro-batch", "2", NULL);
     expect_error("unknown option '--stpes'; did you mean --steps? (see --help)", "--stpes", "3",
                  NULL);
-    /* A bare "--" is near no flag ("--tp" was two edits away). */
+    /* A bare "--" or one letter is near no flag ("--tp" was two edits away). */
     expect_error("unknown option '--' (see --help)", "--", NULL);
+    expect_error("unknown option '--x' (see --help)", "--x", NULL);
+    expect_error("unknown option '--tq'; did you mean --tp? (see --help)", "--tq", "2", NULL);
     expect_error("unexpected argument 'stray' (options start with --; see --help)", "stray", NULL);
     expect_error("option --seq needs a value (see --help)", "--quiet", "--seq", NULL);
     expect_error("--layers expects an integer, got '2x'", "--layers", "2x", NULL);

@@ -84,12 +84,20 @@ two "--help on rank 1 only: every rank leaves with 0" 0 "" \
 two "--steps 6 on rank 0, --steps 8 on rank 1" 2 \
     "^tiny_transformer: rank 1 was given '--steps 8' on its command line where rank 0 has '--steps 6': every rank of a job must be given the same flags$" \
     "$work/a" $run --steps 6 -- "$work/b" $run --steps 8
+# With --resume auto: refused before the checkpoint is read ("continuing"
+# was said first, then the difference refused).
+cp "$work/a/ck.st" "$work/a/auto2.st"
+cp "$work/a/ck.st" "$work/b/auto2.st"
+two "--steps 6 and 8 with --resume auto" 2 \
+    "^tiny_transformer: rank 1 was given '--steps 8' on its command line where rank 0 has '--steps 6': every rank of a job must be given the same flags$" \
+    "$work/a" $run --resume auto --save auto2.st --steps 6 -- "$work/b" $run --resume auto --save auto2.st --steps 8
+grep -q "continuing" "$work/out" && not_ok "... it said it was continuing" || ok "... with no word of continuing"
 two "--validate on rank 0 only" 2 \
     "^tiny_transformer: rank 1 was given nothing more on its command line where rank 0 has '--validate': every rank of a job must be given the same flags$" \
     "$work/a" $run --validate -- "$work/b" $run
 env_b=TT_MPI_YIELDS=1
 two "TT_MPI_YIELDS=1 on rank 1 only" 2 \
-    "^tiny_transformer: rank 1 has 'TT_MPI_YIELDS=1' in its environment where rank 0 has 'TT_MPI_YIELDS unset': every rank of a job must be given the same TT_SLICE_MS, TT_LEND_CORES, TT_MPI_YIELDS and TT_NO_DOORBELL$" \
+    "^tiny_transformer: rank 1 has 'TT_MPI_YIELDS=1' in its environment where rank 0 has 'TT_MPI_YIELDS unset': every rank of a job must be given the same TT_MPI_YIELDS$" \
     "$work/a" $run -- "$work/b" $run
 env_b=
 # --save where the ranks see two filesystems: each would make a file of its

@@ -188,9 +188,10 @@ static int edit_distance(const char *a, const char *b)
 static const char *closest_flag(const char *name)
 {
     const char *best = NULL;
-    if (strlen(name) <= 2) /* "--" or "-x": no name to be near ("--" was "--tp"'s) */
-        return NULL;
-    int best_d = 3;
+    /* Two edits for a name of four letters or more, one for two or three,
+     * none for less: "--" and "--x" are near no flag (both were "--tp"). */
+    const size_t letters = strlen(name) > 2 ? strlen(name) - 2 : 0;
+    int best_d = letters >= 4 ? 3 : letters >= 2 ? 2 : 0;
     for (size_t i = 0; i < tt_flag_count; i++) {
         const char *f = tt_flags[i].name;
         int d = strncmp(f, name, strlen(name)) == 0 && strlen(name) > 3 ? 1

@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 #include <cblas.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,17 +42,18 @@ static int resume_config(tt_run_config *rc, tt_err *e)
 }
 
 /* --resume auto: the --save file when it exists, else a fresh start, said
- * in one line by rank 0. A file that is there but cannot be continued from is
+ * in one line (*said) by rank 0 once every rank has agreed. A file that is there but cannot be continued from is
  * refused and kept: starting over would replace it with a younger run's
  * checkpoint. 0 or an exit status. */
-static int resume_auto(tt_run_config *rc, int rank, tt_err *e)
+static int resume_auto(tt_run_config *rc, const char **said, tt_err *e)
 {
+    static char line[PATH_MAX + 96]; /* rank 0 prints it after the agreement */
     int found = tt_resume_auto(rc, e);
     if (found < 0)
         return rc->save ? TT_EXIT_RUNTIME : TT_EXIT_USAGE;
     if (found == 0) {
-        if (rank == 0)
-            printf("--resume auto: no checkpoint '%s' yet: starting from step 0\n", rc->save);
+        snprintf(line, sizeof line, "no checkpoint '%s' yet: starting from step 0", rc->save);
+        *said = line;
         return 0;
     }
     if (resume_config(rc, e)) {
@@ -60,9 +62,9 @@ static int resume_auto(tt_run_config *rc, int rank, tt_err *e)
                    "as it is; move it away to start afresh): %s", rc->save, why.msg);
         return TT_EXIT_RUNTIME;
     }
-    if (rank == 0)
-        printf("--resume auto: continuing from checkpoint '%s' at step %ld\n", rc->save,
-               rc->resume_step);
+    snprintf(line, sizeof line, "continuing from checkpoint '%s' at step %ld", rc->save,
+             rc->resume_step);
+    *said = line;
     return 0;
 }
 
@@ -104,77 +106,72 @@ static int resume_same(const tt_run_config *rc, tt_err *e)
     return 0;
 }
 
-/* What every rank of one job must be given alike: its command line and the
- * settings of the environment that change how ranks meet (the waits, the
- * time slice, the lending of cores). Each rank parses its own, so an MPMD
- * launch (`mpirun -np 1 prog A : -np 1 prog B`) or a variable set on one
- * host only could start ranks that disagree on the steps, the layout or how
- * a collective is made, and wait for each other for ever. */
-static const char *const job_env[] = {"TT_SLICE_MS", "TT_LEND_CORES", "TT_MPI_YIELDS",
-                                      "TT_NO_DOORBELL"};
-enum { SEP = '\x1f', SECTION = '\x1e' }; /* after each word; between the two parts */
+/* What every rank of one job must be given alike: its command line, and
+ * TT_MPI_YIELDS, which decides how the ranks' collectives are made (the
+ * other TT_ settings act on each rank alone or are agreed where they are
+ * read). Each rank parses its own, so an MPMD launch (`mpirun -np 1 prog A
+ * : -np 1 prog B`) or a variable set on one host only could start ranks that
+ * disagree on the steps, the layout or how a collective is made, and wait
+ * for each other for ever. */
+static const char *const job_env[] = {"TT_MPI_YIELDS"};
+enum { JOB_ENV = sizeof job_env / sizeof *job_env };
 
-/* The job as one text: the words of the command line, then one
- * "NAME=value" (or "NAME unset") for each job_env variable. */
+/* The job as one text of words, each "<length>:<bytes>" (so no word can
+ * pass for two): the command line's count, its words, then "NAME=value" or
+ * "NAME unset" for each job_env variable (empty counts as unset, as the
+ * setting reads it). */
 static char *job_text(int argc, char **argv)
 {
-    size_t n = 2;
+    const char *w[JOB_ENV];
+    char envw[JOB_ENV][128];
+    size_t n = 24;
     for (int i = 1; i < argc; i++)
-        n += strlen(argv[i]) + 1;
-    for (size_t v = 0; v < sizeof job_env / sizeof *job_env; v++)
-        n += strlen(job_env[v]) + (getenv(job_env[v]) ? strlen(getenv(job_env[v])) : 0) + 8;
-    char *t = tt_malloc(n), *w = t;
-    for (int i = 1; i < argc; i++)
-        w += sprintf(w, "%s%c", argv[i], SEP);
-    *w++ = SECTION;
-    for (size_t v = 0; v < sizeof job_env / sizeof *job_env; v++) {
+        n += strlen(argv[i]) + 24;
+    for (int v = 0; v < JOB_ENV; v++) {
         const char *x = getenv(job_env[v]);
-        if (x && *x) /* (empty counts as unset, as each setting reads it) */
-            w += sprintf(w, "%s=%s%c", job_env[v], x, SEP);
-        else
-            w += sprintf(w, "%s unset%c", job_env[v], SEP);
+        snprintf(envw[v], sizeof envw[v], x && *x ? "%s=%.100s" : "%s unset", job_env[v], x);
+        w[v] = envw[v];
+        n += strlen(w[v]) + 24;
     }
-    *w = '\0';
+    char *t = tt_malloc(n), *o = t;
+    o += sprintf(o, "%d;", argc - 1);
+    for (int i = 1; i < argc; i++)
+        o += sprintf(o, "%zu:%s", strlen(argv[i]), argv[i]);
+    for (int v = 0; v < JOB_ENV; v++)
+        o += sprintf(o, "%zu:%s", strlen(w[v]), w[v]);
     return t;
 }
 
-/* Word k of a part of a job text and its length; NULL past the part's end. */
-static const char *job_word(const char *t, int k, int *len)
+/* Word k of a job text (the command line's words first, then the
+ * settings') and its length; NULL past the last. *args: the command line's
+ * word count. */
+static const char *job_word(const char *t, int k, int *len, int *args)
 {
-    for (; k > 0 && *t != SECTION && *t; k--)
-        t = strchr(t, SEP) + 1;
-    if (*t == SECTION || !*t)
-        return NULL;
-    *len = (int)(strchr(t, SEP) - t);
-    return t;
-}
-
-/* The first word where two parts differ (-1 when they do not), and the
- * phrase of each: a flag's value with its flag before it ("--steps 4"). */
-static int job_differs(const char *x, const char *y, int command, char *px, char *py, size_t n)
-{
-    for (int k = 0;; k++) {
-        int lx = 0, ly = 0;
-        const char *wx = job_word(x, k, &lx), *wy = job_word(y, k, &ly);
-        if (!wx && !wy)
-            return -1;
-        if (wx && wy && lx == ly && memcmp(wx, wy, (size_t)lx) == 0)
-            continue;
-        const char *w[2] = {wx, wy};
-        const int l[2] = {lx, ly};
-        char *p[2] = {px, py};
-        for (int i = 0; i < 2; i++) {
-            int lb = 0;
-            const char *b = command && k > 0 ? job_word(i ? y : x, k - 1, &lb) : NULL;
-            if (!w[i])
-                snprintf(p[i], n, "nothing more");
-            else if (b && strncmp(w[i], "--", 2) != 0 && !memchr(w[i], '=', (size_t)l[i]))
-                snprintf(p[i], n, "'%.*s %.*s'", lb, b, l[i], w[i]);
-            else
-                snprintf(p[i], n, "'%.*s'", l[i], w[i]);
+    char *p;
+    *args = (int)strtol(t, &p, 10);
+    for (p++; *p; k--) {
+        const size_t l = strtoul(p, &p, 10);
+        if (k == 0) {
+            *len = (int)l;
+            return p + 1;
         }
-        return k;
+        p += 1 + l;
     }
+    return NULL;
+}
+
+/* Word k of a job text (one that exists) as a quoted phrase, long words
+ * shortened; a flag's value with the flag before it ("--steps 4"). */
+static void job_phrase(const char *t, int k, char *out, size_t n)
+{
+    int len = 0, blen = 0, args;
+    const char *w = job_word(t, k, &len, &args);
+    const char *b = k > 0 && k < args ? job_word(t, k - 1, &blen, &args) : NULL;
+    if (b && strncmp(w, "--", 2) != 0)
+        snprintf(out, n, "'%.*s %.*s%s'", blen < 60 ? blen : 60, b, len < 60 ? len : 60, w,
+                 len > 60 ? "..." : "");
+    else
+        snprintf(out, n, "'%.*s%s'", len < 100 ? len : 100, w, len > 100 ? "..." : "");
 }
 
 /* 0 when every rank was given rank 0's command line and job_env settings;
@@ -182,25 +179,35 @@ static int job_differs(const char *x, const char *y, int command, char *px, char
  * word this rank's job differs in (the lowest such rank's, everywhere). */
 static int same_job(int argc, char **argv, int rank, tt_err *e)
 {
-    char *mine = job_text(argc, argv);
+    char *mine = job_text(argc, argv), *first = tt_bcast_text_world(mine);
     int status = 0;
-    if (!tt_all_equal_world(tt_crc32(0, mine, strlen(mine)))) {
-        char *first = tt_bcast_text_world(mine);
-        char a[240], b[240];
-        if (job_differs(mine, first, 1, a, b, sizeof a) >= 0)
+    if (strcmp(first, mine) != 0) {
+        int k = 0, la = 0, lb = 0, na, nb;
+        for (;; k++) { /* ends: the texts differ */
+            const char *a = job_word(mine, k, &la, &na), *b = job_word(first, k, &lb, &nb);
+            /* (a word of one command line against a setting of the other) */
+            if (!a || !b || la != lb || memcmp(a, b, (size_t)la) != 0 || (k < na) != (k < nb))
+                break;
+        }
+        char a[240] = "nothing more", b[240] = "nothing more";
+        if (k < na || k < nb) {
+            if (k < na)
+                job_phrase(mine, k, a, sizeof a);
+            if (k < nb)
+                job_phrase(first, k, b, sizeof b);
             tt_fail(e, "rank %d was given %s on its command line where rank 0 has %s: every "
                        "rank of a job must be given the same flags", rank, a, b);
-        else if (job_differs(strchr(mine, SECTION) + 1, strchr(first, SECTION) + 1, 0, a, b,
-                             sizeof a) >= 0)
+        } else {
+            job_phrase(mine, k, a, sizeof a);
+            job_phrase(first, k, b, sizeof b);
             tt_fail(e, "rank %d has %s in its environment where rank 0 has %s: every rank of a "
-                       "job must be given the same TT_SLICE_MS, TT_LEND_CORES, TT_MPI_YIELDS "
-                       "and TT_NO_DOORBELL", rank, a, b);
-        status = strcmp(first, mine) != 0 ? TT_EXIT_USAGE : 0;
-        free(first);
-        status = tt_agree_error_world(status, e);
+                       "job must be given the same TT_MPI_YIELDS", rank, a, b);
+        }
+        status = TT_EXIT_USAGE;
     }
+    free(first);
     free(mine);
-    return status;
+    return tt_agree_error_world(status, e);
 }
 
 /* The number of processes the launcher started, from its variables (Open
@@ -357,24 +364,28 @@ static int run_world(int argc, char **argv, int rank, int world)
     tt_err err;
     int status = 0;
     int parsed = tt_config_parse(&rc, argc, argv, rank == 0 ? stdout : NULL, &err);
-    const int is_auto = parsed == 0 && rc.resume && strcmp(rc.resume, TT_RESUME_AUTO) == 0;
-    if (parsed < 0)
-        status = TT_EXIT_USAGE;
-    else if (is_auto)
-        status = resume_auto(&rc, rank, &err);
-    else if (parsed == 0 && rc.resume && resume_config(&rc, &err))
-        status = TT_EXIT_RUNTIME; /* a checkpoint that cannot be read or does not fit */
-    /* Each rank parsed its own command line and opened its own checkpoint
+    /* Each rank parsed its own command line and opens its own checkpoint
      * (an MPMD launch, hosts with disks of their own): a refusal by any rank
      * is every rank's, said once, before anyone goes on to wait for the
-     * others; so is a help answered. */
-    status = tt_agree_error_world(status, &err);
+     * others; so is a help answered. The command lines are compared before
+     * any checkpoint is read. */
+    status = tt_agree_error_world(parsed < 0 ? TT_EXIT_USAGE : 0, &err);
     if (status == 0)
         parsed = tt_agree_status_world(parsed);
     if (status == 0 && parsed == 0)
         status = same_job(argc, argv, rank, &err);
+    const char *said = NULL; /* --resume auto's line, once every rank agrees */
+    if (status == 0 && parsed == 0 && rc.resume) {
+        if (strcmp(rc.resume, TT_RESUME_AUTO) == 0)
+            status = resume_auto(&rc, &said, &err);
+        else if (resume_config(&rc, &err))
+            status = TT_EXIT_RUNTIME; /* a checkpoint that cannot be read or does not fit */
+        status = tt_agree_error_world(status, &err);
+    }
     if (status == 0 && parsed == 0 && !resume_same(&rc, &err))
         status = tt_agree_error_world(TT_EXIT_RUNTIME, &err);
+    if (status == 0 && said && rank == 0)
+        printf("--resume auto: %s\n", said);
     if (status != 0) {
         if (rank == 0)
             fprintf(stderr, "tiny_transformer: %s\n", err.msg);

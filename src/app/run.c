@@ -142,11 +142,17 @@ static int run_one_step(tt_run *r, long s)
      * already spread that into the weights: stop before a save keeps them. */
     if (!isfinite(st.loss) || !isfinite(st.grad_norm)) {
         run_progress_end(r);
+        /* The first step of a resumed run trains the checkpoint's weights
+         * unchanged by this run: they, not the rate, may be the cause. */
+        char cause[400] = "try a lower --lr";
+        if (s == r->step0 && r->rc.resume)
+            snprintf(cause, sizeof cause, "the first step from checkpoint '%s', whose weights "
+                     "may be the cause; or try a lower --lr", r->rc.resume);
         if (g->world_rank == 0)
-            fprintf(stderr, "tiny_transformer: %s became %g at step %ld (%stry a lower --lr)\n",
+            fprintf(stderr, "tiny_transformer: %s became %g at step %ld (%s%s)\n",
                     isfinite(st.loss) ? "the gradient norm" : "loss",
                     isfinite(st.loss) ? st.grad_norm : st.loss, s,
-                    isfinite(st.loss) ? "some gradient is inf or NaN; " : "");
+                    isfinite(st.loss) ? "some gradient is inf or NaN; " : "", cause);
         return TT_EXIT_RUNTIME;
     }
     if (isnan(r->first_loss))

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,6 +273,8 @@ static int check_room(save_job *s)
  *     message and status 1 on every rank instead. */
 int tt_checkpoint_shared_check(const char *path, const tt_grid *g, tt_err *e)
 {
+    if (g->world_size == 1)
+        return 0;
     long pid = (long)getpid();
     tt_bcast(g, TT_GROUP_OTHER, &pid, 1, MPI_LONG, 0);
     char *tmp = tt_temp_name(path, pid);
@@ -282,19 +285,32 @@ int tt_checkpoint_shared_check(const char *path, const tt_grid *g, tt_err *e)
         snprintf(token, sizeof token, "tiny_transformer %ld %.9f", pid, tt_now());
         unlink(tmp); /* a stale temporary of a reused pid */
         int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        failed = fd < 0 || write(fd, token, len) != (ssize_t)len || fsync(fd) != 0;
+        const ssize_t put = fd < 0 ? -1 : write(fd, token, len);
+        failed = put != (ssize_t)len || fsync(fd) != 0;
         if (failed)
             tt_fail(e, "cannot write checkpoint '%s': cannot make its temporary '%s': %s", path,
-                    tmp, strerror(errno));
+                    tmp, put >= 0 && put < (ssize_t)len ? "a short write" : strerror(errno));
         if (fd >= 0)
             close(fd);
     }
-    if (!tt_agree_error(g, failed, e)) {
+    failed = tt_agree_error(g, failed, e) != 0; /* every rank's verdict, not its own */
+    if (!failed) {
         tt_bcast(g, TT_GROUP_OTHER, token, (int)sizeof token, MPI_CHAR, 0);
         if (g->world_rank != 0) {
-            int fd = open(tmp, O_RDONLY);
-            const int got = fd < 0 ? -1 : (int)read(fd, seen, len);
-            const char *why = fd < 0 ? strerror(errno) : "it holds another file's bytes";
+            /* Whatever is under that name here (on a filesystem of its own)
+             * is read without waiting: a FIFO would block the open. */
+            struct stat st;
+            int fd = open(tmp, O_RDONLY | O_NONBLOCK | O_NOFOLLOW);
+            const char *why = NULL;
+            if (fd < 0)
+                why = strerror(errno);
+            else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+                why = "it is not a regular file there";
+            const int got = why ? -1 : (int)read(fd, seen, len);
+            if (!why && got < 0)
+                why = strerror(errno);
+            else if (!why)
+                why = "it holds another file's bytes";
             failed = got != (int)len || memcmp(seen, token, len) != 0;
             if (failed)
                 tt_fail(e, "cannot write checkpoint '%s': rank %d does not see the temporary "
@@ -304,7 +320,7 @@ int tt_checkpoint_shared_check(const char *path, const tt_grid *g, tt_err *e)
             if (fd >= 0)
                 close(fd);
         }
-        failed = tt_agree_error(g, failed, e);
+        failed = tt_agree_error(g, failed, e) != 0;
     }
     if (g->world_rank == 0)
         unlink(tmp);
