@@ -16,8 +16,6 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,70 +262,7 @@ static int check_room(save_job *s)
     return tt_agree_error(s->g, failed, &s->msg);
 }
 
-/* 2c. One file for all: rank 0 makes the temporary's name with a token in
- *     it and every other rank reads it back. Ranks that see different
- *     filesystems (hosts without a shared one, or mpirun -wdir giving each
- *     a directory of its own) would each make a file of their own, and Open
- *     MPI 4.1's MPI_File_open then waits for ever inside itself (its
- *     shared-file-pointer barrier against the failing rank's close); a
- *     message and status 1 on every rank instead. */
-int tt_checkpoint_shared_check(const char *path, const tt_grid *g, tt_err *e)
-{
-    if (g->world_size == 1)
-        return 0;
-    long pid = (long)getpid();
-    tt_bcast(g, TT_GROUP_OTHER, &pid, 1, MPI_LONG, 0);
-    char *tmp = tt_temp_name(path, pid);
-    char token[64] = {0}, seen[64] = {0};
-    const size_t len = sizeof token - 1;
-    int failed = 0;
-    if (g->world_rank == 0) {
-        snprintf(token, sizeof token, "tiny_transformer %ld %.9f", pid, tt_now());
-        unlink(tmp); /* a stale temporary of a reused pid */
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        const ssize_t put = fd < 0 ? -1 : write(fd, token, len);
-        failed = put != (ssize_t)len || fsync(fd) != 0;
-        if (failed)
-            tt_fail(e, "cannot write checkpoint '%s': cannot make its temporary '%s': %s", path,
-                    tmp, put >= 0 && put < (ssize_t)len ? "a short write" : strerror(errno));
-        if (fd >= 0)
-            close(fd);
-    }
-    failed = tt_agree_error(g, failed, e) != 0; /* every rank's verdict, not its own */
-    if (!failed) {
-        tt_bcast(g, TT_GROUP_OTHER, token, (int)sizeof token, MPI_CHAR, 0);
-        if (g->world_rank != 0) {
-            /* Whatever is under that name here (on a filesystem of its own)
-             * is read without waiting: a FIFO would block the open. */
-            struct stat st;
-            int fd = open(tmp, O_RDONLY | O_NONBLOCK | O_NOFOLLOW);
-            const char *why = NULL;
-            if (fd < 0)
-                why = strerror(errno);
-            else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-                why = "it is not a regular file there";
-            const int got = why ? -1 : (int)read(fd, seen, len);
-            if (!why && got < 0)
-                why = strerror(errno);
-            else if (!why)
-                why = "it holds another file's bytes";
-            failed = got != (int)len || memcmp(seen, token, len) != 0;
-            if (failed)
-                tt_fail(e, "cannot write checkpoint '%s': rank %d does not see the temporary "
-                        "'%s' that rank 0 made (%s); every rank writes its part of one "
-                        "checkpoint file, so the ranks need one filesystem",
-                        path, g->world_rank, tmp, why);
-            if (fd >= 0)
-                close(fd);
-        }
-        failed = tt_agree_error(g, failed, e) != 0;
-    }
-    if (g->world_rank == 0)
-        unlink(tmp);
-    free(tmp);
-    return failed ? -1 : 0;
-}
-
+/* 2c. One file for all ranks (tt_checkpoint_shared_check, ckpt_shards.c). */
 static int check_shared(save_job *s) { return tt_checkpoint_shared_check(s->path, s->g, &s->msg); }
 
 /* 3. Rank 0's pid names the temporary, as the serial writer's would. MPI-IO

@@ -1,16 +1,22 @@
 /* ckpt_shards.c - what the collective writer (ckpt_mpiio.c) checks before it
- * creates anything: every rank's shards are consistent slices of the model's
+ * opens its file: every rank's shards are consistent slices of the model's
  * tensors, and the writing shards of all ranks (tt_tensor_canonical) hold
  * every element of every global tensor exactly once. A hole would leave
  * bytes of the file unwritten, an overlap would have two ranks race to
- * write them; both would make a file that looks fine and is not. */
+ * write them; both would make a file that looks fine and is not. And every
+ * rank sees the one file they write (tt_checkpoint_shared_check). */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "tt/comm/comm.h"
+#include "tt/core/outpath.h"
 
 #include "ckpt_internal.h"
 
@@ -119,4 +125,60 @@ int ckpt_check_shards(const char *path, const tt_grid *g, const tt_params *whole
     if (tt_agree_error(g, bad, e))
         return -1;
     return check_coverage(path, g, whole, local, e);
+}
+
+/* Rank 0 makes the temporary's name with a token in it and every other rank
+ * reads it back. Ranks that see different filesystems (hosts without a
+ * shared one, or mpirun -wdir giving each a directory of its own) would each
+ * make a file of their own, and Open MPI 4.1's MPI_File_open then waits for
+ * ever inside itself (its shared-file-pointer barrier against the failing
+ * rank's close); a message and status 1 on every rank instead. */
+int tt_checkpoint_shared_check(const char *path, const tt_grid *g, tt_err *e)
+{
+    if (g->world_size == 1)
+        return 0;
+    long pid = (long)getpid();
+    tt_bcast(g, TT_GROUP_OTHER, &pid, 1, MPI_LONG, 0);
+    char *tmp = tt_temp_name(path, pid);
+    char token[64] = {0}, seen[64] = {0};
+    const size_t len = sizeof token - 1;
+    int failed = 0;
+    if (g->world_rank == 0) {
+        snprintf(token, sizeof token, "tiny_transformer %ld %.9f", pid, tt_now());
+        unlink(tmp); /* a stale temporary of a reused pid */
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        const ssize_t put = fd < 0 ? -1 : write(fd, token, len);
+        failed = put != (ssize_t)len || fsync(fd) != 0;
+        if (failed)
+            tt_fail(e, "cannot write checkpoint '%s': cannot make its temporary '%s': %s", path,
+                    tmp, put >= 0 && put < (ssize_t)len ? "a short write" : strerror(errno));
+        if (fd >= 0)
+            close(fd);
+    }
+    failed = tt_agree_error(g, failed, e) != 0; /* every rank's verdict, not its own */
+    if (!failed) {
+        tt_bcast(g, TT_GROUP_OTHER, token, (int)sizeof token, MPI_CHAR, 0);
+        if (g->world_rank != 0) {
+            /* Whatever is under that name here (on a filesystem of its own)
+             * is read without waiting: a FIFO would block a plain open. */
+            const char *why = "it holds another file's bytes";
+            int fd = tt_open_regular(tmp, &why);
+            const int got = fd < 0 ? -1 : (int)read(fd, seen, len);
+            if (fd >= 0 && got < 0)
+                why = strerror(errno);
+            failed = got != (int)len || memcmp(seen, token, len) != 0;
+            if (failed)
+                tt_fail(e, "cannot write checkpoint '%s': rank %d does not see the temporary "
+                        "'%s' that rank 0 made (%s); every rank writes its part of one "
+                        "checkpoint file, so the ranks need one filesystem",
+                        path, g->world_rank, tmp, why);
+            if (fd >= 0)
+                close(fd);
+        }
+        failed = tt_agree_error(g, failed, e) != 0;
+    }
+    if (g->world_rank == 0)
+        unlink(tmp);
+    free(tmp);
+    return failed ? -1 : 0;
 }
