@@ -2,6 +2,7 @@
  * an operation on a machine (doc/clocks.md gives every number's source). */
 #define _POSIX_C_SOURCE 200809L /* fdopen */
 #include "tt/core/cluster.h"
+#include "core/json.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -103,21 +104,13 @@ static int load_file(tt_cluster *c, const char *path, tt_err *e)
         free(text);
         return tt_fail(e, "--cluster %s: larger than 64 KiB, not a cluster file", path);
     }
-    /* The whole file is the JSON, as a checkpoint's header is: anything
-     * after the value but white space (another object, a NUL and more) is
-     * refused, not ignored. */
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, n, &end, 0);
-    size_t pos = end && end >= text && end <= text + n ? (size_t)(end - text) : 0;
-    if (root)
-        while (pos < n && text[pos] != '\0' && strchr(" \t\r\n", text[pos]))
-            pos++;
+    /* The whole file is the JSON, as a checkpoint's header is. */
+    size_t pos;
+    cJSON *root = tt_json_parse_whole(text, n, &pos);
     free(text);
-    if (!root || pos != n) {
-        cJSON_Delete(root);
+    if (!root)
         return tt_fail(e, "--cluster %s: not valid JSON (at byte %zu of %zu; doc/clocks.md shows "
                           "the format)", path, pos, n);
-    }
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return tt_fail(e, "--cluster %s: not a JSON object (doc/clocks.md shows the format)",

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "core/json.h"
 #include "ckpt_internal.h"
 
 /* One parsed, validated tensor entry of the header. */
@@ -99,15 +100,10 @@ static int parse_header(ckpt_file *cf, tt_err *e)
     }
     text[hlen] = '\0';
     cf->header_crc = tt_crc32(0, text, (size_t)hlen);
-    const char *end = NULL;
-    cf->root = cJSON_ParseWithLengthOpts(text, (size_t)hlen, &end, 0);
-    size_t pos = end && end >= text && end <= text + hlen ? (size_t)(end - text) : 0;
-    if (cf->root)
-        while (pos < hlen && text[pos] != '\0' && strchr(" \t\r\n", text[pos]))
-            pos++;
-    int bad_json = !cf->root || pos != hlen;
+    size_t pos;
+    cf->root = tt_json_parse_whole(text, (size_t)hlen, &pos);
     free(text);
-    if (bad_json)
+    if (!cf->root)
         return tt_fail(e, "checkpoint '%s' has a corrupt header: not valid JSON (at byte %zu "
                           "of %" PRIu64 ")", cf->path, pos, hlen);
     if (!cJSON_IsObject(cf->root))
