@@ -289,7 +289,7 @@ static int other_launcher(int world)
  * it answered. */
 static int answer_without_mpi(int argc, char **argv)
 {
-    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_RANK") || getenv("PMIX_RANK"))
+    if (tt_launched() || getenv("PMIX_RANK"))
         return 0;
     tt_run_config rc;
     tt_err err;
@@ -314,7 +314,8 @@ static int run_layout(tt_run_config *rc, int argc, char **argv, int rank, int wo
                              rc->virtual_stages, command_line(argc, argv, command, sizeof command),
                              run_fits, rc};
     int bad_values = tt_config_check(rc, &err) != 0;
-    /* The environment's settings too (the same on every rank: same_job). */
+    /* The environment's settings too: each rank reads its own, and a value
+     * one rank refuses is refused on every rank in that rank's words. */
     if (!bad_values && (tt_cores_slice_env(&err) < 0 || tt_cores_lend_env(&err) < 0 ||
                         tt_mpi_yields_env(&err) < 0 || tt_bell_env(&err) < 0))
         bad_values = 1;
