@@ -61,6 +61,16 @@ printf '{"based_on": "classroom"} trailing junk' > "$work/junk.json"
 expect_quick "--cluster with junk after its object, 2 ranks" 2 "--cluster $work/junk.json: not valid JSON (at byte 26 of 39;" 2 $small --cluster "$work/junk.json"
 printf '{"based_on": "classroom"}\n\000{}' > "$work/nul.json"
 expect_quick "--cluster with a NUL and more after its object, 1 rank" 2 "--cluster $work/nul.json: not valid JSON (at byte 26 of 29;" 1 $small --cluster "$work/nul.json"
+# A value out of range is named as the file wrote it (the message once gave
+# only the range), each kind of field in its own branch of the reader.
+for bad in 'pue: 0:pue must be a number from 1 to 10, not 0' \
+           'based_on: "dgx":based_on must name a built-in cluster (.*), not "dgx"' \
+           'name: "":name must be a string of 1-40 characters, not ""' \
+           'gpus_per_server: 2.5:gpus_per_server must be a whole number from 1 to 1048576, not 2.5'; do
+    field=${bad%%:*}; rest=${bad#*: }; value=${rest%%:*}; want=${rest#*:}
+    if [ "$field" = based_on ]; then printf '{"based_on": %s}' "$value"; else printf '{"based_on": "classroom", "%s": %s}' "$field" "$value"; fi > "$work/bad.json"
+    expect_quick "--cluster with $field $value, 1 rank" 2 "--cluster $work/bad.json: $want" 1 $small --cluster "$work/bad.json"
+done
 expect_quick "--plot of a FIFO, 1 rank" 1 "--plot: cannot read '$work/fifo': not a regular file" 1 --plot "$work/plot.svg" "$work/fifo"
 [ ! -e "$work/plot.svg" ] && ok "no plot written from a FIFO" || not_ok "a plot was written from a FIFO"
 # A file larger than the host's memory per rank: every rank would read it

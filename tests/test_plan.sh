@@ -405,6 +405,8 @@ sys.exit(c['peak_flops'] != 312e12 or c['peak_flops_fp32'] != 19.5e12)"
 
 # 6. Bad input.
 expect_error "--vocab without --plan" 2 "vocab is for --plan only" 1 --vocab 51200
+expect_error "--gpus without --plan" 2 "^tiny_transformer: --gpus is for --plan only" 1 --gpus 4
+expect_error "--precision mixed without --plan" 2 "^tiny_transformer: --precision mixed is for --plan only" 1 --precision mixed
 expect_error "--plan without --gpus" 2 "needs --gpus" 1 --plan
 expect_error "--plan, a pinned tp that does not divide the GPUs, 2 ranks" 2 "--tp 3 does not divide --gpus 4" 2 --plan --gpus 4 --tp 3
 # An output that cannot be written is a runtime error, 1, as --save into a

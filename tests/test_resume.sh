@@ -43,4 +43,22 @@ if [ "$status" -eq 0 ] && cmp -s "$work/full4" "$work/c4"; then
 else
     not_ok "log continued on resume differs (exit $status)"; diff "$work/full4" "$work/c4" | head
 fi
+# Resuming with another --steps redraws the learning-rate schedule (it is a
+# cosine over --steps); the run says so with the rates, which are computed
+# here from the formula (lab 5's answer to question 8): lr 0.003, floor
+# 0.0003, warm-up 3, so from step 3 on lr(s, S) = 0.0003 + 0.0027 (1 + cos(pi
+# (s - 3) / (S - 3))) / 2.
+lr() { awk -v s="$1" -v S="$2" 'BEGIN { printf "%.4g", 0.0003 + 0.0027 * (1 + cos(3.141592653589793 * (s - 3) / (S - 3))) / 2 }'; }
+tt 1 --resume "$work/half.safetensors" --steps 30 --stop-at 11 --sample-len 0 --eval-every 0
+want="note: the checkpoint's run had --steps 20; --steps 30 redraws the learning-rate schedule, so step 10 trains at lr $(lr 10 30) where that run's has $(lr 10 20) (to follow it, resume with --steps 20; --stop-at N ends a run early)"
+if [ "$status" -eq 0 ] && grep -qxF "$want" "$work/out"; then ok "resumed with --steps 30: $want"
+else not_ok "resumed with --steps 30 (exit $status): no line '$want'"; grep note "$work/out"; fi
+tt 1 --resume "$work/full.safetensors" --steps 25 --stop-at 21 --sample-len 0 --eval-every 0
+want="note: the checkpoint's run had --steps 20 and ended at lr $(lr 19 20); --steps 25 draws the learning-rate schedule anew, so step 20 trains at lr $(lr 20 25)"
+if [ "$status" -eq 0 ] && grep -qxF "$want" "$work/out"; then ok "a finished run extended to 25 steps: $want"
+else not_ok "a finished run extended (exit $status): no line '$want'"; grep note "$work/out"; fi
+tt 1 --resume "$work/half.safetensors" --stop-at 11 --sample-len 0 --eval-every 0
+if [ "$status" -eq 0 ] && ! grep -q '^note: the checkpoint' "$work/out"; then ok "resumed on its own schedule: no note"
+else not_ok "resumed on its own schedule (exit $status): $(grep note "$work/out")"; fi
+
 finish

@@ -330,9 +330,14 @@ int tt_config_check(const tt_run_config *c, tt_err *e)
         if (c->given & TT_GIVEN_VOCAB)
             return tt_fail(e, "--vocab is for --plan only: training is byte-level (vocabulary "
                               "256)");
-        if (c->plan_json || c->gpus || c->precision_mixed || c->train_tokens > 0)
-            return tt_fail(e, "--plan-json, --gpus, --precision and --train-tokens are for "
-                              "--plan only");
+        const char *own = c->plan_json         ? "--plan-json"
+                          : c->gpus              ? "--gpus"
+                          : c->precision_mixed   ? "--precision mixed"
+                          : c->train_tokens > 0 ? "--train-tokens"
+                                                 : NULL;
+        if (own)
+            return tt_fail(e, "%s is for --plan only: the planner's flags (--plan-json, --gpus, "
+                              "--precision, --train-tokens) do not apply to a training run", own);
     }
     if (m->C % m->NH != 0)
         return tt_fail(e, "--heads %d must divide --dim %d (head size = dim / heads)", m->NH, m->C);

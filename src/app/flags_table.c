@@ -180,7 +180,9 @@ const tt_flag tt_flags[] = {
              "at a time through the whole pipe; zb-h1: 1f1b with each\n"
              "backward split into B and W, W filling the bubbles;\n"
              "zb-v: two chunks per stage in a V (stage 0 holds the\n"
-             "first and the last), B and W apart"},
+             "first and the last), B and W apart; zb-h1 needs >= pp\n"
+             "micro-batches, zb-v >= 2(pp-1); both (zb-h1 with pp > 1)\n"
+             "refuse --recompute, --sequence-parallel and --zero 3"},
     {INT("--virtual-stages", virtual_stages, 1, TT_MAX_CHUNKS), .given = TT_GIVEN_VIRTUAL,
      .show = show_virtual_stages, .metavar = "V", IN(LAYOUT),
      .help = "chunks of blocks per stage for interleaved (default %D);\n"

@@ -73,16 +73,19 @@ static void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
         n += (size_t)snprintf(line + n, sizeof line - n,
                               "step %5ld/%ld | loss %.4f | lr %.3e | grad norm %.4f | ", s,
                               rc->steps, st->loss, st->lr, st->grad_norm);
+        char tok[24] = "       -"; /* no rate for a step of no time (fixed costs of 0) */
+        if (st->seconds > 0)
+            snprintf(tok, sizeof tok, "%8.0f", tok_s);
         if (tt_vclock_mode() == TT_CLOCK_WALL)
-            n += (size_t)snprintf(line + n, sizeof line - n, "%7.1f ms wall | %8.0f tok/s wall",
-                                  st->seconds * 1e3, tok_s);
+            n += (size_t)snprintf(line + n, sizeof line - n, "%7.1f ms wall | %s tok/s wall",
+                                  st->seconds * 1e3, tok);
         else if (isnan(mfu))
-            n += (size_t)snprintf(line + n, sizeof line - n, "%7.2f ms | %8.0f tok/s | wall %6.1f ms",
-                                  st->seconds * 1e3, tok_s, st->wall_seconds * 1e3);
+            n += (size_t)snprintf(line + n, sizeof line - n, "%7.2f ms | %s tok/s | wall %6.1f ms",
+                                  st->seconds * 1e3, tok, st->wall_seconds * 1e3);
         else
             n += (size_t)snprintf(line + n, sizeof line - n,
-                                  "%7.2f ms | %8.0f tok/s | MFU %4.1f%% | wall %6.1f ms",
-                                  st->seconds * 1e3, tok_s, 100 * mfu, st->wall_seconds * 1e3);
+                                  "%7.2f ms | %s tok/s | MFU %4.1f%% | wall %6.1f ms",
+                                  st->seconds * 1e3, tok, 100 * mfu, st->wall_seconds * 1e3);
         if (!isnan(ev) && n < sizeof line)
             snprintf(line + n, sizeof line - n, " | eval %.4f", ev);
         if (r->tty) /* over the previous line; \033[K clears what it leaves */
@@ -254,8 +257,11 @@ static int run_reports(tt_run *r)
         const double per = r->clock_seconds / (double)(r->end - r->step0);
         const tt_cluster *c = tt_vclock_cluster();
         const double mfu = run_mfu(r, per);
-        SAY("virtual time on %s: %.2f ms per step, %.0f tokens/s", c->name, per * 1e3,
-            rc->batch * (double)rc->model.T / per);
+        if (per > 0)
+            SAY("virtual time on %s: %.2f ms per step, %.0f tokens/s", c->name, per * 1e3,
+                rc->batch * (double)rc->model.T / per);
+        else
+            SAY("virtual time on %s: 0 ms per step (every cost in it is 0)", c->name);
         if (!isnan(mfu))
             SAY(", MFU %.1f%% of its FP32 peak", 100 * mfu);
         SAY("\n");

@@ -87,6 +87,16 @@ static const field fields[] = {
 };
 #undef F
 
+/* A field's value as the file wrote it, for the message that refuses it
+ * (cut at 40 characters: a wrong value may be a whole object). */
+static const char *json_text(const cJSON *it, char *buf, size_t size)
+{
+    char *t = cJSON_PrintUnformatted(it);
+    snprintf(buf, size, "%.40s%s", t ? t : "?", t && strlen(t) > 40 ? "..." : "");
+    free(t);
+    return buf;
+}
+
 static int load_file(tt_cluster *c, const char *path, tt_err *e)
 {
     const char *why = NULL;
@@ -119,9 +129,10 @@ static int load_file(tt_cluster *c, const char *path, tt_err *e)
     int rc = 0;
     const cJSON *base = cJSON_GetObjectItemCaseSensitive(root, "based_on");
     const tt_cluster *b = cJSON_IsString(base) ? find_builtin(base->valuestring) : NULL;
+    char got[48];
     if (base && !b) {
-        rc = tt_fail(e, "--cluster %s: based_on must name a built-in cluster (%s)", path,
-                     tt_cluster_names());
+        rc = tt_fail(e, "--cluster %s: based_on must name a built-in cluster (%s), not %s", path,
+                     tt_cluster_names(), json_text(base, got, sizeof got));
         goto out;
     }
     memset(c, 0, sizeof *c);
@@ -136,7 +147,8 @@ static int load_file(tt_cluster *c, const char *path, tt_err *e)
             continue;
         if (!strcmp(k, "name")) {
             if (!cJSON_IsString(it) || !it->valuestring[0] || strlen(it->valuestring) > 40) {
-                rc = tt_fail(e, "--cluster %s: name must be a string of 1-40 characters", path);
+                rc = tt_fail(e, "--cluster %s: name must be a string of 1-40 characters, not %s",
+                             path, json_text(it, got, sizeof got));
                 goto out;
             }
             snprintf(c->name, sizeof c->name, "%s", it->valuestring);
@@ -146,7 +158,7 @@ static int load_file(tt_cluster *c, const char *path, tt_err *e)
             if (!cJSON_IsNumber(it) || it->valuedouble < 1 || it->valuedouble > 1 << 20 ||
                 it->valuedouble != floor(it->valuedouble)) {
                 rc = tt_fail(e, "--cluster %s: gpus_per_server must be a whole number "
-                             "from 1 to 1048576", path);
+                             "from 1 to 1048576, not %s", path, json_text(it, got, sizeof got));
                 goto out;
             }
             c->gpus_per_server = (int)it->valuedouble;
@@ -162,8 +174,8 @@ static int load_file(tt_cluster *c, const char *path, tt_err *e)
             goto out;
         }
         if (!cJSON_IsNumber(it) || !(it->valuedouble >= fd->lo && it->valuedouble <= fd->hi)) {
-            rc = tt_fail(e, "--cluster %s: %s must be a number from %g to %g", path, k, fd->lo,
-                         fd->hi);
+            rc = tt_fail(e, "--cluster %s: %s must be a number from %g to %g, not %s", path, k,
+                         fd->lo, fd->hi, json_text(it, got, sizeof got));
             goto out;
         }
         *(double *)((char *)c + fd->off) = it->valuedouble;

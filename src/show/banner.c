@@ -5,6 +5,7 @@
 #include "tt/comm/cores.h"
 #include "tt/core/memory.h"
 #include "tt/parallel/data_parallel.h"
+#include "tt/train/optim.h"
 
 #include <stdio.h>
 
@@ -19,6 +20,36 @@ static long count_params(const tt_config *cfg)
         n += (long)whole.t[i].gshape[0] * whole.t[i].gshape[1];
     tt_params_free(&whole);
     return n;
+}
+
+/* The learning rate's schedule is drawn over --steps, so resuming with
+ * another --steps changes the rates of the steps to come, which nothing
+ * else would say: the first step whose rate differs from the saved run's
+ * schedule, or, past that run's end, from the rate it ended at. */
+static void resume_lr_note(const tt_run_config *rc, long step0, long end)
+{
+    const long was = rc->resume_steps;
+    if (!rc->resume || was <= 0 || was == rc->steps)
+        return;
+    const tt_optim_config *o = &rc->optim;
+    for (long s = step0; s < end; s++) {
+        const double now = tt_lr_at(o, s, rc->steps);
+        if (s < was && now != tt_lr_at(o, s, was)) {
+            printf("note: the checkpoint's run had --steps %ld; --steps %ld redraws the "
+                   "learning-rate schedule, so step %ld trains at lr %.4g where that run's has "
+                   "%.4g (to follow it, resume with --steps %ld; --stop-at N ends a run early)\n",
+                   was, rc->steps, s, now, tt_lr_at(o, s, was), was);
+            return;
+        }
+        if (s >= was) {
+            const double last = tt_lr_at(o, was - 1, was);
+            if (now != last)
+                printf("note: the checkpoint's run had --steps %ld and ended at lr %.4g; "
+                       "--steps %ld draws the learning-rate schedule anew, so step %ld trains "
+                       "at lr %.4g\n", was, last, rc->steps, s, now);
+            return;
+        }
+    }
 }
 
 /* What one virtual GPU holds: its slices of the split tensors (with any
@@ -110,6 +141,8 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
         SAY("no training steps in this run (at step %ld of %ld)\n", step0, rc->steps);
     if (rc->resume)
         SAY("resumed from '%s' at step %ld\n", rc->resume, step0);
+    if (rank == 0)
+        resume_lr_note(rc, step0, end);
     fflush(stdout);
 }
 

@@ -62,6 +62,7 @@ int tt_resume_prepare(tt_run_config *rc, tt_ckpt_info *info, tt_err *e)
     if (tt_checkpoint_read_info(rc->resume, info, e) || merge_resume(rc, info, e))
         return -1;
     rc->resume_step = info->step;
+    rc->resume_steps = info->run.steps;
     rc->resume_print = info->fingerprint;
     return 0;
 }
