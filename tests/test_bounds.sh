@@ -71,6 +71,21 @@ for bad in 'pue: 0:pue must be a number from 1 to 10, not 0' \
     if [ "$field" = based_on ]; then printf '{"based_on": %s}' "$value"; else printf '{"based_on": "classroom", "%s": %s}' "$field" "$value"; fi > "$work/bad.json"
     expect_quick "--cluster with $field $value, 1 rank" 2 "--cluster $work/bad.json: $want" 1 $small --cluster "$work/bad.json"
 done
+# Without based_on every field must be given. A field whose range starts at
+# 0 (a free link, no watts, no price) was taken as given when absent: its
+# zero passed the range test, so a file without its links planned free ones.
+full='"name": "whole", "gpus_per_server": 8, "peak_flops": 1e14, "peak_flops_fp32": 2e13,
+ "gemm_efficiency": 0.7, "memory_bandwidth": 2e12, "gpu_memory_bytes": 8e10, "nvlink_bandwidth": 3e11,
+ "nvlink_latency": 5e-6, "network_bandwidth": 2.5e10, "network_latency": 1e-5, "gpu_watts": 400, "pue": 1.2,
+ "price_per_kwh": 0.1, "gpu_mtbf_hours": 5e4, "storage_bandwidth": 1e10'
+printf '{%s}' "$full" > "$work/whole.json"
+tt 1 $small --steps 1 --cluster "$work/whole.json"
+[ "$status" -eq 0 ] && grep -q '^virtual time on whole' "$work/out" && ok "a cluster file with every field, no based_on" ||
+    not_ok "a cluster file with every field was refused (exit $status): $(cat "$work/err")"
+for f in nvlink_bandwidth nvlink_latency network_bandwidth network_latency gpu_watts price_per_kwh; do
+    printf '{%s}' "$full" | sed "s/\"$f\": [^,]*, *//" > "$work/part.json"
+    expect_quick "--cluster without $f (no based_on), 1 rank" 2 "--cluster $work/part.json: $f missing" 1 $small --cluster "$work/part.json"
+done
 expect_quick "--plot of a FIFO, 1 rank" 1 "--plot: cannot read '$work/fifo': not a regular file" 1 --plot "$work/plot.svg" "$work/fifo"
 [ ! -e "$work/plot.svg" ] && ok "no plot written from a FIFO" || not_ok "a plot was written from a FIFO"
 # A file larger than the host's memory per rank: every rank would read it

@@ -140,6 +140,7 @@ static int load_file(tt_cluster *c, const char *path, tt_err *e)
         *c = *b;
     snprintf(c->about, sizeof c->about, "from %s%s%s", path, b ? ", based on " : "",
              b ? b->name : "");
+    char seen[sizeof fields / sizeof fields[0]] = {0};
     const cJSON *it;
     cJSON_ArrayForEach(it, root) {
         const char *k = it->string;
@@ -179,14 +180,18 @@ static int load_file(tt_cluster *c, const char *path, tt_err *e)
             goto out;
         }
         *(double *)((char *)c + fd->off) = it->valuedouble;
+        seen[fd - fields] = 1;
     }
     if (!c->name[0])
         snprintf(c->name, sizeof c->name, "%s", b ? b->name : "custom");
-    /* Every field without a default must have come from the file. */
+    /* Without a built-in to start from, every field must come from the file
+     * (the fixed chunk costs aside: tests' and labs' switches, off when
+     * absent). Whether a field came is recorded as it is read: a value
+     * test cannot tell an absent link latency from a free one. */
     if (!b)
         for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-            double v = *(double *)((char *)c + fields[i].off);
-            if (v < fields[i].lo || (c->gpus_per_server < 1)) {
+            const int optional = !strncmp(fields[i].key, "fixed_", 6);
+            if ((!seen[i] && !optional) || c->gpus_per_server < 1) {
                 rc = tt_fail(e, "--cluster %s: %s missing (or give \"based_on\": a built-in)",
                              path, c->gpus_per_server < 1 ? "gpus_per_server" : fields[i].key);
                 goto out;
