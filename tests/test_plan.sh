@@ -408,6 +408,31 @@ expect_error "--vocab without --plan" 2 "vocab is for --plan only" 1 --vocab 512
 expect_error "--gpus without --plan" 2 "^tiny_transformer: --gpus is for --plan only" 1 --gpus 4
 expect_error "--precision mixed without --plan" 2 "^tiny_transformer: --precision mixed is for --plan only" 1 --precision mixed
 expect_error "--plan without --gpus" 2 "needs --gpus" 1 --plan
+# ZeRO shards over the DP group: the planner recommended tp2 pp2 dp1 with
+# --zero 3 pinned, a layout training refuses.
+plan zero2 --gpus 4 --zero 2 --layers 4 --dim 64 --heads 4
+py "--plan --zero 2 lists only layouts with a DP group" "
+import json, sys
+cs = json.load(open(sys.argv[1] + '/zero2.json'))['candidates']
+dps = sorted({c['dp'] for c in cs})
+print('%d layouts, dp %s, ZeRO %s' % (len(cs), dps, sorted({c['zero'] for c in cs})))
+sys.exit(not cs or min(dps) < 2 or {c['zero'] for c in cs} != {2})"
+# The planner enumerates ZeRO stages beside a pinned zero-bubble schedule;
+# it proposed zb-v with ZeRO 3, which training refuses.
+plan zbv --gpus 4 --schedule zb-v --layers 4 --dim 64 --heads 4
+py "--plan --schedule zb-v lists no ZeRO 3" "
+import json, sys
+cs = json.load(open(sys.argv[1] + '/zbv.json'))['candidates']
+z = sorted({c['zero'] for c in cs})
+print('%d layouts, ZeRO stages %s' % (len(cs), z))
+sys.exit(not cs or 3 in z)"
+# When no layout runs, the reason is the flags' conflict in training's words,
+# not the depth or micro-batch count the enumeration happened to try last
+# ("needs at least 2 pipeline stages (got pp = 1)" once).
+expect_error "--plan --schedule zb-v --recompute full" 2 "^tiny_transformer: --plan: the zb-v schedule cannot run with --recompute:" 1 --plan --gpus 4 --schedule zb-v --recompute full
+expect_error "--plan --schedule zb-v --zero 3" 2 "^tiny_transformer: --plan: the zb-v schedule cannot run with --zero 3 yet" 1 --plan --gpus 4 --schedule zb-v --zero 3
+expect_error "--plan --schedule interleaved --virtual-stages 16" 2 "^tiny_transformer: --plan: 64 pipeline chunks need at least 64 blocks, but --layers is 6" 1 --plan --gpus 4 --schedule interleaved --virtual-stages 16
+expect_error "--plan --zero 3 --dp 1" 2 "^tiny_transformer: --plan: --zero 3 needs a data-parallel group (dp > 1)" 1 --plan --gpus 4 --zero 3 --dp 1 --layers 4 --dim 64 --heads 4
 expect_error "--plan, a pinned tp that does not divide the GPUs, 2 ranks" 2 "--tp 3 does not divide --gpus 4" 2 --plan --gpus 4 --tp 3
 # An output that cannot be written is a runtime error, 1, as --save into a
 # missing directory is (test_outputs.sh); it used to be 2 here alone.

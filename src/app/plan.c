@@ -10,6 +10,7 @@
 #include "tt/model/cost.h"
 #include "tt/model/model.h"
 #include "tt/parallel/pipeline.h"
+#include "tt/parallel/pipeline_run.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -170,6 +171,19 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
             return tt_fail(e, "--plan: %s %d does not divide --gpus %d", pins[i].flag, pins[i].v,
                            N);
     const int pinned_sched = !!(rc->given & TT_GIVEN_SCHEDULE);
+    /* A pinned schedule that runs a pipeline whatever the layout (zb-v, or
+     * any with --pp > 1 pinned) refused with the other pinned flags, in
+     * training's words: no layout can help, and the enumeration's own
+     * reasons would name something else. */
+    if (pinned_sched && (rc->schedule == TT_SCHED_ZB_V || rc->pp > 1)) {
+        tt_run_config as_run = *rc;
+        as_run.recompute = rc->given & TT_GIVEN_RECOMPUTE ? rc->recompute : TT_RECOMPUTE_NONE;
+        as_run.sequence_parallel = rc->given & TT_GIVEN_SP ? rc->sequence_parallel : 0;
+        as_run.zero = rc->given & TT_GIVEN_ZERO ? rc->zero : 0;
+        tt_err pe;
+        if (tt_pipe_check_flags(&as_run, rc->pp > 1 ? rc->pp : 2, &pe))
+            return tt_fail(e, "--plan: %s", pe.msg);
+    }
     const int pinned_m = !!(rc->given & TT_GIVEN_MICRO);
     /* With the whole layout given (--tp, --pp, --dp, --zero, --recompute),
      * sequence parallelism is what the flags say too: off unless given. */
@@ -177,6 +191,7 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
                           (rc->tp > 0 && rc->pp > 0 && rc->dp > 0 &&
                            (rc->given & TT_GIVEN_ZERO) && (rc->given & TT_GIVEN_RECOMPUTE));
     tt_err why_none = {{0}};
+    int why_pp = 0;
     snprintf(why_none.msg, sizeof why_none.msg, "no layout of %d GPUs divides the model and batch",
              N);
     const int tty = isatty(STDERR_FILENO) && !tt_launched();
@@ -224,10 +239,22 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
                                 continue;
                             if (sp && (tp == 1 || (per_dp / m * cfg->T) % tp))
                                 continue;
+                            /* ZeRO shards over the DP group: none without one,
+                             * pinned or not (training refuses it too). */
                             int zeros[4], nz = 0;
                             for (int z = 0; z < 4; z++)
-                                if ((rc->given & TT_GIVEN_ZERO) ? z == rc->zero : !z || dp > 1)
+                                if ((!z || dp > 1) &&
+                                    (!(rc->given & TT_GIVEN_ZERO) || z == rc->zero))
                                     zeros[nz++] = z;
+                            if (nz == 0) {
+                                if (pp > why_pp)
+                                    snprintf(why_none.msg, sizeof why_none.msg,
+                                             "--zero %d needs a data-parallel group (dp > 1), "
+                                             "which no layout the other flags allow has",
+                                             rc->zero);
+                                why_pp = pp > why_pp ? pp : why_pp;
+                                continue;
+                            }
                             tt_plan_candidate c = {.tp = tp, .pp = pp, .dp = dp,
                                                    .recompute = rec, .sequence_parallel = sp,
                                                    .schedule = sched,
@@ -238,9 +265,15 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
                                 c.virtual_stages = 2;
                             /* here: one layout of a deep model can take seconds */
                             progress_tick(&pg, pl, tp, N);
+                            /* When none runs, the reason is the deepest
+                             * pipeline's: a shallower one may fail only for
+                             * its depth (zb-v on pp 1) and hide the conflict
+                             * the flags have (zb-v with --recompute). */
                             tt_err ce;
-                            if (tt_plan_evaluate(&x, &c, zeros, nz, &ce))
+                            if (tt_plan_evaluate(&x, &c, zeros, nz, &ce) && pp > why_pp) {
                                 why_none = ce;
+                                why_pp = pp;
+                            }
                         }
                     }
                 }

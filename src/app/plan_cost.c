@@ -261,15 +261,37 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
     const int mbs = rc->batch / c0.dp / m;
     const tt_grid g = sizes_grid(c0.tp, c0.pp, c0.dp);
     c0.virtual_stages = v;
-    if (tt_schedule_validate_args(kind, p, m, v, e))
+    /* The checks that hold for every micro-batch count come first, so that
+     * when no layout runs (plan.c keeps the deepest pipeline's reason) the
+     * reason is not merely the fewest micro-batches tried: the schedule's
+     * shape (with a count it accepts: 2p(p-1) is a multiple of p and at
+     * least p and 2(p-1)), then what training refuses, in its words (a ZeRO
+     * stage it refuses is dropped), then the blocks per chunk. */
+    const int m_ok = p > 1 ? 2 * p * (p - 1) : 1;
+    if (tt_schedule_validate_args(kind, p, m_ok, v, e))
         return -1;
-    if (tt_schedule_splits_w(kind) &&
-        (c0.recompute != TT_RECOMPUTE_NONE || c0.sequence_parallel))
-        return tt_fail(e, "the %s schedule does not run with recompute or sequence "
-                          "parallelism (tt_pipe_check_flags)", tt_schedule_name(c0.schedule));
+    tt_run_config as_run = *rc;
+    as_run.schedule = c0.schedule;
+    as_run.virtual_stages = c0.virtual_stages;
+    as_run.recompute = c0.recompute;
+    as_run.sequence_parallel = c0.sequence_parallel;
+    as_run.zero = 0;
+    if (tt_pipe_check_flags(&as_run, p, e))
+        return -1;
+    int runs[4], nr = 0;
+    for (int i = 0; i < nz; i++) {
+        as_run.zero = zeros[i];
+        if (!tt_pipe_check_flags(&as_run, p, e))
+            runs[nr++] = zeros[i];
+    }
+    if (nr == 0) /* e: why the last stage was refused */
+        return -1;
+    zeros = runs;
+    nz = nr;
     const tt_placement place = tt_schedule_placement(kind);
     int *chunk_layers = tt_malloc((size_t)K * sizeof *chunk_layers);
-    if (tt_stage_split(chunk_layers, cfg, K, place, NULL, e)) {
+    if (tt_stage_split(chunk_layers, cfg, K, place, NULL, e) ||
+        tt_schedule_validate_args(kind, p, m, v, e)) {
         free(chunk_layers);
         return -1;
     }
