@@ -55,6 +55,20 @@ refused "--log onto --resume" "--log: cannot write log '$work/ck.st': it is the 
     "$work/ck.st" --resume "$work/ck.st" --log "$work/ck.st"
 refused "--log onto an existing checkpoint given to --save" "it is the same file as --log" \
     "$work/ck.st" --save "$work/ck.st" --log "$work/ck.st"
+# A cluster file is an input too (a built-in's name is not a file).
+printf '{"based_on": "classroom"}\n' > "$work/c.json"
+refused "--log onto --cluster" "--log: cannot write log '$work/c.json': it is the same file as --cluster" \
+    "$work/c.json" --cluster "$work/c.json" --log "$work/c.json"
+refused "--trace onto --cluster" "--trace: cannot write trace '$work/c.json': it is the same file as --cluster" \
+    "$work/c.json" --cluster "$work/c.json" --trace "$work/c.json"
+# The planner's JSON was checked alone, so it replaced either input.
+for input in cluster data; do
+    if [ $input = cluster ]; then f=$work/c.json; else f=$work/data.txt; fi
+    before=$(sum "$f")
+    expect_error "--plan-json onto --$input" 1 "^tiny_transformer: --plan-json: cannot write the plan '$f': it is the same file as --$input" 1 \
+        --plan --gpus 2 --layers 2 --dim 32 --heads 4 --$input "$f" --plan-json "$f"
+    [ "$(sum "$f")" = "$before" ] && ok "--plan-json onto --$input: '$f' unchanged" || not_ok "--plan-json onto --$input: '$f' changed"
+done
 # A checkpoint no flag names is still a run's training: a log, trace or
 # timeline never replaces one (a mistyped name must not cost it).
 refused "--log onto an unnamed checkpoint" "--log: cannot write log '$work/ck.st': it is a checkpoint" \

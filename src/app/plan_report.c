@@ -248,11 +248,11 @@ int tt_plan_main(const tt_run_config *rc)
 {
     tt_plan pl;
     tt_err e;
-    /* The JSON's path is checked before the planning, not after it. A path
-     * that cannot be written is a runtime error (status 1), as for --save,
+    /* The JSON's path is checked before the planning, not after it, with
+     * the inputs it must not overwrite (--data, --cluster). A path that
+     * cannot be written is a runtime error (status 1), as for --save,
      * --log and --plot, not a usage error. */
-    const tt_path_use out = {"--plan-json", "the plan", rc->plan_json, 0, 0};
-    if (rc->plan_json && tt_outpaths_check(&out, 1, &e)) {
+    if (tt_config_outputs_check(rc, &e)) {
         fprintf(stderr, "tiny_transformer: %s\n", e.msg);
         return TT_EXIT_RUNTIME;
     }

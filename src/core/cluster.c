@@ -59,6 +59,8 @@ static const tt_cluster *find_builtin(const char *name)
     return NULL;
 }
 
+int tt_cluster_builtin(const char *name) { return find_builtin(name) != NULL; }
+
 /* The fields a cluster file may set: name, where, and the accepted range. */
 typedef struct {
     const char *key;

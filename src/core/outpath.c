@@ -7,6 +7,7 @@
 #define _XOPEN_SOURCE 700
 
 #include "tt/core/outpath.h"
+#include "tt/core/cluster.h"
 #include "tt/core/config.h"
 
 #include <dirent.h>
@@ -275,8 +276,12 @@ int tt_outpaths_check(const tt_path_use *u, int n, tt_err *e)
 
 int tt_config_outputs_check(const tt_run_config *rc, tt_err *e)
 {
-    tt_path_use uses[7 + TT_MAX_PLOT_LOGS] = {
+    /* --cluster is an input when it names a file, not a built-in. */
+    const char *cluster = rc->cluster && !tt_cluster_builtin(rc->cluster) ? rc->cluster : NULL;
+    tt_path_use uses[9 + TT_MAX_PLOT_LOGS] = {
         {"--data", "corpus", rc->data, 1, 0},
+        {"--cluster", "cluster file", cluster, 1, 0},
+        {"--plan-json", "the plan", rc->plan_json, 0, 0},
         {"--resume", "checkpoint", rc->resume, 1, 0},
         {"--save", "checkpoint", rc->save, 0, 1},
         {"--log", "log", rc->log, 0, 0},
@@ -285,7 +290,7 @@ int tt_config_outputs_check(const tt_run_config *rc, tt_err *e)
         {"--plot", "plot", rc->plot, 0, 0},
     };
     /* The CSVs a --plot reads: the chart must not overwrite one of them. */
-    int n = 7;
+    int n = 9;
     for (int i = 0; i < rc->plot_nlogs; i++)
         uses[n++] = (tt_path_use){"the --log CSV", "log", rc->plot_logs[i], 1, 0};
     return tt_outpaths_check(uses, n, e);

@@ -47,6 +47,10 @@ static inline int tt_cluster_fixed(const tt_cluster *c)
 /* Names of the built-in clusters, separated by '|', for help and errors. */
 const char *tt_cluster_names(void);
 
+/* 1 when --cluster NAME names a built-in (which a file of that name does not
+ * replace), 0 when it is read as a file. */
+int tt_cluster_builtin(const char *name);
+
 /* A built-in cluster by name, or a JSON file of the same fields (doc/clocks.md;
  * "based_on": NAME starts from a built-in). -1 with a message naming the bad
  * name, file or field. */

@@ -46,8 +46,9 @@ typedef struct {
  * WHAT 'PATH': WHY" for the first output refused. */
 int tt_outpaths_check(const tt_path_use *uses, int n, tt_err *e);
 
-/* tt_outpaths_check on a run's files: --data and --resume read, --save
- * (MPI-IO), --log, --trace and --timeline written. */
+/* tt_outpaths_check on a run's (or a plan's) files: --data, --resume and a
+ * --cluster file read; --save (MPI-IO), --log, --trace, --timeline, --plot
+ * and --plan-json written. */
 int tt_config_outputs_check(const tt_run_config *rc, tt_err *e);
 
 /* "<path>.tmp.<pid>": the private name every output is written under before
