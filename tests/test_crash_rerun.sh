@@ -7,8 +7,9 @@
 # run repeats the same arithmetic (test_resume.sh), so any difference is a
 # checkpoint that was not the last complete one, or a partial file taken for
 # one. Also: a damaged checkpoint is refused and kept, stale temporaries of
-# the output are removed and nothing else is, and the killed job's other
-# rank ends within 20 s (the figures are printed; seconds are usual).
+# the output are removed and nothing else is, the killed job's other rank
+# ends within 20 s (the figures are printed; seconds are usual), and a save
+# never replaces a checkpoint another program has put there meanwhile.
 . "$TT_SRCDIR/testlib.sh"
 
 # 100 steps of a few ms each: a kill after the first save (step 25) lands
@@ -172,4 +173,42 @@ for damage in truncated flipped; do
     fi
 done
 expect_error "--resume auto without --save" 2 "resume auto needs --save" 2 $cfg --resume auto
+
+# Two runs saving to one file (a job started twice, a requeue beside the old
+# job) overwrote each other's steps: an older over a newer. Here another
+# program replaces the checkpoint after the run's first save (step 25); the
+# run's next save must refuse and keep what is there. Then the same with the
+# file made while a 1-rank run (the serial writer) had none yet, before the
+# one save at its end.
+d="$work/twice"
+mkdir -p "$d"
+cp "$work/full/run.st" "$work/other.st"
+$TT_MPIRUN -np 2 "$TT_BIN" $cfg --save "$d/run.st" --resume auto >"$d/out" 2>"$d/err" &
+job=$!
+i=0
+while [ ! -f "$d/run.st" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+cp "$work/other.st" "$d/new" && mv "$d/new" "$d/run.st"
+wait $job
+status=$?
+want="cannot write checkpoint '$d/run.st': another program has replaced it since this run last saved it (two runs saving to one file?); what is there is kept"
+if [ "$status" -eq 1 ] && grep -qxF "tiny_transformer: $want" "$d/err" && cmp -s "$work/other.st" "$d/run.st" &&
+    [ "$(ls "$d" | grep -c tmp)" -eq 0 ]; then
+    ok "a checkpoint replaced by another program after the run's first save: $want"
+else
+    not_ok "checkpoint replaced mid-run: exit $status, kept $(cmp -s "$work/other.st" "$d/run.st" && echo yes || echo no): $(head -n 1 "$d/err")"
+fi
+rm -f "$d/run.st"
+one="--layers 2 --dim 64 --heads 4 --seq 64 --batch 8 --sample-len 0 --eval-every 0 --steps 600"
+"$TT_BIN" $one --save "$d/run.st" >"$d/out" 2>"$d/err" &
+job=$!
+i=0
+while ! grep -q '^step ' "$d/out" 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+cp "$work/other.st" "$d/run.st"
+wait $job
+status=$?
+if [ "$status" -eq 1 ] && grep -q "another program has made it since this run began" "$d/err" && cmp -s "$work/other.st" "$d/run.st"; then
+    ok "a checkpoint made by another program while a 1-rank run had none: refused, kept"
+else
+    not_ok "checkpoint made mid-run, 1 rank: exit $status: $(head -n 1 "$d/err")"
+fi
 finish

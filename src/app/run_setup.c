@@ -186,6 +186,10 @@ static int run_check_outputs(tt_run *r)
     tt_err e;
     if (agreed(r, tt_config_outputs_check(&r->rc, &e) != 0, &e, TT_EXIT_RUNTIME))
         return TT_EXIT_RUNTIME;
+    /* What is under --save now is what the run's saves may replace; if
+     * another run replaces it meanwhile, a save refuses (rank 0 renames). */
+    if (r->rc.save && r->g->world_rank == 0)
+        tt_replace_guard(r->rc.save);
     /* The ranks write one checkpoint file together: they must all see it
      * (checked again at every save). Collective, agreed. */
     if (r->rc.save && r->g->world_size > 1 && tt_checkpoint_shared_check(r->rc.save, r->g, &e))

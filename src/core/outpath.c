@@ -365,14 +365,61 @@ int tt_remove_stale_temps(const char *path, FILE *out)
     return removed;
 }
 
+/* The one file a run guards (its --save): what was under its name when the
+ * run began, or after its own last rename, to tell whether someone else
+ * has replaced it since. */
+static struct {
+    const char *path; /* the caller's string, which outlives the run */
+    int exists, renamed;
+    struct stat st;
+} guard;
+
+static void guard_note(void)
+{
+    guard.exists = lstat(guard.path, &guard.st) == 0;
+}
+
+void tt_replace_guard(const char *path)
+{
+    guard.path = path;
+    guard.renamed = 0;
+    if (path)
+        guard_note();
+}
+
+/* Is path the guarded file, and no longer what this run saw there? */
+static int guard_changed(const char *path, const struct stat *now, int exists)
+{
+    if (!guard.path || strcmp(path, guard.path) != 0)
+        return 0;
+    if (exists != guard.exists)
+        return 1;
+    return exists && (now->st_dev != guard.st.st_dev || now->st_ino != guard.st.st_ino ||
+                      now->st_size != guard.st.st_size ||
+                      now->st_mtim.tv_sec != guard.st.st_mtim.tv_sec ||
+                      now->st_mtim.tv_nsec != guard.st.st_mtim.tv_nsec);
+}
+
 int tt_replace_file(const char *tmp, const char *path, const char *what, tt_err *e)
 {
     struct stat st;
-    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    const int exists = lstat(path, &st) == 0;
+    if (exists && !S_ISREG(st.st_mode))
         return tt_fail(e, "cannot write %s '%s': it is now %s, not a regular file", what,
                        path, S_ISLNK(st.st_mode) ? "a symbolic link" : kind_of(st.st_mode));
+    /* Two runs saving to one file (a job started twice, a requeue beside
+     * the old job) would overwrite each other's steps, an older over a newer. */
+    if (guard_changed(path, &st, exists))
+        return tt_fail(e, "cannot write %s '%s': another program has %s it since this run %s "
+                          "(two runs saving to one file?); what is there is kept",
+                       what, path, exists ? (guard.exists ? "replaced" : "made") : "removed",
+                       guard.renamed ? "last saved it" : "began");
     if (rename(tmp, path) != 0)
         return tt_fail(e, "cannot write %s '%s': %s", what, path, strerror(errno));
+    if (guard.path && strcmp(path, guard.path) == 0) {
+        guard_note();
+        guard.renamed = 1;
+    }
     return 0;
 }
 

@@ -80,4 +80,10 @@ int tt_check_room(const char *path, uint64_t bytes, const char *what, tt_err *e)
  * e with "cannot write <what> '<path>': <reason>". */
 int tt_replace_file(const char *tmp, const char *path, const char *what, tt_err *e);
 
+/* Guards path (a run's --save, a string that must stay valid; NULL: none)
+ * from here on: tt_replace_file
+ * refuses to rename onto it once another program has made, replaced or
+ * removed it since this call or this process's own last rename onto it. */
+void tt_replace_guard(const char *path);
+
 #endif
