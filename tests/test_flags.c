@@ -214,6 +214,7 @@ static int same_config(const tt_run_config *a, const tt_run_config *b)
         *sx[i] = *sy[i] = NULL;
     }
     x.given = y.given = 0;
+    x.train_only = y.train_only = NULL; /* which flags were given, too */
     return memcmp(&x, &y, sizeof x) == 0;
 }
 

@@ -405,6 +405,11 @@ sys.exit(c['peak_flops'] != 312e12 or c['peak_flops_fp32'] != 19.5e12)"
 
 # 6. Bad input.
 expect_error "--vocab without --plan" 2 "vocab is for --plan only" 1 --vocab 51200
+# A flag only training uses was ignored by --plan: --gpu-mem 1K planned every
+# layout as fitting. Each is refused by name, wherever it stands on the line.
+for f in "--gpu-mem 1K" "--lr 0.1" "--stage-layers 1,3" "--tp-mlp gather" "--no-overlap" "--validate" "--steps 5" "--data $work/none.txt"; do
+    expect_error "--plan with $f" 2 "^tiny_transformer: --plan trains nothing, so ${f%% *} would be ignored" 1 $f --plan --gpus 4 --layers 4 --dim 64 --heads 4
+done
 expect_error "--gpus without --plan" 2 "^tiny_transformer: --gpus is for --plan only" 1 --gpus 4
 expect_error "--precision mixed without --plan" 2 "^tiny_transformer: --precision mixed is for --plan only" 1 --precision mixed
 expect_error "--plan without --gpus" 2 "needs --gpus" 1 --plan

@@ -223,6 +223,11 @@ static int runs_no_training(const tt_run_config *c, tt_err *e)
                        : (c->plan || c->show_grid) && c->plot ? "--plot"
                        : c->plot_nlogs && c->resume          ? "--resume"
                                                               : NULL;
+    if (c->plan && c->train_only && !flag)
+        return tt_fail(e, "--plan trains nothing, so %s would be ignored (the planner reads the "
+                          "model, the layout, --batch, --dp-bucket, --cluster, --resume and its "
+                          "own flags; a GPU's memory is the cluster's gpu_memory_bytes)",
+                       c->train_only);
     if (mode && flag)
         return tt_fail(e, "%s trains nothing, so %s would be ignored (it belongs to a training "
                           "run)", mode, flag);
@@ -274,6 +279,8 @@ int tt_config_parse(tt_run_config *c, int argc, char **argv, FILE *out, tt_err *
                 f->answer(out);
             return 1;
         }
+        if (f->train_only && !c->train_only)
+            c->train_only = f->name;
         if (f->kind == TT_FLAG_SWITCH) {
             *FIELD(c, f, int) = (int)f->lo;
             c->given |= f->given;

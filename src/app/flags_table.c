@@ -121,6 +121,9 @@ static const tt_flag_word report_words[] = {
 #define SIZE(n, f) .name = n, .kind = TT_FLAG_SIZE, .field = AT(f)
 #define STRING(n, f) .name = n, .kind = TT_FLAG_STRING, .field = AT(f)
 #define IN(s) .section = TT_SEC_##s
+/* A flag --plan has no use for (it trains nothing, and plans for the
+ * cluster's own memory): given with --plan, it is refused, not ignored. */
+#define TRAIN_ONLY .train_only = 1
 #define BIG 1000000000L /* a count of steps beyond any run on a CPU */
 
 const char *const tt_flag_sections[TT_SEC_COUNT] = {
@@ -141,7 +144,7 @@ const tt_flag tt_flags[] = {
              "for this layout, then exit (no training)"},
     {SIZE("--dp-bucket", dp_bucket), .metavar = "SIZE", IN(LAYOUT),
      .help = "bytes per gradient all-reduce bucket, e.g. 256K, 4M\n(default %D)"},
-    {SWITCH("--no-overlap", overlap, 0), IN(LAYOUT),
+    {SWITCH("--no-overlap", overlap, 0), IN(LAYOUT), TRAIN_ONLY,
      .help = "start every DP all-reduce bucket after the backward\n"
              "(default: each starts as the backward finishes its\n"
              "layers, and runs beside the rest of it)"},
@@ -168,7 +171,7 @@ const tt_flag tt_flags[] = {
              "all-reduces become reduce-scatters and all-gathers)"},
     /* The default is spelt out: each word has its own description. */
     {.name = "--tp-mlp", .kind = TT_FLAG_CHOICE, .words = tp_mlp_words,
-     .metavar = "megatron|gather", IN(LAYOUT),
+     .metavar = "megatron|gather", IN(LAYOUT), TRAIN_ONLY,
      .help = "MLP under tensor parallelism: megatron (default):\n"
              "fc1 column-parallel, fc2 row-parallel, one all-reduce;\n"
              "gather: fc1's output is also all-gathered, so every\n"
@@ -187,10 +190,10 @@ const tt_flag tt_flags[] = {
      .show = show_virtual_stages, .metavar = "V", IN(LAYOUT),
      .help = "chunks of blocks per stage for interleaved (default %D);\n"
              "zb-v always runs 2"},
-    {STRING("--stage-layers", stage_layers), .metavar = "a,b,...", IN(LAYOUT),
+    {STRING("--stage-layers", stage_layers), .metavar = "a,b,...", IN(LAYOUT), TRAIN_ONLY,
      .help = "blocks per stage (per chunk, in model order, with\n"
              "interleaved or zb-v); default: balanced by compute"},
-    {SWITCH("--explain", explain, 1), IN(LAYOUT),
+    {SWITCH("--explain", explain, 1), IN(LAYOUT), TRAIN_ONLY,
      .help = "one training step as an ASCII Gantt chart (F3, B3:\n"
              "micro-batch 3's forward, backward), then narrated\n"
              "time step by time step"},
@@ -205,21 +208,21 @@ const tt_flag tt_flags[] = {
              "dgx-a100, dgx-h100 or a JSON file (doc/clocks.md)\n"
              "(default %D)"},
     {.name = "--clock", .kind = TT_FLAG_CHOICE, .words = clock_words,
-     .metavar = "virtual|wall", IN(LAYOUT),
+     .metavar = "virtual|wall", IN(LAYOUT), TRAIN_ONLY,
      .help = "what step times, bubbles, --trace and --timeline\n"
              "measure: virtual (default): the modelled GPUs' clocks,\n"
              "the same on any machine; wall: this machine's clock"},
-    {SWITCH("--validate", validate, 1), IN(LAYOUT),
+    {SWITCH("--validate", validate, 1), IN(LAYOUT), TRAIN_ONLY,
      .help = "also train the unsharded reference on rank 0 and\n"
              "compare loss, gradients, weights and Adam moments;\n"
              "exit 1 beyond tolerance. Without it, a run on more\n"
              "than one GPU checks its first and last steps that way"},
-    {SWITCH("--no-spot-check", spot_check, 0), IN(LAYOUT), 
+    {SWITCH("--no-spot-check", spot_check, 0), IN(LAYOUT), TRAIN_ONLY, 
      .help = "skip the unsharded check of the first and last\n"
              "steps that a run on more than one GPU makes"},
     /* The name is checked by the inject module (train/inject.c); 'list' is
      * answered in app/run.c. */
-    {STRING("--inject-bug", inject_bug), .metavar = "NAME|list", IN(LAYOUT),
+    {STRING("--inject-bug", inject_bug), .metavar = "NAME|list", IN(LAYOUT), TRAIN_ONLY,
      .help = "plant a classic parallelism bug that --validate must\n"
              "catch (tests, labs; stall: --watchdog, nan-grad: the\n"
              "run's own check); 'list' shows each with its symptom\n"
@@ -238,41 +241,41 @@ const tt_flag tt_flags[] = {
      .help = "global batch in sequences per step (default %D)"},
     {INT("--micro-batches", micro_batches, 1, 1 << 20), .given = TT_GIVEN_MICRO, .metavar = "M",
      IN(TRAINING), .help = "micro-batches per step, must divide B (default %D)"},
-    {LONG("--steps", steps, 0, BIG), .given = TT_GIVEN_STEPS, .metavar = "S", IN(TRAINING),
+    {LONG("--steps", steps, 0, BIG), .given = TT_GIVEN_STEPS, .metavar = "S", IN(TRAINING), TRAIN_ONLY,
      .help = "total optimizer steps of the run (default %D)"},
-    {LONG("--stop-at", stop_at, 1, BIG), .metavar = "K", IN(TRAINING),
+    {LONG("--stop-at", stop_at, 1, BIG), .metavar = "K", IN(TRAINING), TRAIN_ONLY,
      .help = "stop before step K, once step K-1 is done (saving if\n"
              "--save; the checkpoint resumes at step K), keeping the\n"
              "lr schedule of --steps; --resume continues"},
-    {DOUBLE("--lr", optim.lr, 0.0, 10.0), .given = TT_GIVEN_LR, .metavar = "X", IN(TRAINING),
+    {DOUBLE("--lr", optim.lr, 0.0, 10.0), .given = TT_GIVEN_LR, .metavar = "X", IN(TRAINING), TRAIN_ONLY,
      .help = "peak learning rate (default %D)"},
     {DOUBLE("--lr-min", optim.lr_min, 0.0, 10.0), .given = TT_GIVEN_LR_MIN, .metavar = "X",
-     IN(TRAINING), .help = "learning-rate floor of the cosine decay (default %D)"},
+     IN(TRAINING), TRAIN_ONLY, .help = "learning-rate floor of the cosine decay (default %D)"},
     {INT("--warmup", optim.warmup, 0, BIG), .given = TT_GIVEN_WARMUP, .metavar = "W",
-     IN(TRAINING), .help = "linear warm-up steps (default %D)"},
+     IN(TRAINING), TRAIN_ONLY, .help = "linear warm-up steps (default %D)"},
     {DOUBLE("--weight-decay", optim.weight_decay, 0.0, 10.0), .given = TT_GIVEN_WD,
-     .metavar = "X", IN(TRAINING),
+     .metavar = "X", IN(TRAINING), TRAIN_ONLY,
      .help = "AdamW decoupled weight decay on 2-D tensors (default %D)"},
     {DOUBLE("--clip", optim.clip, 0.0, 1e9), .given = TT_GIVEN_CLIP, .metavar = "X",
-     IN(TRAINING), .help = "clip the global gradient L2 norm to X; 0 = off (default %D)"},
+     IN(TRAINING), TRAIN_ONLY, .help = "clip the global gradient L2 norm to X; 0 = off (default %D)"},
     {DOUBLE("--beta1", optim.beta1, 0.0, 0.999999), .given = TT_GIVEN_BETA1, .metavar = "X",
-     IN(TRAINING), .help = "AdamW betas (default %D)"},
+     IN(TRAINING), TRAIN_ONLY, .help = "AdamW betas (default %D)"},
     {DOUBLE("--beta2", optim.beta2, 0.0, 0.999999), .given = TT_GIVEN_BETA2, .metavar = "X",
-     IN(TRAINING)},
+     IN(TRAINING), TRAIN_ONLY},
     /* Read as a long: a seed is typed in decimal and 0..LONG_MAX is plenty. */
-    {U64("--seed", seed, 0, LONG_MAX), .given = TT_GIVEN_SEED, .metavar = "N", IN(TRAINING),
+    {U64("--seed", seed, 0, LONG_MAX), .given = TT_GIVEN_SEED, .metavar = "N", IN(TRAINING), TRAIN_ONLY,
      .help = "initialisation and generated-corpus seed (default %D)"},
-    {STRING("--data", data), .metavar = "FILE", IN(TRAINING),
+    {STRING("--data", data), .metavar = "FILE", IN(TRAINING), TRAIN_ONLY,
      .help = "train on the bytes of FILE (last 10% held out for eval)\n"
              "instead of the generated corpus"},
-    {LONG("--eval-every", eval_every, 0, BIG), .metavar = "K", IN(TRAINING),
+    {LONG("--eval-every", eval_every, 0, BIG), .metavar = "K", IN(TRAINING), TRAIN_ONLY,
      .help = "eval loss on the held-out split every K steps;\n0 = only at the end (default %D)"},
-    {INT("--eval-windows", eval_windows, 1, 1 << 20), .metavar = "N", IN(TRAINING),
+    {INT("--eval-windows", eval_windows, 1, 1 << 20), .metavar = "N", IN(TRAINING), TRAIN_ONLY,
      .help = "at most N held-out sequences per eval (default %D)"},
 
     {STRING("--save", save), .metavar = "FILE", IN(FILES),
      .help = "write a safetensors checkpoint at the end"},
-    {LONG("--save-every", save_every, 1, BIG), .metavar = "K", IN(FILES),
+    {LONG("--save-every", save_every, 1, BIG), .metavar = "K", IN(FILES), TRAIN_ONLY,
      .help = "... and every K steps"},
     {STRING("--resume", resume), .metavar = "FILE|auto", IN(FILES),
      .help = "continue from a checkpoint up to --steps; auto: from\n"
@@ -287,11 +290,11 @@ const tt_flag tt_flags[] = {
              "tokens_per_s,eval_loss,mfu,wall_ms (ms, tokens_per_s\n"
              "and mfu on the --clock; wall_ms always wall clock)"},
 
-    {STRING("--prompt", prompt), .metavar = "TEXT", IN(OUTPUT),
+    {STRING("--prompt", prompt), .metavar = "TEXT", IN(OUTPUT), TRAIN_ONLY,
      .help = "start of the sample generated at the end (default %D)"},
     /* Each byte is one forward of the whole model: 65536 (the longest --seq)
      * already takes long on a CPU, more would look like a hang. */
-    {INT("--sample-len", sample_len, 0, 65536), .metavar = "N", IN(OUTPUT),
+    {INT("--sample-len", sample_len, 0, 65536), .metavar = "N", IN(OUTPUT), TRAIN_ONLY,
      .help = "bytes to generate at the end; 0 = none (default %D)"},
     {SWITCH("--quiet", quiet, 1), IN(OUTPUT), .help = "no step lines"},
     {SWITCH("--verbose", verbose, 1), IN(OUTPUT),
@@ -300,7 +303,7 @@ const tt_flag tt_flags[] = {
              "each eval; without mpirun, on a terminal, the others\n"
              "on one updating line)"},
     {.name = "--report", .kind = TT_FLAG_LIST, .words = report_words,
-     .metavar = "comm,memory,shards", IN(OUTPUT),
+     .metavar = "comm,memory,shards", IN(OUTPUT), TRAIN_ONLY,
      .help = "the communication table of every GPU (with more than\n"
              "one GPU, rank 0's table is printed anyway), the\n"
              "memory of every GPU by category, and the tensors\n"
@@ -308,14 +311,14 @@ const tt_flag tt_flags[] = {
     /* Waits of well under a second are ordinary (a pipeline stage waits
      * through the other stages' compute, every rank through rank 0's
      * --validate reference), so a smaller limit would end healthy runs. */
-    {DOUBLE("--watchdog", watchdog, 1.0, 1e9), .zero_off = 1, .metavar = "SECONDS", IN(OUTPUT),
+    {DOUBLE("--watchdog", watchdog, 1.0, 1e9), .zero_off = 1, .metavar = "SECONDS", IN(OUTPUT), TRAIN_ONLY,
      .help = "a GPU blocked in one communication this long prints\n"
              "what it waits for (operation, group, peer, tag, step,\n"
              "micro-batch, what the call is for) and what it last\n"
              "saw of its peers, then\n"
              "ends the job with exit 1; at least 1; 0 = off\n"
              "(default %D)"},
-    {SIZE("--gpu-mem", gpu_mem), .metavar = "SIZE", IN(OUTPUT),
+    {SIZE("--gpu-mem", gpu_mem), .metavar = "SIZE", IN(OUTPUT), TRAIN_ONLY,
      .help = "memory of each virtual GPU, e.g. 16M; more is an\n"
              "out-of-memory error before training (default %D)"},
 

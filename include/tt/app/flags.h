@@ -56,6 +56,7 @@ typedef struct {
     unsigned given;            /* TT_GIVEN_* bit set when the flag is given */
     const char *metavar;       /* "L" in "--layers L"; NULL for no value */
     tt_flag_section section;
+    int train_only;            /* refused with --plan, which would ignore it */
     /* Help lines separated by '\n'; "%D" becomes the default (of every row of
      * the entry, joined by ", "). NULL: this row joins the entry of the row
      * before it ("--beta1 X, --beta2 X"). */
