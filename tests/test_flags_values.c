@@ -57,8 +57,14 @@ START_TEST(bad_values_refused)
     expect_error("--lr expects a number, got 'fast'", "--lr", "fast", NULL);
     expect_error("--beta2 must be between 0 and 0.999999, got 1", "--beta2", "1", NULL);
     /* 0 is off, but a limit under a second would fire on ordinary waits. */
-    expect_error("--watchdog must be between 1 and 1e+09 (or 0: off), got 1e-06", "--watchdog",
+    expect_error("--watchdog must be between 1 and 1e+09 (or 0: off), got 0.000001", "--watchdog",
                  "0.000001", NULL);
+    /* Named as typed: %g of the value printed 1 here, and a number below a
+     * double's range was called no number at all. */
+    expect_error("--beta2 must be between 0 and 0.999999, got 0.9999995", "--beta2", "0.9999995",
+                 NULL);
+    expect_error("--lr must be between 0 and 10, got 1e-400", "--lr", "1e-400", NULL);
+    expect_error("--lr must be between 0 and 10, got 1e999", "--lr", "1e999", NULL);
     expect_error("--watchdog must be between 1 and 1e+09 (or 0: off), got -1", "--watchdog", "-1",
                  NULL);
     expect_error("--dp-bucket must be between 4 bytes and 1000T, got '3'", "--dp-bucket", "3",

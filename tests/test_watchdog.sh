@@ -116,6 +116,6 @@ fi
 expect_error "--watchdog -1" 2 "watchdog" 2 --watchdog -1
 # A limit under a second would end healthy runs (a stage waits through the
 # others' compute): refused, naming the value; 0 (off) is taken above.
-expect_error "--watchdog 0.000001" 2 "^tiny_transformer: --watchdog must be between 1 and 1e+09 (or 0: off), got 1e-06" \
+expect_error "--watchdog 0.000001" 2 "^tiny_transformer: --watchdog must be between 1 and 1e+09 (or 0: off), got 0.000001" \
     2 --watchdog 0.000001
 finish

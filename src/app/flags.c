@@ -40,12 +40,15 @@ static int parse_double(const char *flag, const char *s, const tt_flag *f, doubl
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end != '\0' || !isfinite(v))
+    /* Out of range is named as typed: %g of 0.9999995 prints 1, and a
+     * number too small for a double (1e-400) is out of range, not "no number". */
+    const int range = errno == ERANGE && end != s && *end == '\0';
+    if (!range && (errno || end == s || *end != '\0' || !isfinite(v)))
         return tt_fail(e, "%s expects a number, got '%s'", flag, s);
-    if ((v < f->dlo || v > f->dhi) && !(v == 0 && f->zero_off))
-        return tt_fail(e, "%s must be between %g and %g%s, got %g", flag, f->dlo, f->dhi,
-                       f->zero_off ? " (or 0: off)" : "", v);
-    *out = v;
+    if (range || ((v < f->dlo || v > f->dhi) && !(v == 0 && f->zero_off)))
+        return tt_fail(e, "%s must be between %g and %g%s, got %s", flag, f->dlo, f->dhi,
+                       f->zero_off ? " (or 0: off)" : "", s);
+    *out = v == 0 ? 0.0 : v; /* -0 is 0 */
     return 0;
 }
 
