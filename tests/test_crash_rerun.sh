@@ -177,38 +177,53 @@ expect_error "--resume auto without --save" 2 "resume auto needs --save" 2 $cfg 
 # Two runs saving to one file (a job started twice, a requeue beside the old
 # job) overwrote each other's steps: an older over a newer. Here another
 # program replaces the checkpoint after the run's first save (step 25); the
-# run's next save must refuse and keep what is there. Then the same with the
-# file made while a 1-rank run (the serial writer) had none yet, before the
-# one save at its end.
+# run's next save must refuse, keep what is there and put its own beside it.
+# (400 steps, a save every 25: the replacement lands well before the last.)
 d="$work/twice"
 mkdir -p "$d"
 cp "$work/full/run.st" "$work/other.st"
-$TT_MPIRUN -np 2 "$TT_BIN" $cfg --save "$d/run.st" --resume auto >"$d/out" 2>"$d/err" &
+long=$(echo "$cfg" | sed 's/--steps 100/--steps 400/')
+$TT_MPIRUN -np 2 "$TT_BIN" $long --save "$d/run.st" --resume auto >"$d/out" 2>"$d/err" &
 job=$!
 i=0
 while [ ! -f "$d/run.st" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
 cp "$work/other.st" "$d/new" && mv "$d/new" "$d/run.st"
 wait $job
 status=$?
-want="cannot write checkpoint '$d/run.st': another program has replaced it since this run last saved it (two runs saving to one file?); what is there is kept"
-if [ "$status" -eq 1 ] && grep -qxF "tiny_transformer: $want" "$d/err" && cmp -s "$work/other.st" "$d/run.st" &&
-    [ "$(ls "$d" | grep -c tmp)" -eq 0 ]; then
-    ok "a checkpoint replaced by another program after the run's first save: $want"
+kept=$(ls "$d" | grep '^run\.st\.kept\.[0-9]*$')
+want="cannot write checkpoint '$d/run.st': another program has replaced it since this run last saved it (two runs saving to one file?); it is kept, and this save is beside it as '$d/$kept'"
+step=$(python3 -c "
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+print(json.loads(b[8:8 + struct.unpack('<Q', b[:8])[0]])['__metadata__']['step'])" "$d/$kept" 2>/dev/null)
+if [ "$status" -eq 1 ] && [ "$(grep -c . "$d/err")" -ge 1 ] && [ "$(head -n 1 "$d/err")" = "tiny_transformer: $want" ] &&
+    [ "$(grep -c '^tiny_transformer' "$d/err")" -eq 1 ] && cmp -s "$work/other.st" "$d/run.st" &&
+    [ -n "$kept" ] && [ "$step" -gt 25 ] 2>/dev/null && [ "$(ls "$d" | grep -c tmp)" -eq 0 ]; then
+    ok "a checkpoint replaced by another program after the run's first save: kept; the run's step $step beside it; $want"
 else
-    not_ok "checkpoint replaced mid-run: exit $status, kept $(cmp -s "$work/other.st" "$d/run.st" && echo yes || echo no): $(head -n 1 "$d/err")"
+    not_ok "checkpoint replaced mid-run: exit $status, other kept $(cmp -s "$work/other.st" "$d/run.st" && echo yes || echo no), beside it '$kept' (step '$step'): $(head -n 1 "$d/err")"
 fi
-rm -f "$d/run.st"
+rm -f "$d"/run.st*
+# The same when the file is made under a run that had none yet (one rank,
+# one save at its end); and a file removed meanwhile protects nothing.
 one="--layers 2 --dim 64 --heads 4 --seq 64 --batch 8 --sample-len 0 --eval-every 0 --steps 600"
-"$TT_BIN" $one --save "$d/run.st" >"$d/out" 2>"$d/err" &
-job=$!
-i=0
-while ! grep -q '^step ' "$d/out" 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
-cp "$work/other.st" "$d/run.st"
-wait $job
-status=$?
-if [ "$status" -eq 1 ] && grep -q "another program has made it since this run began" "$d/err" && cmp -s "$work/other.st" "$d/run.st"; then
-    ok "a checkpoint made by another program while a 1-rank run had none: refused, kept"
-else
-    not_ok "checkpoint made mid-run, 1 rank: exit $status: $(head -n 1 "$d/err")"
-fi
+for how in made removed; do
+    [ $how = removed ] && cp "$work/other.st" "$d/run.st"
+    "$TT_BIN" $one --save "$d/run.st" >"$d/out" 2>"$d/err" &
+    job=$!
+    i=0
+    while ! grep -q '^step ' "$d/out" 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+    if [ $how = made ]; then cp "$work/other.st" "$d/run.st"; else rm "$d/run.st"; fi
+    wait $job
+    status=$?
+    if [ $how = made ] && [ "$status" -eq 1 ] && grep -q "another program has made it since this run began" "$d/err" &&
+        cmp -s "$work/other.st" "$d/run.st" && [ "$(ls "$d" | grep -c '^run\.st\.kept\.')" -eq 1 ]; then
+        ok "a checkpoint made by another program under a 1-rank run: kept, the run's own beside it"
+    elif [ $how = removed ] && [ "$status" -eq 0 ] && [ -f "$d/run.st" ] && ! cmp -s "$work/other.st" "$d/run.st"; then
+        ok "a checkpoint removed under a 1-rank run: the run saves in its place"
+    else
+        not_ok "checkpoint $how mid-run, 1 rank: exit $status: $(head -n 1 "$d/err"); $(ls "$d")"
+    fi
+    rm -f "$d"/run.st*
+done
 finish

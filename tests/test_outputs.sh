@@ -61,12 +61,14 @@ refused "--log onto --cluster" "--log: cannot write log '$work/c.json': it is th
     "$work/c.json" --cluster "$work/c.json" --log "$work/c.json"
 refused "--trace onto --cluster" "--trace: cannot write trace '$work/c.json': it is the same file as --cluster" \
     "$work/c.json" --cluster "$work/c.json" --trace "$work/c.json"
-# The planner's JSON was checked alone, so it replaced either input.
-for input in cluster data; do
-    if [ $input = cluster ]; then f=$work/c.json; else f=$work/data.txt; fi
+# The planner's JSON was checked alone, so it replaced its inputs (--data
+# too, which --plan now refuses: test_plan.sh).
+for input in cluster resume; do
+    # (the checkpoint brings its own model)
+    if [ $input = cluster ]; then f=$work/c.json m="--layers 2 --dim 32 --heads 4"; else f=$work/ck.st m=; fi
     before=$(sum "$f")
     expect_error "--plan-json onto --$input" 1 "^tiny_transformer: --plan-json: cannot write the plan '$f': it is the same file as --$input" 1 \
-        --plan --gpus 2 --layers 2 --dim 32 --heads 4 --$input "$f" --plan-json "$f"
+        --plan --gpus 2 $m --$input "$f" --plan-json "$f"
     [ "$(sum "$f")" = "$before" ] && ok "--plan-json onto --$input: '$f' unchanged" || not_ok "--plan-json onto --$input: '$f' changed"
 done
 # A checkpoint no flag names is still a run's training: a log, trace or

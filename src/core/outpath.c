@@ -408,12 +408,23 @@ int tt_replace_file(const char *tmp, const char *path, const char *what, tt_err 
         return tt_fail(e, "cannot write %s '%s': it is now %s, not a regular file", what,
                        path, S_ISLNK(st.st_mode) ? "a symbolic link" : kind_of(st.st_mode));
     /* Two runs saving to one file (a job started twice, a requeue beside
-     * the old job) would overwrite each other's steps, an older over a newer. */
-    if (guard_changed(path, &st, exists))
-        return tt_fail(e, "cannot write %s '%s': another program has %s it since this run %s "
-                          "(two runs saving to one file?); what is there is kept",
-                       what, path, exists ? (guard.exists ? "replaced" : "made") : "removed",
-                       guard.renamed ? "last saved it" : "began");
+     * the old job) would overwrite each other's steps, an older over a
+     * newer. Neither is lost: what is there stays, this save goes beside it
+     * under a name of its own (link: never over an existing file). A file
+     * removed meanwhile protects nothing: the save takes its place. */
+    if (exists && guard_changed(path, &st, exists)) {
+        const size_t cap = strlen(path) + 32;
+        char *kept = tt_malloc(cap);
+        snprintf(kept, cap, "%s.kept.%ld", path, (long)getpid());
+        const int aside = link(tmp, kept) == 0 && unlink(tmp) == 0;
+        tt_fail(e, "cannot write %s '%s': another program has %s it since this run %s (two "
+                   "runs saving to one file?); it is kept%s%s%s", what, path,
+                guard.exists ? "replaced" : "made", guard.renamed ? "last saved it" : "began",
+                aside ? ", and this save is beside it as '" : "", aside ? kept : "",
+                aside ? "'" : "");
+        free(kept);
+        return -1;
+    }
     if (rename(tmp, path) != 0)
         return tt_fail(e, "cannot write %s '%s': %s", what, path, strerror(errno));
     if (guard.path && strcmp(path, guard.path) == 0) {
