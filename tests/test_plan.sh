@@ -437,7 +437,7 @@ sys.exit(not cs or 3 in z)"
 expect_error "--plan --schedule zb-v --recompute full" 2 "^tiny_transformer: --plan: the zb-v schedule cannot run with --recompute:" 1 --plan --gpus 4 --schedule zb-v --recompute full
 expect_error "--plan --schedule zb-v --zero 3" 2 "^tiny_transformer: --plan: the zb-v schedule cannot run with --zero 3 yet" 1 --plan --gpus 4 --schedule zb-v --zero 3
 expect_error "--plan --schedule interleaved --virtual-stages 16" 2 "^tiny_transformer: --plan: 64 pipeline chunks need at least 64 blocks, but --layers is 6" 1 --plan --gpus 4 --schedule interleaved --virtual-stages 16
-expect_error "--plan --zero 3 --dp 1" 2 "^tiny_transformer: --plan: --zero 3 needs a data-parallel group (dp > 1)" 1 --plan --gpus 4 --zero 3 --dp 1 --layers 4 --dim 64 --heads 4
+expect_error "--plan --zero 3 --dp 1" 2 "^tiny_transformer: --plan: --zero 3 needs a data-parallel group: ZeRO shards over the dp GPUs, and every layout" 1 --plan --gpus 4 --zero 3 --dp 1 --layers 4 --dim 64 --heads 4
 expect_error "--plan, a pinned tp that does not divide the GPUs, 2 ranks" 2 "--tp 3 does not divide --gpus 4" 2 --plan --gpus 4 --tp 3
 # An output that cannot be written is a runtime error, 1, as --save into a
 # missing directory is (test_outputs.sh); it used to be 2 here alone.

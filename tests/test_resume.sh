@@ -53,6 +53,13 @@ tt 1 --resume "$work/half.safetensors" --steps 30 --stop-at 11 --sample-len 0 --
 want="note: the checkpoint's run had --steps 20; --steps 30 redraws the learning-rate schedule, so step 10 trains at lr $(lr 10 30) where that run's has $(lr 10 20) (to follow it, resume with --steps 20; --stop-at N ends a run early)"
 if [ "$status" -eq 0 ] && grep -qxF "$want" "$work/out"; then ok "resumed with --steps 30: $want"
 else not_ok "resumed with --steps 30 (exit $status): no line '$want'"; grep note "$work/out"; fi
+# With --lr too, the saved run's rate is still its own (lr 0.003), not the
+# new flag's; the new one is 0.0003 + 0.0297 (1 + cos(...)) / 2.
+tt 1 --resume "$work/half.safetensors" --steps 30 --lr 0.03 --stop-at 11 --sample-len 0 --eval-every 0
+new=$(awk 'BEGIN { printf "%.4g", 0.0003 + 0.0297 * (1 + cos(3.141592653589793 * 7 / 27)) / 2 }')
+want="note: the checkpoint's run had --steps 20; --steps 30 and the learning-rate flags given redraw the learning-rate schedule, so step 10 trains at lr $new where that run's has $(lr 10 20) (to follow it, resume with --steps 20 and without those flags; --stop-at N ends a run early)"
+if [ "$status" -eq 0 ] && grep -qxF "$want" "$work/out"; then ok "resumed with --steps 30 --lr 0.03: $want"
+else not_ok "resumed with --steps 30 --lr 0.03 (exit $status): no line '$want'"; grep note "$work/out"; fi
 tt 1 --resume "$work/full.safetensors" --steps 25 --stop-at 21 --sample-len 0 --eval-every 0
 want="note: the checkpoint's run had --steps 20 and ended at lr $(lr 19 20); --steps 25 draws the learning-rate schedule anew, so step 20 trains at lr $(lr 20 25)"
 if [ "$status" -eq 0 ] && grep -qxF "$want" "$work/out"; then ok "a finished run extended to 25 steps: $want"

@@ -191,7 +191,7 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
                           (rc->tp > 0 && rc->pp > 0 && rc->dp > 0 &&
                            (rc->given & TT_GIVEN_ZERO) && (rc->given & TT_GIVEN_RECOMPUTE));
     tt_err why_none = {{0}};
-    int why_pp = 0;
+    int why_pp = 0, zero_without_dp = 0;
     snprintf(why_none.msg, sizeof why_none.msg, "no layout of %d GPUs divides the model and batch",
              N);
     const int tty = isatty(STDERR_FILENO) && !tt_launched();
@@ -246,13 +246,8 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
                                 if ((!z || dp > 1) &&
                                     (!(rc->given & TT_GIVEN_ZERO) || z == rc->zero))
                                     zeros[nz++] = z;
-                            if (nz == 0) {
-                                if (pp > why_pp)
-                                    snprintf(why_none.msg, sizeof why_none.msg,
-                                             "--zero %d needs a data-parallel group (dp > 1), "
-                                             "which no layout the other flags allow has",
-                                             rc->zero);
-                                why_pp = pp > why_pp ? pp : why_pp;
+                            if (nz == 0) { /* the reason only when none other is */
+                                zero_without_dp = 1;
                                 continue;
                             }
                             tt_plan_candidate c = {.tp = tp, .pp = pp, .dp = dp,
@@ -283,6 +278,10 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
     progress_end(&pg);
     if (pl->n == 0) {
         tt_plan_free(pl);
+        if (why_pp == 0 && zero_without_dp)
+            return tt_fail(e, "--plan: --zero %d needs a data-parallel group: ZeRO shards over "
+                              "the dp GPUs, and every layout the other flags allow has dp 1 "
+                              "(leave --dp open or give 2 or more, or --zero 0)", rc->zero);
         return tt_fail(e, "--plan: %s", why_none.msg);
     }
     qsort(pl->c, (size_t)pl->n, sizeof *pl->c, by_rank);

@@ -25,28 +25,35 @@ static long count_params(const tt_config *cfg)
 /* The learning rate's schedule is drawn over --steps, so resuming with
  * another --steps changes the rates of the steps to come, which nothing
  * else would say: the first step whose rate differs from the saved run's
- * schedule, or, past that run's end, from the rate it ended at. */
+ * schedule (its own --steps, --lr, --lr-min and --warmup), or, past that
+ * run's end, from the rate it ended at. */
 static void resume_lr_note(const tt_run_config *rc, long step0, long end)
 {
     const long was = rc->resume_steps;
     if (!rc->resume || was <= 0 || was == rc->steps)
         return;
-    const tt_optim_config *o = &rc->optim;
+    const tt_optim_config *o = &rc->optim, *then = &rc->resume_optim;
+    const char *also = o->lr != then->lr || o->lr_min != then->lr_min ||
+                               o->warmup != then->warmup
+                           ? " and the learning-rate flags given"
+                           : "";
     for (long s = step0; s < end; s++) {
         const double now = tt_lr_at(o, s, rc->steps);
-        if (s < was && now != tt_lr_at(o, s, was)) {
-            printf("note: the checkpoint's run had --steps %ld; --steps %ld redraws the "
+        if (s < was && now != tt_lr_at(then, s, was)) {
+            printf("note: the checkpoint's run had --steps %ld; --steps %ld%s redraw%s the "
                    "learning-rate schedule, so step %ld trains at lr %.4g where that run's has "
-                   "%.4g (to follow it, resume with --steps %ld; --stop-at N ends a run early)\n",
-                   was, rc->steps, s, now, tt_lr_at(o, s, was), was);
+                   "%.4g (to follow it, resume with --steps %ld%s; --stop-at N ends a run "
+                   "early)\n", was, rc->steps, also, *also ? "" : "s", s, now,
+                   tt_lr_at(then, s, was), was, *also ? " and without those flags" : "");
             return;
         }
         if (s >= was) {
-            const double last = tt_lr_at(o, was - 1, was);
+            const double last = tt_lr_at(then, was - 1, was);
             if (now != last)
                 printf("note: the checkpoint's run had --steps %ld and ended at lr %.4g; "
-                       "--steps %ld draws the learning-rate schedule anew, so step %ld trains "
-                       "at lr %.4g\n", was, last, rc->steps, s, now);
+                       "--steps %ld%s draw%s the learning-rate schedule anew, so step %ld "
+                       "trains at lr %.4g\n", was, last, rc->steps, also, *also ? "" : "s", s,
+                       now);
             return;
         }
     }

@@ -63,6 +63,7 @@ int tt_resume_prepare(tt_run_config *rc, tt_ckpt_info *info, tt_err *e)
         return -1;
     rc->resume_step = info->step;
     rc->resume_steps = info->run.steps;
+    rc->resume_optim = info->run.optim;
     rc->resume_print = info->fingerprint;
     return 0;
 }

@@ -54,6 +54,7 @@ typedef struct {
     const char *data, *save, *resume, *log;
     long resume_step;         /* the checkpoint's step (set by tt_resume_prepare) */
     long resume_steps;        /* the length of the run that saved it (its --steps) */
+    tt_optim_config resume_optim; /* and that run's optimizer settings */
     const char *train_only;   /* the first flag given that only training uses (--plan refuses it) */
     uint32_t resume_print;    /* its fingerprint (tt_ckpt_info), compared between ranks */
     const char *prompt;       /* start of the generated sample */

@@ -82,8 +82,9 @@ int tt_replace_file(const char *tmp, const char *path, const char *what, tt_err 
 
 /* Guards path (a run's --save, a string that must stay valid; NULL: none)
  * from here on: tt_replace_file
- * refuses to rename onto it once another program has made, replaced or
- * removed it since this call or this process's own last rename onto it. */
+ * does not rename onto it once another program has made or replaced it since
+ * this call or this process's own last rename onto it: it links the
+ * temporary beside it as "<path>.kept.<pid>" and fails, naming that. */
 void tt_replace_guard(const char *path);
 
 #endif
