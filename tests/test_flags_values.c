@@ -59,12 +59,21 @@ START_TEST(bad_values_refused)
     /* 0 is off, but a limit under a second would fire on ordinary waits. */
     expect_error("--watchdog must be between 1 and 1e+09 (or 0: off), got 0.000001", "--watchdog",
                  "0.000001", NULL);
-    /* Named as typed: %g of the value printed 1 here, and a number below a
-     * double's range was called no number at all. */
-    expect_error("--beta2 must be between 0 and 0.999999, got 0.9999995", "--beta2", "0.9999995",
-                 NULL);
-    expect_error("--lr must be between 0 and 10, got 1e-400", "--lr", "1e-400", NULL);
+    /* Named as typed: %g of the value printed 1 here. A number too large
+     * for a double is out of range; one too small was called no number at
+     * all, and is now the nearest double (0 here, a subnormal for 1e-310). */
+    expect_error("--beta2 must be between 0 and 0.999999, got 0.9999995", "--beta2",
+                 "0.9999995", NULL);
     expect_error("--lr must be between 0 and 10, got 1e999", "--lr", "1e999", NULL);
+    expect_error("--lr expects a number, got 'nan'", "--lr", "nan", NULL);
+    {
+        tt_run_config c;
+        tt_err e;
+        ck_assert_int_eq(parse(&c, &e, NULL, "--weight-decay", "1e-400", NULL), 0);
+        ck_assert(c.optim.weight_decay == 0.0);
+        ck_assert_int_eq(parse(&c, &e, NULL, "--weight-decay", "1e-310", NULL), 0);
+        ck_assert(c.optim.weight_decay > 0.0 && c.optim.weight_decay < 1e-300);
+    }
     expect_error("--watchdog must be between 1 and 1e+09 (or 0: off), got -1", "--watchdog", "-1",
                  NULL);
     expect_error("--dp-bucket must be between 4 bytes and 1000T, got '3'", "--dp-bucket", "3",

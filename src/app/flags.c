@@ -7,6 +7,7 @@
 #include "tt/parallel/pipeline.h" /* tt_schedule_validate_chunks */
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -40,12 +41,14 @@ static int parse_double(const char *flag, const char *s, const tt_flag *f, doubl
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    /* Out of range is named as typed: %g of 0.9999995 prints 1, and a
-     * number too small for a double (1e-400) is out of range, not "no number". */
-    const int range = errno == ERANGE && end != s && *end == '\0';
-    if (!range && (errno || end == s || *end != '\0' || !isfinite(v)))
+    /* A number too small for a double (1e-400) is taken as the nearest one,
+     * as strtod gives it; too large is out of range. Out of range is named as
+     * typed: %g of 0.9999995 prints 1. */
+    const int whole = end != s && *end == '\0';
+    const int tiny = whole && errno == ERANGE && fabs(v) <= DBL_MIN;
+    if (!whole || isnan(v) || (errno && !tiny && !isinf(v)))
         return tt_fail(e, "%s expects a number, got '%s'", flag, s);
-    if (range || ((v < f->dlo || v > f->dhi) && !(v == 0 && f->zero_off)))
+    if (!isfinite(v) || ((v < f->dlo || v > f->dhi) && !(v == 0 && f->zero_off)))
         return tt_fail(e, "%s must be between %g and %g%s, got %s", flag, f->dlo, f->dhi,
                        f->zero_off ? " (or 0: off)" : "", s);
     *out = v == 0 ? 0.0 : v; /* -0 is 0 */
@@ -229,8 +232,10 @@ static int runs_no_training(const tt_run_config *c, tt_err *e)
     if (c->plan && c->train_only && !flag)
         return tt_fail(e, "--plan trains nothing, so %s would be ignored (the planner reads the "
                           "model, the layout, --batch, --dp-bucket, --cluster, --resume and its "
-                          "own flags; a GPU's memory is the cluster's gpu_memory_bytes)",
-                       c->train_only);
+                          "own flags%s)", c->train_only,
+                       strcmp(c->train_only, "--gpu-mem") == 0
+                           ? "; a GPU's memory is the cluster's gpu_memory_bytes"
+                           : "");
     if (mode && flag)
         return tt_fail(e, "%s trains nothing, so %s would be ignored (it belongs to a training "
                           "run)", mode, flag);

@@ -149,7 +149,7 @@ const tt_flag tt_flags[] = {
              "(default: each starts as the backward finishes its\n"
              "layers, and runs beside the rest of it)"},
     {.name = "--pin-ranks", .kind = TT_FLAG_CHOICE, .words = pin_words,
-     .metavar = "auto|off", IN(LAYOUT),
+     .metavar = "auto|off", IN(LAYOUT), TRAIN_ONLY,
      .help = "more ranks than cores on a host: auto (default) binds\n"
              "each DP replica's ranks to one core when the replicas\n"
              "divide evenly among the cores (their hand-overs stay\n"

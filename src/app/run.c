@@ -98,8 +98,11 @@ static void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
     if (rc->plot && r->g->world_rank == 0)
         tt_plot_add(&r->curve, s, st->loss, ev);
     if (r->log) {
-        fprintf(r->log, "%ld,%.9g,%.9g,%.9g,%.6f,%.1f,", s, st->loss, st->lr, st->grad_norm,
-                st->seconds * 1e3, tok_s);
+        fprintf(r->log, "%ld,%.9g,%.9g,%.9g,%.6f,", s, st->loss, st->lr, st->grad_norm,
+                st->seconds * 1e3);
+        if (st->seconds > 0) /* (empty, as the MFU is where there is none) */
+            fprintf(r->log, "%.1f", tok_s);
+        fprintf(r->log, ",");
         if (!isnan(ev))
             fprintf(r->log, "%.9g", ev);
         fprintf(r->log, ",");
