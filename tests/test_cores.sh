@@ -229,7 +229,7 @@ fi
 
 # 7. a TT_SLICE_MS that is not a whole number of ms from 0 to 100 is refused
 # by name (exit 2, one message) on every rank, before any work.
-for bad in abc 101 -1 5x; do
+for bad in abc 101 -1 5x ' 5' +5; do
     export TT_SLICE_MS=$bad
     expect_error "TT_SLICE_MS=$bad" 2 "^tiny_transformer: TT_SLICE_MS='$bad' in the environment: the time slice each rank asks for on shared cores, in whole ms from 0 (the system's) to 100$" 3 --pp 3 --steps 1
     unset TT_SLICE_MS

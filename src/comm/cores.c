@@ -129,7 +129,9 @@ int tt_cores_slice_env(tt_err *e)
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
-    if (errno || end == v || *end != '\0' || x < 0 || x > SLICE_MAX_MS)
+    /* (strtol skips leading blanks; the other settings take none: ' 5' is
+     * refused as '5 ' is) */
+    if (errno || end == v || *end != '\0' || v[0] < '0' || v[0] > '9' || x > SLICE_MAX_MS)
         return tt_fail(e, "TT_SLICE_MS='%s' in the environment: the time slice each rank asks "
                           "for on shared cores, in whole ms from 0 (the system's) to %d",
                        v, SLICE_MAX_MS);
