@@ -10,7 +10,6 @@
 #include "tt/model/cost.h"
 #include "tt/model/model.h"
 #include "tt/parallel/pipeline.h"
-#include "tt/parallel/pipeline_run.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -171,19 +170,6 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
             return tt_fail(e, "--plan: %s %d does not divide --gpus %d", pins[i].flag, pins[i].v,
                            N);
     const int pinned_sched = !!(rc->given & TT_GIVEN_SCHEDULE);
-    /* A pinned schedule that runs a pipeline whatever the layout (zb-v, or
-     * any with --pp > 1 pinned) refused with the other pinned flags, in
-     * training's words: no layout can help, and the enumeration's own
-     * reasons would name something else. */
-    if (pinned_sched && (rc->schedule == TT_SCHED_ZB_V || rc->pp > 1)) {
-        tt_run_config as_run = *rc;
-        as_run.recompute = rc->given & TT_GIVEN_RECOMPUTE ? rc->recompute : TT_RECOMPUTE_NONE;
-        as_run.sequence_parallel = rc->given & TT_GIVEN_SP ? rc->sequence_parallel : 0;
-        as_run.zero = rc->given & TT_GIVEN_ZERO ? rc->zero : 0;
-        tt_err pe;
-        if (tt_pipe_check_flags(&as_run, rc->pp > 1 ? rc->pp : 2, &pe))
-            return tt_fail(e, "--plan: %s", pe.msg);
-    }
     const int pinned_m = !!(rc->given & TT_GIVEN_MICRO);
     /* With the whole layout given (--tp, --pp, --dp, --zero, --recompute),
      * sequence parallelism is what the flags say too: off unless given. */

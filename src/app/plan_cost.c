@@ -275,16 +275,13 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
     as_run.virtual_stages = c0.virtual_stages;
     as_run.recompute = c0.recompute;
     as_run.sequence_parallel = c0.sequence_parallel;
-    as_run.zero = 0;
-    if (tt_pipe_check_flags(&as_run, p, e))
-        return -1;
     int runs[4], nr = 0;
     for (int i = 0; i < nz; i++) {
         as_run.zero = zeros[i];
         if (!tt_pipe_check_flags(&as_run, p, e))
             runs[nr++] = zeros[i];
     }
-    if (nr == 0) /* e: why the last stage was refused */
+    if (nr == 0) /* e: why the last stage was refused (recompute and SP checked first) */
         return -1;
     zeros = runs;
     nz = nr;

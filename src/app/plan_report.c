@@ -249,7 +249,7 @@ int tt_plan_main(const tt_run_config *rc)
     tt_plan pl;
     tt_err e;
     /* The JSON's path is checked before the planning, not after it, with
-     * the inputs it must not overwrite (--data, --cluster). A path that
+     * the inputs it must not overwrite (a --cluster file, --resume). A path that
      * cannot be written is a runtime error (status 1), as for --save,
      * --log and --plot, not a usage error. */
     if (tt_config_outputs_check(rc, &e)) {
