@@ -81,4 +81,12 @@ static inline int agreed(const tt_run *r, int failed, tt_err *e, int status)
 /* Everything before the first step (run_setup.c); 0 or an exit status. */
 int tt_run_setup(tt_run *r);
 
+/* run_progress.c: the MFU of a step of that many (virtual) seconds (NAN
+ * where there is none); the step lines begun, ended (a terminal's updating
+ * line finished) and one step's line and --log row. */
+double run_mfu(const tt_run *r, double seconds);
+void run_progress_begin(tt_run *r);
+void run_progress_end(tt_run *r);
+void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev);
+
 #endif
