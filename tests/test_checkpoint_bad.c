@@ -4,7 +4,7 @@
  * its keys or checksums, tensors of another shape and tensors missing. Each
  * is refused by both readers with a one-line message naming the file and
  * what is wrong, and a load refused from the header (a shape, a missing
- * tensor) overwrites nothing; a checksum failure, found while copying, may
+ * tensor, a file replaced since its header was read) overwrites nothing; a checksum failure, found while copying, may
  * leave the table partly loaded, and the caller then stops. The good files they
  * start from are the small table of ckpt_check.h; round trips and failing
  * saves are in test_checkpoint.c. */
@@ -286,6 +286,40 @@ START_TEST(test_missing_tensor)
 }
 END_TEST
 
+/* A run reads the header at start-up and loads later: a file put under the
+ * name in between (another job's save) is refused whole, and the file it
+ * read is still loaded. */
+START_TEST(test_replaced_after_header)
+{
+    char path[8192];
+    in_tmp(path, sizeof path, "ck.safetensors");
+    save_whole(path);
+    tt_ckpt_info first, second;
+    tt_err e = {{0}};
+    ck_assert_msg(tt_checkpoint_read_info(path, &first, &e) == 0, "%s", e.msg);
+    /* the same tensors, one step on */
+    tt_params p;
+    build(&p, &WHOLE);
+    fill(&p, 0);
+    tt_ckpt_info in = sample_info();
+    in.step++;
+    ck_assert_msg(tt_checkpoint_save(path, &p, &in, &e) == 0, "save: %s", e.msg);
+    ck_assert_msg(tt_checkpoint_read_info(path, &second, &e) == 0, "%s", e.msg);
+    ck_assert(second.fingerprint != first.fingerprint);
+    for (int kind = 0; kind < TT_NKINDS; kind++)
+        for (size_t k = 0; k < p.total; k++)
+            tt_params_buffer(&p, kind)[k] = 42.0f;
+    expect_fail(tt_checkpoint_load_same(path, first.fingerprint, &p, &e), &e, path,
+                "changed after this run read its header");
+    for (int kind = 0; kind < TT_NKINDS; kind++)
+        for (size_t k = 0; k < p.total; k++)
+            ck_assert(tt_params_buffer(&p, kind)[k] == 42.0f);
+    ck_assert_msg(tt_checkpoint_load_same(path, second.fingerprint, &p, &e) == 0, "%s", e.msg);
+    check_filled(&p);
+    tt_params_free(&p);
+}
+END_TEST
+
 static Suite *checkpoint_bad_suite(void)
 {
     Suite *s = suite_create("checkpoint_bad");
@@ -298,6 +332,7 @@ static Suite *checkpoint_bad_suite(void)
     tcase_add_test(tc, test_bad_headers);
     tcase_add_test(tc, test_bad_metadata);
     tcase_add_test(tc, test_shape_mismatch);
+    tcase_add_test(tc, test_replaced_after_header);
     tcase_add_test(tc, test_missing_tensor);
     suite_add_tcase(s, tc);
     return s;

@@ -174,7 +174,8 @@ static int run_oracle(tt_run *r)
     r->have_val = 1;
     /* A resumed reference starts from the same checkpoint (its moments). */
     tt_err e;
-    int failed = rc->validate && rc->resume && tt_checkpoint_load(rc->resume, &r->val.ref.P, &e);
+    int failed = rc->validate && rc->resume &&
+                 tt_checkpoint_load_same(rc->resume, rc->resume_print, &r->val.ref.P, &e);
     return agreed(r, failed, &e, TT_EXIT_RUNTIME);
 }
 
@@ -263,8 +264,9 @@ int tt_run_setup(tt_run *r)
      * the run here, before any work. */
     if (tt_check_oom(g))
         return TT_EXIT_RUNTIME;
-    int failed = rc->resume && (tt_checkpoint_load(rc->resume, &r->model.P, &e) ||
-                                tt_resume_check_state(&r->model.P, rc->resume, &e));
+    int failed = rc->resume &&
+                 (tt_checkpoint_load_same(rc->resume, rc->resume_print, &r->model.P, &e) ||
+                  tt_resume_check_state(&r->model.P, rc->resume, &e));
     if (agreed(r, failed, &e, TT_EXIT_RUNTIME))
         return TT_EXIT_RUNTIME;
     if (rc->log && g->world_rank == 0) {

@@ -108,6 +108,9 @@ typedef struct {
                             tensor's own CRC-32): the file's fingerprint */
 } ckpt_file;
 
+/* The open file's fingerprint (tt_ckpt_info.fingerprint). */
+uint32_t ckpt_fingerprint(const ckpt_file *cf);
+
 /* Opens path and validates the whole header: length, JSON, metadata, format,
  * and every tensor entry against the size of the file. On failure nothing
  * is left open. */

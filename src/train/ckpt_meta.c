@@ -241,10 +241,7 @@ int tt_checkpoint_read_info(const char *path, tt_ckpt_info *info, tt_err *e)
         char last[64];
         snprintf(last, sizeof last, LAST_BLOCK_TENSOR, got.run.model.L - 1);
         got.lists_depth = cJSON_GetObjectItemCaseSensitive(cf.root, last) != NULL;
-        /* The header names the step, the config and every tensor's CRC-32;
-         * the size covers what follows it. */
-        const uint64_t size = cf.data_start + cf.data_size;
-        got.fingerprint = cf.header_crc ^ (uint32_t)(size ^ (size >> 32));
+        got.fingerprint = ckpt_fingerprint(&cf);
         *info = got;
     }
     ckpt_close(&cf);

@@ -340,11 +340,29 @@ static int check_all(const ckpt_file *cf, const tt_params *p, tt_err *e)
     return rc;
 }
 
-int tt_checkpoint_load(const char *path, tt_params *p, tt_err *e)
+uint32_t ckpt_fingerprint(const ckpt_file *cf)
+{
+    /* The header names the step, the config and every tensor's CRC-32; the
+     * size covers what follows it. */
+    const uint64_t size = cf->data_start + cf->data_size;
+    return cf->header_crc ^ (uint32_t)(size ^ (size >> 32));
+}
+
+/* expect: the fingerprint the caller read earlier, or NULL. */
+static int load(const char *path, const uint32_t *expect, tt_params *p, tt_err *e)
 {
     ckpt_file cf;
     if (ckpt_open(&cf, path, e) != 0)
         return -1;
+    /* A run adopted the step and hyper-parameters of the header it read at
+     * start-up; weights from a file put there since (a requeued job saving
+     * beside this one) would continue another run under those. */
+    if (expect && ckpt_fingerprint(&cf) != *expect) {
+        ckpt_close(&cf);
+        return tt_fail(e, "checkpoint '%s' changed after this run read its header (another "
+                          "program replaced it): nothing was loaded; start the run again",
+                       path);
+    }
     /* Everything the header can tell (presence, shapes) is checked before any
      * weight is overwritten, so the common mistakes leave the model as it was.
      * Only a checksum failure found while copying leaves it partly loaded. */
@@ -362,4 +380,11 @@ int tt_checkpoint_load(const char *path, tt_params *p, tt_err *e)
         }
     ckpt_close(&cf);
     return rc;
+}
+
+int tt_checkpoint_load(const char *path, tt_params *p, tt_err *e) { return load(path, NULL, p, e); }
+
+int tt_checkpoint_load_same(const char *path, uint32_t fingerprint, tt_params *p, tt_err *e)
+{
+    return load(path, &fingerprint, p, e);
 }

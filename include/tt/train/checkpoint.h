@@ -63,4 +63,9 @@ int tt_checkpoint_check_depth(const char *path, const tt_ckpt_info *info, tt_err
  * shapes and checksums. The caller has already matched the model config. */
 int tt_checkpoint_load(const char *path, tt_params *p, tt_err *e);
 
+/* As tt_checkpoint_load, for a run that read the file's header first
+ * (tt_checkpoint_read_info): refuses, loading nothing, a file whose
+ * fingerprint is no longer `fingerprint` (replaced in between). */
+int tt_checkpoint_load_same(const char *path, uint32_t fingerprint, tt_params *p, tt_err *e);
+
 #endif
