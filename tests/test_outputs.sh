@@ -229,7 +229,9 @@ done
 # past it fails with EFBIG as on a full disk) against the 32 rows of 32
 # steps, about 2 KiB. Every row is flushed, so the failure is seen by a flush
 # long before the log's fclose, which alone was checked: the run ended with
-# status 0 and a log cut at the limit.
+# status 0 and a log cut at the limit. Later the failure was told only at the
+# end; now it is told at the step it happens, the row's part that fitted is
+# cut, and the run trains on to its end and exits 1.
 # Shared memory is left out (--mca btl self,tcp): Open MPI's segment files
 # would hit the limit first and warn.
 # limited BLOCKS: a wrapper that runs the program under ulimit -f BLOCKS.
@@ -252,9 +254,20 @@ if openmpi_only "the runs under a file size limit: MPICH's shared memory fails i
         rm -f "$work/full.csv"
         TT_BIN="$work/limited.sh" TT_MPIRUN="$mpirun_ $no_shm"
         expect_error "log on a full disk ($np rank(s))" 1 \
-            "^tiny_transformer: cannot write log '$work/full.csv': File too large$" \
+            "^tiny_transformer: cannot write log '$work/full.csv' at step [0-9]*: File too large (the run trains on without it, and ends with status 1)$" \
             "$np" $small --pp "$np" --layers 2 --steps 32 --eval-every 0 --log "$work/full.csv"
         TT_BIN=$bin TT_MPIRUN=$mpirun_
+        # said when it happened: the training went on to its last step (the
+        # cores line counts steps 1..31 of 0..31), and
+        # the log keeps the whole rows before the failed one, no part of it
+        failed_at=$(sed -n "s/.*full.csv' at step \([0-9]*\):.*/\1/p" "$work/err")
+        rows=$(tail -n 1 "$work/full.csv" | cut -d, -f1)
+        if grep -q "^cores (wall clock), a training step .*(steps 1\.\.31)" "$work/out" && [ -n "$failed_at" ] && [ "$rows" = $((failed_at - 1)) ] &&
+            [ "$(tail -c 1 "$work/full.csv" | od -An -c | tr -d ' ')" = '\n' ]; then
+            ok "log on a full disk ($np rank(s)): told at step $failed_at, training went on, whole rows to step $rows"
+        else
+            not_ok "log on a full disk ($np rank(s)): failed at '$failed_at', last row '$rows'; stdout ends: $(tail -n 2 "$work/out")"
+        fi
     done
     # A checkpoint with no room: OMPIO's writer printed a line of its own on
     # every rank whose write failed ("mca_fbtl_posix_pwritev: error in

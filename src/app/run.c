@@ -260,20 +260,19 @@ static int run_end(tt_run *r)
 static int run_free(tt_run *r, int status)
 {
     tt_plot_free(&r->curve);
-    /* Every row was flushed, so a write that failed (a full disk) set the
-     * stream's error flag long ago; fclose reports only its own flush. */
+    /* Every row was flushed and a failed one said so at once; fclose
+     * reports only its own flush. */
     if (r->log) {
-        int failed = ferror(r->log) != 0;
-        if (fclose(r->log) != 0) {
+        int quiet = r->log_failed, failed = quiet || ferror(r->log) != 0, why = 0;
+        if (fclose(r->log) != 0 && !failed) {
             failed = 1;
-            if (!r->log_errno)
-                r->log_errno = errno;
+            why = errno;
         }
-        if (failed && status == 0) {
+        if (failed && !quiet)
             fprintf(stderr, "tiny_transformer: cannot write log '%s': %s\n", r->rc.log,
-                    r->log_errno ? strerror(r->log_errno) : "a write failed");
+                    why ? strerror(why) : "a write failed");
+        if (failed && status == 0)
             status = TT_EXIT_RUNTIME;
-        }
     }
     fflush(stdout);
     if (r->gathered) {

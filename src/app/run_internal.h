@@ -47,7 +47,8 @@ typedef struct {
     int tty;                   /* stdout is a terminal: one updating line */
     int pending;               /* that line is on the screen, not yet ended */
     FILE *log;                 /* --log, rank 0 */
-    int log_errno;             /* why its first failed flush failed (0: none) */
+    int log_failed;            /* a row could not be written: said at once, no more rows */
+    long long log_whole;       /* the log's length up to its last whole row */
     tt_plot_series curve;      /* --plot: this run's losses, rank 0 */
     tt_event *ev;              /* the traced steps' events (rank 0), gathered */
     int *ev_counts;

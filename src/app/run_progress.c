@@ -3,7 +3,7 @@
  * MFU both carry (run_internal.h). */
 #include "app/run_internal.h"
 
-#include <unistd.h> /* isatty */
+#include <unistd.h> /* isatty, ftruncate */
 
 /* Model FLOPs utilisation of the modelled cluster: the model's FLOPs of a
  * step (tt_model_flops: Narayanan et al.'s count) over what the step's GPUs
@@ -85,7 +85,7 @@ void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
     }
     if (rc->plot && r->g->world_rank == 0)
         tt_plot_add(&r->curve, s, st->loss, ev);
-    if (r->log) {
+    if (r->log && !r->log_failed) {
         fprintf(r->log, "%ld,%.9g,%.9g,%.9g,%.6f,", s, st->loss, st->lr, st->grad_norm,
                 st->seconds * 1e3);
         if (st->seconds > 0) /* (empty, as the MFU is where there is none) */
@@ -97,9 +97,23 @@ void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
         if (!isnan(mfu))
             fprintf(r->log, "%.6f", mfu);
         fprintf(r->log, ",%.3f\n", st->wall_seconds * 1e3);
-        /* A run killed later leaves whole rows. A full disk is told at the
-         * end, with the reason of its first failure. */
-        if (fflush(r->log) != 0 && !r->log_errno)
-            r->log_errno = errno;
+        /* A run killed later leaves whole rows. A full disk is told when
+         * it happens (rank 0 alone writes the log, so the other ranks learn
+         * of it from the status agreed at the end); the checkpoint matters
+         * more than the rows, so the training goes on. */
+        if (fflush(r->log) == 0) {
+            r->log_whole = ftello(r->log);
+        } else {
+            /* cut the part of a row that fitted: the log stays a CSV */
+            int why = errno;
+            if (ftruncate(fileno(r->log), (off_t)r->log_whole) != 0) {
+                /* the row's start stays; the message says where it stopped */
+            }
+            errno = why;
+            r->log_failed = 1;
+            fprintf(stderr, "tiny_transformer: cannot write log '%s' at step %ld: %s (the run "
+                            "trains on without it, and ends with status 1)\n",
+                    r->rc.log, s, strerror(errno));
+        }
     }
 }

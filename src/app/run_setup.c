@@ -5,6 +5,8 @@
 #include "app/run_internal.h"
 #include "show/outfile.h"
 
+#include <sys/stat.h>
+
 /* --inject-bug: a name turns one planted fault on (announced); "list" is
  * answered before run_check (tt_run_main). */
 static int run_plant_fault(tt_run *r)
@@ -271,7 +273,17 @@ int tt_run_setup(tt_run *r)
         return TT_EXIT_RUNTIME;
     if (rc->log && g->world_rank == 0) {
         r->log = open_log(rc->log, r->step0);
-        if (!r->log)
+        /* the header written, so a full disk shows here and not at step 1 */
+        struct stat st;
+        if (r->log && (fflush(r->log) != 0 || fstat(fileno(r->log), &st) != 0)) {
+            int why = errno;
+            fclose(r->log);
+            r->log = NULL;
+            errno = why;
+        }
+        if (r->log)
+            r->log_whole = st.st_size;
+        else
             fprintf(stderr, "tiny_transformer: cannot write log '%s': %s\n", rc->log,
                     strerror(errno));
     }
