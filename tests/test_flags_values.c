@@ -160,6 +160,11 @@ START_TEST(special_rows)
     /* Schedules in the papers' spelling. */
     ck_assert_int_eq(parse(&c, &e, NULL, "--schedule", "1F1B", NULL), 0);
     ck_assert_int_eq(c.schedule, TT_SCHED_1F1B);
+    /* and every other word of a choice or list in any case alike */
+    ck_assert_int_eq(parse(&c, &e, NULL, "--recompute", "Full", "--report", "Comm,MEMORY", NULL),
+                     0);
+    ck_assert(c.recompute == TT_RECOMPUTE_FULL && c.report_comm && c.report_memory &&
+              !c.report_shards);
     ck_assert_int_eq(parse(&c, &e, NULL, "--clock", "wall", "--cluster", "dgx-h100", NULL), 0);
     ck_assert(c.clock_wall == 1 && strcmp(c.cluster, "dgx-h100") == 0);
     ck_assert_int_eq(parse(&c, &e, NULL, "--no-spot-check", "--quiet", NULL), 0);

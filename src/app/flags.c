@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* The field of c that row f stores into (TT_FLAG_CFIELD reads it). */
 #define FIELD(c, f, type) ((type *)((char *)(c) + (f)->field))
@@ -77,10 +78,12 @@ static int parse_size(const char *flag, const char *s, size_t *out, tt_err *e)
 }
 
 /* The word of the list that is exactly the len characters at p, or NULL. */
+/* In any case, as --schedule takes the papers' 1F1B: "--recompute Full" was
+ * refused where "--schedule GPipe" was not. */
 static const tt_flag_word *find_word(const tt_flag_word *w, const char *p, size_t len)
 {
     for (; w->word; w++)
-        if (strlen(w->word) == len && strncmp(w->word, p, len) == 0)
+        if (strlen(w->word) == len && strncasecmp(w->word, p, len) == 0)
             return w;
     return NULL;
 }
