@@ -64,6 +64,14 @@ tt 1 --resume "$work/full.safetensors" --steps 25 --stop-at 21 --sample-len 0 --
 want="note: the checkpoint's run had --steps 20 and ended at lr $(lr 19 20); --steps 25 draws the learning-rate schedule anew, so step 20 trains at lr $(lr 20 25)"
 if [ "$status" -eq 0 ] && grep -qxF "$want" "$work/out"; then ok "a finished run extended to 25 steps: $want"
 else not_ok "a finished run extended (exit $status): no line '$want'"; grep note "$work/out"; fi
+# A finished run that ended inside its warm-up (10 steps, the run 4) goes on
+# up its ramp, lr 0.003 (s + 1) / 10: the note says so, not "anew".
+tt 1 $cfg --warmup 10 --steps 4 --save "$work/short.safetensors"
+tt 1 --resume "$work/short.safetensors" --steps 25 --stop-at 5 --sample-len 0 --eval-every 0
+ramp() { awk -v s="$1" 'BEGIN { printf "%.4g", 0.003 * (s + 1) / 10 }'; }
+want="note: the checkpoint's run had --steps 4 and ended in its warm-up at lr $(ramp 3); --steps 25 continues the warm-up to step 9, so step 4 trains at lr $(ramp 4)"
+if [ "$status" -eq 0 ] && grep -qxF "$want" "$work/out"; then ok "a run ended in its warm-up, extended: $want"
+else not_ok "a run ended in its warm-up, extended (exit $status): no line '$want'"; grep note "$work/out"; fi
 tt 1 --resume "$work/half.safetensors" --stop-at 11 --sample-len 0 --eval-every 0
 if [ "$status" -eq 0 ] && ! grep -q '^note: the checkpoint' "$work/out"; then ok "resumed on its own schedule: no note"
 else not_ok "resumed on its own schedule (exit $status): $(grep note "$work/out")"; fi
