@@ -61,6 +61,21 @@ catches no-vocab-mask "loss" "gpu2(dp0,pp0,tp2)" 3 --tp 3
 passes 2 --dp 2
 catches dp-no-sync "gradient of lm_head.weight" any 2 --dp 2
 
+# A false alarm the oracle once raised on a correct run: one step, where a
+# gradient of blocks.5.mlp.fc2.bias near Adam's eps (-1.27e-8) sums 0.4%
+# differently over 6 micro-batches than over 1, and Adam's first step
+# lr g / (|g| + eps) passes that on to the bias (3e-4 of it, against the
+# weights' 1e-4). Such elements are left out of the weights' error and
+# counted (doc/validation.md); everything else still passes.
+tt 1 --layers 8 --dim 12 --heads 6 --seq 16 --batch 24 --micro-batches 6 --clip 0.05 --steps 1 \
+    --validate --sample-len 0 --quiet --eval-every 0
+if [ "$status" -eq 0 ] && grep -q "^validation PASSED" "$work/out" &&
+    grep -q "^  weights: [1-9][0-9]* elements\{0,1\} left out, whose Adam step the rounding of a near-zero gradient decides (sqrt(v-hat) under 10 eps); their gradients and moments are compared$" "$work/out"; then
+    ok "one step near Adam's eps: passes, $(grep -o '[0-9]* elements* left out' "$work/out")"
+else
+    not_ok "one step near Adam's eps (exit $status): $(grep -E '^validation|left out' "$work/out")"
+fi
+
 # The table, and a name that is not in it.
 tt 1 --inject-bug list
 missing=""

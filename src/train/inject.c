@@ -7,6 +7,7 @@
 #include "tt/train/inject.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Who catches a fault, and so the line its exposing command prints first. */
@@ -26,6 +27,7 @@ typedef struct {
     caught_by by;
     const char *first;   /* what the oracle names first; the watchdog; the guard's words */
     const char *hook;    /* where it acts */
+    int step;            /* the step the oracle names (its command trains 0 and 1) */
 } fault_row;
 
 /* The faults that cannot act everywhere: a run with fewer GPUs, or one that
@@ -50,40 +52,40 @@ static const fault_row rows[] = {
      "the loss and the other GPUs look right; the slice of blocks.0.attn.q.weight on DP "
      "replica 0, last TP rank, is 1% off; any layout",
      2, "--tp 2 " SMALL " --validate", BY_ORACLE, "gradient of blocks.0.attn.q.weight",
-     "train/inject.c, tt_inject_after_backward (after the DP sync)"},
+     "train/inject.c, tt_inject_after_backward (after the DP sync)", 0},
     {TT_FAULT_DROP_TP_ALLREDUCE, "drop-tp-allreduce",
      "the copy operator in front of q, k, v skips its backward all-reduce (Megatron's f: "
      "identity forward, all-reduce backward)",
      "the loss matches, but from the last block's ln1 down every gradient is one TP rank's "
      "partial sum; the TP copies of replicated tensors drift apart; no effect with tp 1",
      2, "--tp 2 " SMALL " --validate", BY_ORACLE, "gradient of blocks.1.ln1.bias",
-     "model/forward.c, block_backward"},
+     "model/forward.c, block_backward", 0},
     {TT_FAULT_NO_VOCAB_MASK, "no-vocab-mask",
      "the vocabulary-parallel cross-entropy keeps the padding columns in its softmax",
      "the loss is a little too high from step 0; only when tp does not divide the vocabulary "
      "256 (V padded to a multiple of tp, e.g. tp 3), no effect with tp 2 or 4",
      3, "--tp 3 " SMALL " --validate", BY_ORACLE, "loss",
-     "comm/tensor_parallel.c, vocab_crossentropy_forward and _backward"},
+     "comm/tensor_parallel.c, vocab_crossentropy_forward and _backward", 0},
     {TT_FAULT_DP_NO_SYNC, "dp-no-sync",
      "a DP replica skips the gradient all-reduce (a no_sync() context left on)",
      "each replica steps on the gradient of its own share of the batch: every gradient is "
      "off and the replicas drift apart; no effect with dp 1",
      2, "--dp 2 --micro-batches 2 " SMALL " --validate", BY_ORACLE, "gradient of lm_head.weight",
-     "parallel/data_parallel.c, tt_dp_sync_grads"},
+     "parallel/data_parallel.c, tt_dp_sync_grads", 0},
     {TT_FAULT_STALL, "stall",
      "not a numerical bug, a hang: the last GPU stops for 30 s before its first communication "
      "of step 1",
      "its peers wait for it; --watchdog reports the wait (operation, peer, tag) and ends the "
      "job with exit 1; needs 2 GPUs and 2 steps",
      2, "--pp 2 " SMALL " --watchdog 3", BY_WATCHDOG, "watchdog",
-     "comm/watchdog.c, tt_watch_begin"},
+     "comm/watchdog.c, tt_watch_begin", 0},
     {TT_FAULT_STALE_RECOMPUTE, "stale-recompute",
      "activation recomputation skips rebuilding block 0 and reads what the last recomputed "
      "block left in the shared buffers",
      "the loss matches; the gradients of block 0 and the embeddings are wrong; only with "
      "--recompute selective or full and 2 or more blocks on a GPU",
      1, "--recompute full " SMALL " --validate", BY_ORACLE, "gradient of blocks.0.mlp.fc2.weight",
-     "model/forward.c, recompute_block"},
+     "model/forward.c, recompute_block", 0},
     {TT_FAULT_GRAD_ACCUM, "grad-accum",
      "gradient accumulation scaled per micro-batch, not per token: each micro-batch "
      "backpropagates its own mean loss and the sum is never divided by their number",
@@ -91,28 +93,28 @@ static const fault_row rows[] = {
      "(M micro-batches per replica); Adam hides most of it until clipping acts; no effect "
      "with --micro-batches 1",
      2, "--dp 2 --micro-batches 2 " SMALL " --validate", BY_ORACLE, "gradient of lm_head.weight",
-     "parallel/pipeline_run.c, tt_pipe_train"},
+     "parallel/pipeline_run.c, tt_pipe_train", 0},
     {TT_FAULT_NORM_REPLICATED, "norm-replicated",
      "the clipping norm counts replicated tensors (LayerNorm weights and biases, row-split "
      "layers' biases) once per TP rank",
      "the gradients are right, the logged grad norm is too high and, when clipping acts "
      "(--clip below the norm), every update is too small; no effect with tp 1",
      2, "--tp 2 --clip 0.05 " SMALL " --validate", BY_ORACLE, "gradient norm",
-     "train/optim.c, tt_grad_sumsq"},
+     "train/optim.c, tt_grad_sumsq", 0},
     {TT_FAULT_STALE_ACTIVATION, "stale-activation",
      "a pipeline stage sends the previous micro-batch's activation (a send buffer index off "
      "by one: the buffer reused before it was refilled)",
      "the loss is off from step 0 and so is every gradient; only with pp 2 or more and 2 or "
      "more micro-batches",
      2, "--pp 2 --micro-batches 2 " SMALL " --validate", BY_ORACLE, "loss",
-     "parallel/pipeline_run.c, run_action (TT_ACT_SEND_ACT)"},
+     "parallel/pipeline_run.c, run_action (TT_ACT_SEND_ACT)", 0},
     {TT_FAULT_SP_NO_LN_ALLREDUCE, "sp-no-ln-allreduce",
      "with --sequence-parallel, the LayerNorms' weight and bias gradients (each TP rank's "
      "own tokens) are not summed over the TP group",
      "the loss matches at first; the LayerNorm gradients are each rank's partial sums, so the "
      "TP copies of the LayerNorms drift apart; only with --sequence-parallel",
      2, "--tp 2 --sequence-parallel " SMALL " --validate", BY_ORACLE, "gradient of ln_f.bias",
-     "model/block_sp.c, tt_sp_ln_grads_done"},
+     "model/block_sp.c, tt_sp_ln_grads_done", 0},
     {TT_FAULT_EARLY_BUCKET, "early-bucket",
      "the DP all-reduce overlapped with the backward starts a bucket after the first "
      "micro-batch's backward of its layers instead of the last",
@@ -120,14 +122,14 @@ static const fault_row rows[] = {
      "gradient misses them; needs dp 2 or more, 2 or more micro-batches and the overlap (not "
      "--no-overlap, no --zero)",
      2, "--dp 2 --micro-batches 2 " SMALL " --validate", BY_ORACLE, "gradient of lm_head.weight",
-     "parallel/data_parallel.c, dp_unit_ready (the DP overlap's hook)"},
+     "parallel/data_parallel.c, dp_unit_ready (the DP overlap's hook)", 0},
     {TT_FAULT_STALE_GATHER, "stale-gather",
      "ZeRO-3 does not gather a block's weights again before its backward, assuming the "
      "forward's gather is still there; the one gather buffer holds another unit by then",
      "the loss matches (the forward gathers right); the blocks' gradients are computed with "
      "another unit's numbers in place of their weights; only with --zero 3",
      2, "--dp 2 --zero 3 " SMALL " --validate", BY_ORACLE, "gradient of blocks.1.mlp.fc1.bias",
-     "model/forward.c, tt_chunk_backward (the weights_needed hook)"},
+     "model/forward.c, tt_chunk_backward (the weights_needed hook)", 0},
     {TT_FAULT_NAN_GRAD, "nan-grad",
      "not a parallelism bug: a kernel writes NaN into one gradient element on one GPU (an "
      "uninitialised buffer, a division by zero)",
@@ -136,7 +138,15 @@ static const fault_row rows[] = {
      "before --save-every can keep the weights (exit 1); any layout",
      2, "--tp 2 " SMALL " --save-every 1 --save nan-grad.ckpt", BY_GUARD,
      "the gradient norm became nan at step 0",
-     "train/inject.c, tt_inject_after_backward (after the DP sync)"},
+     "train/inject.c, tt_inject_after_backward (after the DP sync)", 0},
+    {TT_FAULT_LOST_UPDATE, "lost-update",
+     "one GPU's optimizer step of one weight slice is lost: the updated copy is never written "
+     "back (a master-weights copy or a ZeRO shard boundary off)",
+     "the loss and every gradient match; the slice of blocks.0.mlp.fc1.weight on DP replica 0, "
+     "last TP rank, stays at its first value while its moments move; only the weights after "
+     "the last step show it; any layout",
+     2, "--tp 2 " SMALL " --validate", BY_ORACLE, "weights of blocks.0.mlp.fc1.weight",
+     "train/inject.c, tt_inject_around_optimizer (around the optimizer step)", 1},
 };
 enum { NROWS = sizeof rows / sizeof rows[0] };
 
@@ -182,8 +192,8 @@ void tt_inject_list(FILE *out)
         fprintf(out, "\n  %-20s %s\n", r->name, r->what);
         fprintf(out, "    symptom: %s\n", r->symptom);
         if (r->by == BY_ORACLE)
-            fprintf(out, "    shows:   validation FAILED: %s diverges first, at step 0, ...\n",
-                    r->first);
+            fprintf(out, "    shows:   validation FAILED: %s diverges first, at step %d, ...\n",
+                    r->first, r->step);
         else
             fprintf(out, "    shows:   tiny_transformer: %s%s ...\n", r->first,
                     r->by == BY_WATCHDOG ? ":" : "");
@@ -217,6 +227,27 @@ int tt_inject_check(int id, int gpus, long first_step, long end, tt_err *e)
                        gpus == 1 ? "" : "s", first_step, end - 1);
     }
     return 0;
+}
+
+void tt_inject_around_optimizer(tt_model *m, const tt_grid *g, int after)
+{
+    static float *kept; /* the slice before the step (one process, one GPU) */
+    static size_t n;
+    if (!tt_fault_active(TT_FAULT_LOST_UPDATE))
+        return;
+    const int dp_rank = g ? g->dp_rank : 0, tp_rank = g ? g->tp_rank : 0, tp = g ? g->tp : 1;
+    int i = tt_params_find(&m->P, "blocks.0.mlp.fc1.weight");
+    if (i < 0 || dp_rank != 0 || tp_rank != tp - 1 || m->P.z.stage >= 3)
+        return; /* (ZeRO 3 holds no whole slice to keep) */
+    float *w = tt_tensor_data(&m->P.t[i], TT_W);
+    if (!after) {
+        n = tt_tensor_real_numel(&m->P.t[i]);
+        kept = realloc(kept, n * sizeof *kept);
+        if (kept)
+            memcpy(kept, w, n * sizeof *kept);
+    } else if (kept) {
+        memcpy(w, kept, n * sizeof *kept);
+    }
 }
 
 void tt_inject_after_backward(tt_model *m, const tt_grid *g)

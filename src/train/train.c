@@ -128,10 +128,12 @@ tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_val
     }
     const double t_opt = tt_clock_now();
     st.lr = tt_lr_at(&rc->optim, step, rc->steps);
+    tt_inject_around_optimizer(m, g, 0); /* a planted fault (--inject-bug), or nothing */
     tt_adamw_step(&m->P, &rc->optim, st.lr, step + 1, tt_clip_coef(rc->optim.clip, st.grad_norm));
     tt_events_add(TT_EV_OPTIMIZER, "optimizer step", NULL, t_opt, tt_clock_now(), -1, -1, -1, 0);
     if (g) /* ZeRO: each replica updated its own shard; all of them take all */
         tt_zero_gather_weights(g, &m->P);
+    tt_inject_around_optimizer(m, g, 1);
     if (val) {
         const double o = oracle_begin();
         tt_validate_update(val, step);

@@ -19,6 +19,8 @@
  *   stale-gather       model: tt_chunk_backward, ZeRO-3's weights_needed hook
  *   nan-grad           train: tt_inject_after_backward (not a parallelism
  *                      bug: a NaN for the run's check of each step)
+ *   lost-update        train: tt_inject_around_optimizer, called by
+ *                      tt_train_step before and after the optimizer step
  *
  * Each row also holds the command that exposes its bug; tests/test_bugs.sh
  * runs every command the list prints and checks that the oracle fails,
@@ -54,5 +56,13 @@ void tt_inject_set(int id);
  * its gradient slice is scaled by 1.01 (grad-shard), or its first element
  * becomes NaN (nan-grad). No communication; no-op otherwise. */
 void tt_inject_after_backward(tt_model *m, const tt_grid *g);
+
+/* The hook of lost-update, around the optimizer step (after 0: before it;
+ * 1: after it and after ZeRO's gather of the weights): the GPU of DP replica
+ * 0 and the last TP rank keeps its slice of blocks.0.mlp.fc1.weight as it was
+ * before the step, as if the updated copy was never written back. The
+ * gradients stay right, so only the oracle's comparison of the weights after
+ * the last step can see it. No communication; no-op otherwise. */
+void tt_inject_around_optimizer(tt_model *m, const tt_grid *g, int after);
 
 #endif
