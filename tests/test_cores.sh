@@ -21,7 +21,9 @@
 #     (where the kernel grants it, Linux 6.12+, the first lines say so and
 #     /proc/PID/sched shows se.slice 20000000 for all 12 ranks while they
 #     train); TT_SLICE_MS=0 leaves the system's slice, says nothing, and
-#     gives the same checkpoint bits.
+#     gives the same checkpoint bits. With a busy loop on each CPU the ranks
+#     run on the system's slice, and on the long one again once the loops
+#     end (src/comm/slice.c).
 #  7. A TT_SLICE_MS that is not a whole number of ms from 0 to 100 is
 #     refused naming it, on every rank, before any work.
 #  8. A core whose ranks are done with their step lends itself to the ranks
@@ -183,7 +185,7 @@ unset TT_SLICE_MS
 slice_of() { awk '$1 == "se.slice" { print $3 }' /proc/self/sched 2>/dev/null; }
 own=$(slice_of)
 on2 12 --show-grid --tp 2 --pp 3 --dp 2
-said=$(grep -c "^cores: each rank may run 20 ms before the next one sharing its core (TT_SLICE_MS=0: the system's time slice)$" "$work/out")
+said=$(grep -c "^cores: each rank may run 20 ms before the next one sharing its core, while no other program keeps these cores busy (TT_SLICE_MS=0: the system's time slice)$" "$work/out")
 export TT_SLICE_MS=0
 on2 12 --show-grid --tp 2 --pp 3 --dp 2
 unset TT_SLICE_MS
@@ -210,6 +212,30 @@ elif [ "$said" -eq 1 ]; then
         ok "TT_SLICE_MS=0: the ranks keep the system's slice ($got)"
     else
         not_ok "TT_SLICE_MS=0: the ranks' se.slice '$got', expected 12x$own"
+    fi
+    # 6b. Given up while other programs keep the cores busy: with a busy
+    # loop on each of the two CPUs the ranks run on the system's slice (a
+    # rank with the long one, woken beside a busy program, waits behind it),
+    # and once the loops end they take the long one back.
+    long_run $tiny
+    hogs=""
+    for c in $(echo "$two" | tr ',' ' '); do
+        taskset -c "$c" sh -c 'while :; do :; done' &
+        hogs="$hogs $!"
+    done
+    sleep 3
+    busy=$(of_ranks sched '$1 == "se.slice" { print $3 }' $tiny | sort | uniq -c |
+        awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," }')
+    kill $hogs 2>/dev/null
+    wait $hogs 2>/dev/null
+    sleep 3
+    back=$(of_ranks sched '$1 == "se.slice" { print $3 }' $tiny | sort | uniq -c |
+        awk '{ printf "%s%dx%s", sep, $1, $2; sep = "," }')
+    stop_long $tiny
+    if [ "$busy" = "12x$own" ] && [ "$back" = "12x20000000" ]; then
+        ok "two busy loops on the cores: the ranks take the system's slice ($busy), and the 20 ms one back after them ($back)"
+    else
+        not_ok "busy loops on the cores: the ranks' se.slice '$busy' with them (expected 12x$own), '$back' after (expected 12x20000000)"
     fi
 elif [ "$(uname -r | awk -F. '{ print ($1 > 6 || ($1 == 6 && $2 >= 12)) }')" = 1 ]; then
     not_ok "Linux $(uname -r) grants a thread its time slice, but the first lines say none was asked for"

@@ -155,6 +155,12 @@ static int run_reports(tt_run *r)
             SAY("cores: a core whose ranks were done with their step lent itself to the ranks "
                 "still at work %d time%s in %ld steps (TT_LEND_CORES=0: never)\n",
                 lend[1], lend[1] == 1 ? "" : "s", r->end - r->step0);
+        /* rank 0 watches its host's cores (a job on one host) */
+        double gave = 0.0, watched = 0.0;
+        if (tt_cores_slice_watch(&gave, &watched) && gave > 0.0)
+            SAY("cores: other programs kept these cores busy for %.1f of the run's %.1f s so "
+                "far, and the ranks ran on the system's time slice then, not the longer one "
+                "(waking ranks wait less behind those programs)\n", gave, watched);
     }
     if (trained && tt_vclock_mode() == TT_CLOCK_VIRTUAL) {
         const double per = r->clock_seconds / (double)(r->end - r->step0);

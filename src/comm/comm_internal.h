@@ -1,5 +1,6 @@
 /* comm_internal.h - what the communication layer's files share and nobody
- * else needs: the books and the watchdog's hook for a collective. */
+ * else needs: the books, the watchdog's hook for a collective and the time
+ * slice's hooks for the cores. */
 #ifndef TT_COMM_INTERNAL_H
 #define TT_COMM_INTERNAL_H
 
@@ -19,5 +20,12 @@ long long tt_comm_type_size(MPI_Datatype type);
  * call's end is booked by tt_comm_tally. */
 #define WATCH_COLLECTIVE(op, g, where) \
     tt_watch_begin(TT_WATCH_COLLECTIVE, tt_op_names[op], tt_group_comm(g, where), -1, -1)
+
+/* The longer time slice (slice.c): asked for by this rank, collective over
+ * the host's ranks (local), watched by a thread of the host's first rank;
+ * returns the slice granted in ms (0: the system's). tt_slice_forget stops
+ * the watching. */
+int tt_slice_lengthen(MPI_Comm local);
+void tt_slice_forget(void);
 
 #endif

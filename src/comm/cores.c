@@ -5,6 +5,7 @@
 #include "tt/comm/cores.h"
 #include "tt/comm/doorbell.h"
 #include "tt/comm/yield.h"
+#include "comm/comm_internal.h"
 #include "tt/core/common.h"
 
 #include <errno.h>
@@ -15,16 +16,9 @@
 
 #ifdef __linux__
 #include <sched.h>
-#include <stdint.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #define TT_HAVE_AFFINITY 1
 #endif
-
-enum {
-    SLICE_MS = 20,    /* the time slice asked for on an oversubscribed host */
-    SLICE_MAX_MS = 100 /* the longest Linux grants */
-};
 
 /* Why the ranks were left to the operating system (index sent from rank 0). */
 static const char *const reasons[] = {
@@ -53,6 +47,7 @@ void tt_cores_forget(void)
     core_of = NULL;
     known = 0;
     lend_free();
+    tt_slice_forget();
 }
 
 #ifdef TT_HAVE_AFFINITY
@@ -121,23 +116,6 @@ static int decide(const tt_grid *g, MPI_Comm local, int want, int *ranks, int *c
 }
 #endif
 
-int tt_cores_slice_env(tt_err *e)
-{
-    const char *v = getenv("TT_SLICE_MS");
-    if (!v || !*v)
-        return SLICE_MS;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    /* (strtol skips leading blanks; the other settings take none: ' 5' is
-     * refused as '5 ' is) */
-    if (errno || end == v || *end != '\0' || v[0] < '0' || v[0] > '9' || x > SLICE_MAX_MS)
-        return tt_fail(e, "TT_SLICE_MS='%s' in the environment: the time slice each rank asks "
-                          "for on shared cores, in whole ms from 0 (the system's) to %d",
-                       v, SLICE_MAX_MS);
-    return (int)x;
-}
-
 int tt_cores_lend_env(tt_err *e)
 {
     return tt_env_switch("TT_LEND_CORES", 1,
@@ -145,49 +123,6 @@ int tt_cores_lend_env(tt_err *e)
                          "the ranks still at work, 1 (the default) or 0",
                          e);
 }
-
-#if defined(TT_HAVE_AFFINITY) && defined(SYS_sched_setattr)
-/* The kernel's struct sched_attr (glibc has no wrapper before 2.41). */
-typedef struct {
-    uint32_t size, policy;
-    uint64_t flags;
-    int32_t nice;
-    uint32_t priority;
-    uint64_t runtime, deadline, period; /* runtime: a fair task's slice, ns */
-    uint32_t util_min, util_max;
-} sched_attr_t;
-
-/* Asks for this thread's time slice (Linux 6.12 and later take the
- * runtime of a SCHED_OTHER thread as its slice, up to 100 ms; earlier
- * kernels ignore it) and returns the slice the kernel then reports, in ms,
- * or 0 where it reports none. TT_SLICE_MS in the environment replaces the
- * default (0: leave the system's slice; tt_cores_slice_env). */
-static int lengthen_slice(void)
-{
-    tt_err e;
-    const int ms = tt_cores_slice_env(&e); /* main refused a bad value before */
-    if (ms <= 0)
-        return 0;
-    sched_attr_t a;
-    memset(&a, 0, sizeof a);
-    a.size = sizeof a;
-    a.policy = SCHED_OTHER;
-    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0 || a.policy != SCHED_OTHER)
-        return 0; /* another policy (chrt): not ours to change */
-    a.size = sizeof a;
-    a.flags = 0;
-    a.runtime = (uint64_t)ms * 1000000u;
-    if (syscall(SYS_sched_setattr, 0, &a, 0) != 0)
-        return 0;
-    memset(&a, 0, sizeof a);
-    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0)
-        return 0;
-    return (int)(a.runtime / 1000000u);
-}
-#elif defined(TT_HAVE_AFFINITY)
-/* (without TT_HAVE_AFFINITY nothing calls it: -Wall would warn) */
-static int lengthen_slice(void) { return 0; }
-#endif
 
 /* ---- lending a core that finished its step ------------------------------
  * The replicas of a host meet at the end of every step (the loss, the
@@ -351,16 +286,19 @@ tt_cores tt_cores_place(const tt_grid *g, int want)
     else
         lend_free();
 
-    MPI_Comm_free(&local);
     info[3] = my_core >= 0;
     /* Bound or not, ranks that share a core take turns on it: a longer
      * slice lets each run on longer before the next takes its caches. Only
      * for a job on one host with the doorbells on: a rank that polls (across
      * hosts, or TT_NO_DOORBELL) wakes from its short sleeps to test, and
      * behind other ranks' 20 ms slices each test came late (a 3-host run
-     * on 2 cores went from 2 s to over 90 s at times). */
+     * on 2 cores went from 2 s to over 90 s at times). Given up while other
+     * programs want the cores (slice.c). */
     if (info[0] > info[1] && info[0] == g->world_size && tt_bell_local(g->world_rank))
-        info[5] = lengthen_slice();
+        info[5] = tt_slice_lengthen(local);
+    else
+        tt_slice_forget();
+    MPI_Comm_free(&local);
 #endif
     info[4] = reason;
     MPI_Bcast(info, 6, MPI_INT, 0, g->world);
@@ -392,8 +330,9 @@ void tt_cores_print(const tt_grid *g, FILE *out, int detail)
                      "them)\n", c->ranks, c->cores, g->tp * g->pp, c->replicas / c->cores,
                 c->replicas / c->cores > 1 ? "s" : "");
     if (c->slice_ms > 0)
-        fprintf(out, "cores: each rank may run %d ms before the next one sharing its core "
-                     "(TT_SLICE_MS=0: the system's time slice)\n", c->slice_ms);
+        fprintf(out, "cores: each rank may run %d ms before the next one sharing its core, "
+                     "while no other program keeps these cores busy (TT_SLICE_MS=0: the "
+                     "system's time slice)\n", c->slice_ms);
     if (!tt_mpi_yields())
         fprintf(out, "cores: this MPI's blocking calls keep the core while they wait, so "
                      "collectives run non-blocking, tested with a yield of the core between "

@@ -33,8 +33,10 @@
  * kernels. A longer slice lets a rank finish more before that: on
  * 2 cores the 12-rank tp 2 x pp 3 x dp 2 run's step went from 111.3 to
  * 104.5 ms (medians of 10 alternating runs, Linux 6.18). Kernels before
- * 6.12 ignore the request; the run's first lines say when it took. What a
- * rank computes does not change.
+ * 6.12 ignore the request; the run's first lines say when it took. While
+ * other programs keep the cores busy the ranks run on the system's slice
+ * instead (src/comm/slice.c: a rank with a long slice, woken beside a busy
+ * program, waits behind it). What a rank computes does not change.
  *
  * Bound replicas meet at the end of every step, and the one whose core ran
  * slower that step sets the pace while the other core idles. So the last
@@ -67,6 +69,12 @@ typedef struct {
  * with an error naming the value when it is not a whole number from 0 to
  * 100 (the longest Linux grants). No communication. */
 int tt_cores_slice_env(tt_err *e);
+/* On the rank that watches its host's cores for other programs (the
+ * host's first, when the long slice was granted): 1, with the seconds
+ * watched since the placement and those of them the ranks ran on the
+ * system's slice because other programs kept the cores busy
+ * (src/comm/slice.c); elsewhere 0. */
+int tt_cores_slice_watch(double *given_up, double *watched);
 /* Whether TT_LEND_CORES lets the cores lend themselves (tt_cores_step_done):
  * 1 (unset, empty or 1), 0 (0), or -1 with an error naming any other
  * value. No communication. */
