@@ -179,6 +179,23 @@ else
     not_ok "--clock wall --validate: exit $status; $verdict"
 fi
 
+# The step line says the whole step too, "with the oracle": the log's
+# wall_ms, where the oracle checked the step (--validate: every step).
+tt 2 --dim 48 --heads 4 --seq 16 --batch 16 --steps 2 --sample-len 0 --eval-every 0 --pp 2 \
+    --layers 2 --clock wall --validate --log "$work/wl.csv"
+want=$(awk -F, 'NR > 1 { print $1, $9 }' "$work/wl.csv")
+got=$(sed -n 's/^step *\([0-9]*\)\/2 .* ms wall | .* tok\/s wall | \([0-9.]*\) ms with the oracle.*/\1 \2/p' "$work/out")
+# (the log has 3 decimals, the line 1: equal within the line's rounding)
+same=$(printf '%s\n' "$want" | paste -d' ' - /dev/null | awk -v got="$got" '
+    BEGIN { n = split(got, g, "\n"); for (i = 1; i <= n; i++) { split(g[i], f, " "); line[f[1]] = f[2] } }
+    { d = line[$1] - $2; if (!($1 in line) || d > 0.051 || d < -0.051) bad = 1; k++ }
+    END { print (k == 2 && !bad) ? "yes" : "no" }')
+if [ "$status" -eq 0 ] && [ "$same" = yes ]; then
+    ok "--clock wall --validate: each step line gives the whole step with the oracle, the log's wall_ms ($(echo $got))"
+else
+    not_ok "--clock wall --validate: step lines say '$(echo $got)', the log's wall_ms '$(echo $want)' (exit $status)"
+fi
+
 # 6. step times by hand. The expected values are computed below in Python,
 #    kernel by kernel at the roofline max(FLOPs / (10 GFLOP/s x 0.5), bytes /
 #    1 GB/s) with kcost.c's counts, collectives as rings on NVLink (200 MB/s,
