@@ -219,6 +219,9 @@ elif [ "$said" -eq 1 ]; then
     # and once the loops end they take the long one back.
     long_run $tiny
     hogs=""
+    # (killed whatever ends this test: a timeout must not leave them spinning)
+    trap 'kill $hogs 2>/dev/null; rm -rf "$work"' EXIT
+    trap 'exit 1' INT TERM
     for c in $(echo "$two" | tr ',' ' '); do
         taskset -c "$c" sh -c 'while :; do :; done' &
         hogs="$hogs $!"

@@ -72,6 +72,11 @@ ramp() { awk -v s="$1" 'BEGIN { printf "%.4g", 0.003 * (s + 1) / 10 }'; }
 want="note: the checkpoint's run had --steps 4 and ended in its warm-up at lr $(ramp 3); --steps 25 continues the warm-up to step 9, so step 4 trains at lr $(ramp 4)"
 if [ "$status" -eq 0 ] && grep -qxF "$want" "$work/out"; then ok "a run ended in its warm-up, extended: $want"
 else not_ok "a run ended in its warm-up, extended (exit $status): no line '$want'"; grep note "$work/out"; fi
+# extended to 7 steps, the run ends inside the warm-up: its last step is 6
+tt 1 --resume "$work/short.safetensors" --steps 7 --stop-at 5 --sample-len 0 --eval-every 0
+want="note: the checkpoint's run had --steps 4 and ended in its warm-up at lr $(ramp 3); --steps 7 continues the warm-up to step 6, so step 4 trains at lr $(ramp 4)"
+if [ "$status" -eq 0 ] && grep -qxF "$want" "$work/out"; then ok "extended to 7 steps, inside the warm-up: $want"
+else not_ok "extended to 7 steps (exit $status): no line '$want'"; grep note "$work/out"; fi
 tt 1 --resume "$work/half.safetensors" --stop-at 11 --sample-len 0 --eval-every 0
 if [ "$status" -eq 0 ] && ! grep -q '^note: the checkpoint' "$work/out"; then ok "resumed on its own schedule: no note"
 else not_ok "resumed on its own schedule (exit $status): $(grep note "$work/out")"; fi

@@ -77,9 +77,9 @@ static int parse_size(const char *flag, const char *s, size_t *out, tt_err *e)
     return 0;
 }
 
-/* The word of the list that is exactly the len characters at p, or NULL. */
-/* In any case, as --schedule takes the papers' 1F1B: "--recompute Full" was
- * refused where "--schedule GPipe" was not. */
+/* The word of the list that is the len characters at p, in any case (as
+ * --schedule takes the papers' 1F1B: "--recompute Full" was refused where
+ * "--schedule GPipe" was not), or NULL. */
 static const tt_flag_word *find_word(const tt_flag_word *w, const char *p, size_t len)
 {
     for (; w->word; w++)

@@ -8,6 +8,7 @@
 #include <mpi.h>
 #include <cblas.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -406,6 +407,10 @@ int main(int argc, char **argv)
 {
     if (answer_without_mpi(argc, argv))
         return 0;
+    /* A write past the file size limit (ulimit -f) fails with EFBIG, as on a
+     * full disk, instead of killing this rank with SIGXFSZ: the log is then
+     * told and the run trains on, and a save is refused by its room check. */
+    signal(SIGXFSZ, SIG_IGN);
     /* The watchdog's helper thread never calls MPI: FUNNELED is enough. */
     int threads;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &threads);

@@ -69,7 +69,9 @@ void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
                                   st->seconds * 1e3, tok);
             /* A checked step's oracle is left out of its time (the log's
              * ms); the whole step (the log's wall_ms) is said beside it. */
-            if (st->wall_seconds - st->seconds > 5e-5 && n < sizeof line)
+            const int checked = r->have_val && (rc->validate || s == r->step0 ||
+                                                 s == r->spot_last);
+            if (checked && st->wall_seconds - st->seconds > 5e-5 && n < sizeof line)
                 n += (size_t)snprintf(line + n, sizeof line - n, " | %.1f ms with the oracle",
                                       st->wall_seconds * 1e3);
         }
@@ -117,6 +119,7 @@ void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
             }
             errno = why;
             r->log_failed = 1;
+            run_progress_end(r); /* not glued to the terminal's updating line */
             fprintf(stderr, "tiny_transformer: cannot write log '%s' at step %ld: %s (the run "
                             "trains on without it, and ends with status 1)\n",
                     r->rc.log, s, strerror(errno));

@@ -19,7 +19,7 @@
  * after two quiet samples in a row it gives them the long one again. It
  * starts on the long slice, as the run's first lines say, and the run's last
  * lines say for how long it gave the slice up. What a rank computes does not
-depend on its slice: the same bits either way. */
+ * depend on its slice: the same bits either way. */
 #define _GNU_SOURCE
 #include "tt/comm/cores.h"
 #include "comm/comm_internal.h"
@@ -32,11 +32,12 @@ depend on its slice: the same bits either way. */
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/types.h>
+#include <unistd.h>
 #ifdef __linux__
 #include <sched.h>
 #include <stdint.h>
 #include <sys/syscall.h>
-#include <unistd.h>
 #endif
 
 enum {
@@ -73,6 +74,7 @@ static struct {
     int n;                   /* the host's ranks */
     pid_t *pid;              /* leader: [n] */
     unsigned long cpus[CPU_WORDS]; /* leader: the CPUs any rank of the host may use */
+    int ncpus;               /* leader: how many */
     double last, start;      /* leader: the last sample's time, the first's */
     double at[WINDOW];       /* leader: the last samples' times, ... */
     unsigned long long all[WINDOW], ours[WINDOW]; /* ... busy ticks and the ranks' */
@@ -143,6 +145,8 @@ static unsigned long long cpus_busy(void)
     while (fgets(line, sizeof line, f)) {
         unsigned cpu;
         unsigned long long u, ni, sy, id, io, irq, sirq, st;
+        if (strncmp(line, "cpu", 3) != 0 || line[3] < '0' || line[3] > '9') /* not the total */
+            continue;
         if (sscanf(line, "cpu%u %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &u, &ni, &sy, &id,
                    &io, &irq, &sirq, &st) != 9 ||
             cpu >= CPU_WORDS * 8 * sizeof(unsigned long))
@@ -191,16 +195,21 @@ static void sample(void)
     /* against the oldest sample of the window (the first, until it fills) */
     const int old = sl.k < WINDOW ? 0 : (sl.k + 1) % WINDOW;
     const double ticks = (double)sysconf(_SC_CLK_TCK) * (now - sl.at[old]);
-    const double foreign = (double)(all - sl.all[old]) - (double)(ours - sl.ours[old]);
+    const double foreign = ((double)all - (double)sl.all[old]) - ((double)ours - (double)sl.ours[old]);
+    const int failed = all == 0 || sl.all[old] == 0; /* /proc/stat unread at either end */
     sl.k++;
     const int slot = sl.k % WINDOW;
     sl.at[slot] = now;
     sl.all[slot] = all;
     sl.ours[slot] = ours;
-    if (all == 0 || ticks <= 0 || sl.k < 2) /* (a half second at least) */
+    if (failed || ticks <= 0 || sl.k < 2) /* (a half second at least) */
         return;
+    /* Each process's CPU time comes in whole ticks, rounded on its own, and
+     * so does each CPU's busy time: their sum is off by up to about one tick
+     * each, which a job of many ranks must not take for other programs. */
+    const double noise = 0.5 * (double)(sl.n + sl.ncpus);
     int busy = sl.busy;
-    if (foreign > FOREIGN_CORES * ticks) {
+    if (foreign > FOREIGN_CORES * ticks && foreign > noise) {
         sl.quiet = 0;
         busy = 1;
     } else if (++sl.quiet >= QUIET_SAMPLES) {
@@ -218,7 +227,7 @@ static void *watch(void *arg)
     pthread_mutex_lock(&sl.mu);
     while (!sl.stop) {
         struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
+        clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_nsec += (long)(SAMPLE_EVERY * 1e9);
         until.tv_sec += until.tv_nsec / 1000000000L;
         until.tv_nsec %= 1000000000L;
@@ -260,18 +269,36 @@ int tt_slice_lengthen(MPI_Comm local)
                 bits[c / (8 * sizeof(unsigned long))] |= 1ul << (c % (8 * sizeof(unsigned long)));
 #endif
     MPI_Reduce(bits, sl.cpus, CPU_WORDS, MPI_UNSIGNED_LONG, MPI_BOR, 0, local);
+    int watching = 0;
 #if defined(__linux__) && defined(SYS_sched_setattr)
     if (rank == 0 && all_got > 0) {
+        for (int w = 0; w < CPU_WORDS; w++)
+            sl.ncpus += __builtin_popcountl(sl.cpus[w]);
         sl.ms = all_got;
         sl.start = sl.last = sl.at[0] = tt_now();
         sl.all[0] = cpus_busy();
         sl.ours[0] = ranks_cpu();
         sl.k = 0;
         sl.stop = 0;
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&sl.cv, &ca);
+        pthread_condattr_destroy(&ca);
         sl.running = pthread_create(&sl.thread, NULL, watch, NULL) == 0;
+        watching = sl.running;
     }
 #endif
-    return got;
+    /* All or none: a rank that could not take the long slice (under chrt,
+     * say), or a watcher that could not start, leaves every rank of the host
+     * on the system's slice, as the run's first lines then say. */
+    MPI_Bcast(&watching, 1, MPI_INT, 0, local);
+    if (!watching) {
+        if (got > 0)
+            set_slice(0, 0);
+        return 0;
+    }
+    return all_got;
 }
 
 void tt_slice_forget(void)
@@ -285,6 +312,6 @@ void tt_slice_forget(void)
     }
     free(sl.pid);
     sl.pid = NULL;
-    sl.running = sl.stop = sl.busy = sl.quiet = sl.ms = sl.n = 0;
+    sl.running = sl.stop = sl.busy = sl.quiet = sl.ms = sl.n = sl.ncpus = 0;
     sl.busy_s = 0.0;
 }

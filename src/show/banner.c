@@ -51,10 +51,11 @@ static void resume_lr_note(const tt_run_config *rc, long step0, long end)
             const double last = tt_lr_at(then, was - 1, was);
             /* A run that ended inside its warm-up goes on up the same ramp:
              * nothing is redrawn there. */
-            if (now != last && s < then->warmup && now == tt_lr_at(then, s, rc->steps))
+            if (now != last && s < then->warmup && !*also)
                 printf("note: the checkpoint's run had --steps %ld and ended in its warm-up at "
-                       "lr %.4g; --steps %ld continues the warm-up to step %d, so step %ld "
-                       "trains at lr %.4g\n", was, last, rc->steps, then->warmup - 1, s, now);
+                       "lr %.4g; --steps %ld continues the warm-up to step %ld, so step %ld "
+                       "trains at lr %.4g\n", was, last, rc->steps,
+                       (then->warmup < rc->steps ? (long)then->warmup : rc->steps) - 1, s, now);
             else if (now != last)
                 printf("note: the checkpoint's run had --steps %ld and ended at lr %.4g; "
                        "--steps %ld%s draw%s the learning-rate schedule anew, so step %ld "

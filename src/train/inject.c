@@ -142,9 +142,9 @@ static const fault_row rows[] = {
     {TT_FAULT_LOST_UPDATE, "lost-update",
      "one GPU's optimizer step of one weight slice is lost: the updated copy is never written "
      "back (a master-weights copy or a ZeRO shard boundary off)",
-     "the loss and every gradient match; the slice of blocks.0.mlp.fc1.weight on DP replica 0, "
-     "last TP rank, stays at its first value while its moments move; only the weights after "
-     "the last step show it; any layout",
+     "the loss and every gradient match; the slice of blocks.0.mlp.fc1.weight on the last TP "
+     "rank (every DP replica alike, under ZeRO 3 each one's owned part) keeps its value while "
+     "its moments move; only the weights after the last step show it; any layout",
      2, "--tp 2 " SMALL " --validate", BY_ORACLE, "weights of blocks.0.mlp.fc1.weight",
      "train/inject.c, tt_inject_around_optimizer (around the optimizer step)", 1},
 };
@@ -232,20 +232,37 @@ int tt_inject_check(int id, int gpus, long first_step, long end, tt_err *e)
 void tt_inject_around_optimizer(tt_model *m, const tt_grid *g, int after)
 {
     static float *kept; /* the slice before the step (one process, one GPU) */
-    static size_t n;
+    static size_t cap, n;
     if (!tt_fault_active(TT_FAULT_LOST_UPDATE))
         return;
-    const int dp_rank = g ? g->dp_rank : 0, tp_rank = g ? g->tp_rank : 0, tp = g ? g->tp : 1;
+    const int tp_rank = g ? g->tp_rank : 0, tp = g ? g->tp : 1;
     int i = tt_params_find(&m->P, "blocks.0.mlp.fc1.weight");
-    if (i < 0 || dp_rank != 0 || tp_rank != tp - 1 || m->P.z.stage >= 3)
-        return; /* (ZeRO 3 holds no whole slice to keep) */
-    float *w = tt_tensor_data(&m->P.t[i], TT_W);
+    /* every DP replica alike, so the replicas stay equal and only the
+     * weights' comparison can tell */
+    if (i < 0 || tp_rank != tp - 1)
+        return;
+    /* The weights this GPU keeps: its whole slice, or under ZeRO 3 the part
+     * it owns (the others are gathered from their owners). */
+    const tt_tensor *t = &m->P.t[i];
+    size_t a = 0, b = tt_tensor_real_numel(t);
+    if (tt_kind_sharded(&m->P, TT_W)) {
+        size_t real = b;
+        tt_tensor_owned(&m->P, t, &a, &b);
+        b = b < real ? b : real;
+        a = a < b ? a : b;
+    }
+    float *w = b > a ? tt_owned_data(&m->P, t, TT_W, a) : NULL;
+    if (!w)
+        return;
     if (!after) {
-        n = tt_tensor_real_numel(&m->P.t[i]);
-        kept = realloc(kept, n * sizeof *kept);
-        if (kept)
-            memcpy(kept, w, n * sizeof *kept);
-    } else if (kept) {
+        n = b - a;
+        if (n > cap) {
+            free(kept);
+            kept = tt_malloc(n * sizeof *kept);
+            cap = n;
+        }
+        memcpy(kept, w, n * sizeof *kept);
+    } else if (kept && n == b - a) {
         memcpy(w, kept, n * sizeof *kept);
     }
 }

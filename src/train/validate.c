@@ -363,19 +363,23 @@ void tt_validate_update(tt_validator *v, long step)
      * into a change of the step itself: on a bias after its first step,
      * whose value is that step, 3e-4 of the tensor, against weights 1e-4
      * (a one-step run on a correct layout failed so). Its gradient and moments
-     * are still compared; its value is left out of the weights' error from
-     * the first checked step whose root is under TT_ROUNDING_EPS eps on.
-     * Marked from the reference alone, so no sharded result can widen it. A
-     * v of exactly 0 (a gradient that was always exactly 0, the key bias's)
-     * makes no step at all and is not marked. */
+     * are still compared; its value is left out of the weights' error when
+     * its root is under TT_ROUNDING_EPS eps at this step. Only the last
+     * checked step's update reaches that comparison (each checked step
+     * starts the reference from the run's weights, sync_state), so the
+     * marks are this step's alone. They come from the reference's moments
+     * (in a spot check, the run's moments before the step, which the
+     * reference took over), never from the run's update. A v of exactly 0
+     * (a gradient that was always exactly 0, the key bias's) makes no step
+     * at all and is not marked. */
     const float *vv = tt_params_buffer(&v->ref.P, TT_V);
     const double fix = 1.0 - pow(rc->optim.beta2, (double)(step + 1));
     const double below = TT_ROUNDING_EPS * rc->optim.eps;
-    for (size_t e = 0; e < v->ref.P.total; e++)
-        if (!v->rounding[e] && vv[e] > 0.0f && sqrt((double)vv[e] / fix) < below) {
-            v->rounding[e] = 1;
-            v->rounding_n++;
-        }
+    v->rounding_n = 0;
+    for (size_t e = 0; e < v->ref.P.total; e++) {
+        v->rounding[e] = vv[e] > 0.0f && sqrt((double)vv[e] / fix) < below;
+        v->rounding_n += v->rounding[e];
+    }
 }
 
 void tt_validate_final(tt_validator *v, const tt_model *sharded)

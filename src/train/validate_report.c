@@ -72,10 +72,11 @@ int tt_validate_report(tt_validator *v, FILE *out)
                      "(float32 sums in another order; see doc/validation.md)\n",
                 TT_TOL_LOSS, TT_TOL_GRAD, TT_TOL_PARAM, TT_TOL_MOMENT);
         if (v->rounding_n > 0)
-            fprintf(out, "  weights: %ld element%s left out, whose Adam step the rounding of a "
-                         "near-zero gradient decides (sqrt(v-hat) under %.0f eps); their "
-                         "gradients and moments are compared\n",
-                    v->rounding_n, v->rounding_n == 1 ? "" : "s", TT_ROUNDING_EPS);
+            fprintf(out, "  weights: %ld of %zu elements (%.2g%%) left out, whose last Adam step "
+                         "the rounding of a near-zero gradient decides (sqrt(v-hat) under %.0f "
+                         "eps); their gradients and moments are compared\n",
+                    v->rounding_n, v->ref.P.total, 100.0 * (double)v->rounding_n /
+                    (double)v->ref.P.total, TT_ROUNDING_EPS);
         if (pass)
             fprintf(out, "validation PASSED: the sharded run matches the unsharded one\n");
         else {

@@ -58,9 +58,10 @@ void tt_inject_set(int id);
 void tt_inject_after_backward(tt_model *m, const tt_grid *g);
 
 /* The hook of lost-update, around the optimizer step (after 0: before it;
- * 1: after it and after ZeRO's gather of the weights): the GPU of DP replica
- * 0 and the last TP rank keeps its slice of blocks.0.mlp.fc1.weight as it was
- * before the step, as if the updated copy was never written back. The
+ * 1: after it and after ZeRO's gather of the weights): the GPUs of the last
+ * TP rank (every DP replica) keep their slice of blocks.0.mlp.fc1.weight (the
+ * owned part under ZeRO 3) as it was before the step, as if the updated copy
+ * was never written back. The
  * gradients stay right, so only the oracle's comparison of the weights after
  * the last step can see it. No communication; no-op otherwise. */
 void tt_inject_around_optimizer(tt_model *m, const tt_grid *g, int after);

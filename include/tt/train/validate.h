@@ -31,8 +31,8 @@
 #define TT_TOL_GRAD 1e-4   /* relative L2 per tensor, per step */
 #define TT_TOL_PARAM 1e-4  /* relative L2 per tensor, after the last step */
 #define TT_TOL_MOMENT 1e-3 /* Adam m and v, relative L2, after the last step */
-/* A weight whose Adam denominator sqrt(v-hat) fell below this many eps at a
- * checked step is compared through its gradient and moments, not its value
+/* A weight whose Adam denominator sqrt(v-hat) is below this many eps at the
+ * last checked step is compared through its gradient and moments, not its value
  * (validate.c, tt_validate_update, says why). */
 #define TT_ROUNDING_EPS 10.0
 
@@ -53,9 +53,10 @@ typedef struct {
     int *local_of;       /* global tensor -> index in the sharded model, or -1 */
     double *grad_rel, *grad_abs;      /* worst over steps, per global tensor */
     double *w_rel, *m_rel, *v_rel, *w_abs; /* after the last step */
-    unsigned char *rounding; /* [ref total] 1: a weight whose Adam step rounding
-                                decided (TT_ROUNDING_EPS), left out of the
-                                weights' errors; set by rank 0, broadcast */
+    unsigned char *rounding; /* [ref total] 1: a weight whose last checked Adam
+                                step rounding decided (TT_ROUNDING_EPS), left
+                                out of the weights' errors; set by rank 0,
+                                broadcast */
     long rounding_n;     /* rank 0: how many */
     double loss_rel;     /* worst over steps */
     double norm_rel;     /* the clipping norm's relative error, worst over steps */
