@@ -101,6 +101,14 @@ stop_long() {
     kill "$job" 2>/dev/null
     pkill -f -- "--tp 2 --pp 3 --dp 2 $*" 2>/dev/null
     wait "$job" 2>/dev/null
+    # until its ranks are gone: the next run's samples match the same words
+    # (a bound run's last two ranks, still exiting, were once read as those
+    # of the --pin-ranks off run after it)
+    i=0
+    while [ $i -lt 100 ] && pgrep -f -- "--tp 2 --pp 3 --dp 2 $*" >/dev/null 2>&1; do
+        sleep 0.1
+        i=$((i + 1))
+    done
 }
 # of_ranks FILE AWK ARGS...: AWK over /proc/PID/FILE of each rank of the
 # long run started with ARGS (the program under any libtool wrapper, not
