@@ -226,4 +226,27 @@ for how in made removed; do
     fi
     rm -f "$d"/run.st*
 done
+
+# A checkpoint replaced between the resume's read of its header at start-up
+# (the step, the model and the hyper-parameters the run adopts) and the load
+# of its weights: the run would train step 100's weights as step 26. The
+# test hook pauses every rank in between; the file is replaced there, and
+# every rank stops with status 1 and one line, loading nothing.
+d="$work/swap"
+mkdir -p "$d"
+$TT_MPIRUN -np 2 "$TT_BIN" $cfg --stop-at 26 --save "$d/a.st" >"$d/out" 2>"$d/err"
+export TT_TEST_PAUSE_BEFORE_LOAD=5
+tt_each 2 $cfg --resume "$d/a.st" --save "$d/b.st" &
+job=$!
+unset TT_TEST_PAUSE_BEFORE_LOAD
+wait_for 'grep -q "test hook: the resume pauses" "$work/err" 2>/dev/null' &&
+    cp "$work/full/run.st" "$d/new" && mv "$d/new" "$d/a.st"
+wait $job
+want="tiny_transformer: checkpoint '$d/a.st' changed after this run read its header (another program replaced it): nothing was loaded; start the run again"
+if [ "$(rank_statuses)" = "2x1" ] && grep -qxF "$want" "$work/err" && [ ! -e "$d/b.st" ] &&
+    [ "$(grep -c '^tiny_transformer' "$work/err")" -eq 2 ]; then
+    ok "checkpoint replaced between the header's read and the load: both ranks exit 1, one line, nothing saved"
+else
+    not_ok "checkpoint replaced before the load: statuses $(rank_statuses); $(cat "$work/err")"
+fi
 finish

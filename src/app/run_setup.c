@@ -266,6 +266,8 @@ int tt_run_setup(tt_run *r)
      * the run here, before any work. */
     if (tt_check_oom(g))
         return TT_EXIT_RUNTIME;
+    if (rc->resume)
+        tt_fault_pause_before_load(g->world_rank); /* a test's window, or nothing */
     int failed = rc->resume &&
                  (tt_checkpoint_load_same(rc->resume, rc->resume_print, &r->model.P, &e) ||
                   tt_resume_check_state(&r->model.P, rc->resume, &e));

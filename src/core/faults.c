@@ -1,5 +1,5 @@
-/* faults.c - the planted-fault switch and the save-window test hook (see
- * tt/core/faults.h). */
+/* faults.c - the planted-fault switch and the test hooks of the save's and
+ * the resume's windows (see tt/core/faults.h). */
 #define _POSIX_C_SOURCE 200809L
 
 #include "tt/core/faults.h"
@@ -29,4 +29,19 @@ void tt_fault_pause_in_save(long step, int world_rank)
         fflush(stderr);
     }
     sleep(60);
+}
+
+void tt_fault_pause_before_load(int world_rank)
+{
+    const char *v = getenv("TT_TEST_PAUSE_BEFORE_LOAD");
+    char *end;
+    long secs = v && *v ? strtol(v, &end, 10) : 0;
+    if (!v || !*v || *end != '\0' || secs < 1 || secs > 60)
+        return;
+    if (world_rank == 0) {
+        fprintf(stderr, "tiny_transformer: test hook: the resume pauses for %ld s before "
+                        "loading the checkpoint (TT_TEST_PAUSE_BEFORE_LOAD)\n", secs);
+        fflush(stderr);
+    }
+    sleep((unsigned)secs);
 }

@@ -39,5 +39,10 @@ int tt_fault_active(tt_fault f);
  * inside a save deterministically (tests/test_crash_rerun.sh). Unset (any
  * real run), it does nothing. */
 void tt_fault_pause_in_save(long step, int world_rank);
+/* The same for a resumed run, between the header's read at start-up and the
+ * weights' load: when TT_TEST_PAUSE_BEFORE_LOAD holds a number of seconds
+ * (1 to 60), every rank waits that long there after rank 0 says so, so that
+ * a test can replace the checkpoint in between. Unset, it does nothing. */
+void tt_fault_pause_before_load(int world_rank);
 
 #endif
