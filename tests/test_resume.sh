@@ -49,34 +49,38 @@ fi
 # 0.0003, warm-up 3, so from step 3 on lr(s, S) = 0.0003 + 0.0027 (1 + cos(pi
 # (s - 3) / (S - 3))) / 2.
 lr() { awk -v s="$1" -v S="$2" 'BEGIN { printf "%.4g", 0.0003 + 0.0027 * (1 + cos(3.141592653589793 * (s - 3) / (S - 3))) / 2 }'; }
-tt 1 --resume "$work/half.safetensors" --steps 30 --stop-at 11 --sample-len 0 --eval-every 0
-want="note: the checkpoint's run had --steps 20; --steps 30 redraws the learning-rate schedule, so step 10 trains at lr $(lr 10 30) where that run's has $(lr 10 20) (to follow it, resume with --steps 20; --stop-at N ends a run early)"
-if [ "$status" -eq 0 ] && grep -qxF "$want" "$work/out"; then ok "resumed with --steps 30: $want"
-else not_ok "resumed with --steps 30 (exit $status): no line '$want'"; grep note "$work/out"; fi
+# note_is NAME WANT ARGS...: a 1-rank run with ARGS exits 0 and prints the
+# line WANT.
+note_is() {
+    name=$1 want=$2
+    shift 2
+    tt 1 "$@"
+    if [ "$status" -eq 0 ] && grep -qxF "$want" "$work/out"; then ok "$name: $want"
+    else not_ok "$name (exit $status): no line '$want'"; grep note "$work/out"; fi
+}
+note_is "resumed with --steps 30" \
+    "note: the checkpoint's run had --steps 20; --steps 30 redraws the learning-rate schedule, so step 10 trains at lr $(lr 10 30) where that run's has $(lr 10 20) (to follow it, resume with --steps 20; --stop-at N ends a run early)" \
+    --resume "$work/half.safetensors" --steps 30 --stop-at 11 --sample-len 0 --eval-every 0
 # With --lr too, the saved run's rate is still its own (lr 0.003), not the
 # new flag's; the new one is 0.0003 + 0.0297 (1 + cos(...)) / 2.
-tt 1 --resume "$work/half.safetensors" --steps 30 --lr 0.03 --stop-at 11 --sample-len 0 --eval-every 0
 new=$(awk 'BEGIN { printf "%.4g", 0.0003 + 0.0297 * (1 + cos(3.141592653589793 * 7 / 27)) / 2 }')
-want="note: the checkpoint's run had --steps 20; --steps 30 and the learning-rate flags given redraw the learning-rate schedule, so step 10 trains at lr $new where that run's has $(lr 10 20) (to follow it, resume with --steps 20 and without those flags; --stop-at N ends a run early)"
-if [ "$status" -eq 0 ] && grep -qxF "$want" "$work/out"; then ok "resumed with --steps 30 --lr 0.03: $want"
-else not_ok "resumed with --steps 30 --lr 0.03 (exit $status): no line '$want'"; grep note "$work/out"; fi
-tt 1 --resume "$work/full.safetensors" --steps 25 --stop-at 21 --sample-len 0 --eval-every 0
-want="note: the checkpoint's run had --steps 20 and ended at lr $(lr 19 20); --steps 25 draws the learning-rate schedule anew, so step 20 trains at lr $(lr 20 25)"
-if [ "$status" -eq 0 ] && grep -qxF "$want" "$work/out"; then ok "a finished run extended to 25 steps: $want"
-else not_ok "a finished run extended (exit $status): no line '$want'"; grep note "$work/out"; fi
+note_is "resumed with --steps 30 --lr 0.03" \
+    "note: the checkpoint's run had --steps 20; --steps 30 and the learning-rate flags given redraw the learning-rate schedule, so step 10 trains at lr $new where that run's has $(lr 10 20) (to follow it, resume with --steps 20 and without those flags; --stop-at N ends a run early)" \
+    --resume "$work/half.safetensors" --steps 30 --lr 0.03 --stop-at 11 --sample-len 0 --eval-every 0
+note_is "a finished run extended to 25 steps" \
+    "note: the checkpoint's run had --steps 20 and ended at lr $(lr 19 20); --steps 25 draws the learning-rate schedule anew, so step 20 trains at lr $(lr 20 25)" \
+    --resume "$work/full.safetensors" --steps 25 --stop-at 21 --sample-len 0 --eval-every 0
 # A finished run that ended inside its warm-up (10 steps, the run 4) goes on
-# up its ramp, lr 0.003 (s + 1) / 10: the note says so, not "anew".
+# up its ramp, lr 0.003 (s + 1) / 10: the note says so, not "anew"; extended
+# to 7 steps, the run ends inside the warm-up, at step 6.
 tt 1 $cfg --warmup 10 --steps 4 --save "$work/short.safetensors"
-tt 1 --resume "$work/short.safetensors" --steps 25 --stop-at 5 --sample-len 0 --eval-every 0
 ramp() { awk -v s="$1" 'BEGIN { printf "%.4g", 0.003 * (s + 1) / 10 }'; }
-want="note: the checkpoint's run had --steps 4 and ended in its warm-up at lr $(ramp 3); --steps 25 continues the warm-up to step 9, so step 4 trains at lr $(ramp 4)"
-if [ "$status" -eq 0 ] && grep -qxF "$want" "$work/out"; then ok "a run ended in its warm-up, extended: $want"
-else not_ok "a run ended in its warm-up, extended (exit $status): no line '$want'"; grep note "$work/out"; fi
-# extended to 7 steps, the run ends inside the warm-up: its last step is 6
-tt 1 --resume "$work/short.safetensors" --steps 7 --stop-at 5 --sample-len 0 --eval-every 0
-want="note: the checkpoint's run had --steps 4 and ended in its warm-up at lr $(ramp 3); --steps 7 continues the warm-up to step 6, so step 4 trains at lr $(ramp 4)"
-if [ "$status" -eq 0 ] && grep -qxF "$want" "$work/out"; then ok "extended to 7 steps, inside the warm-up: $want"
-else not_ok "extended to 7 steps (exit $status): no line '$want'"; grep note "$work/out"; fi
+for steps in 25 7; do
+    [ $steps = 25 ] && last=9 || last=6
+    note_is "a run ended in its warm-up, extended to $steps steps" \
+        "note: the checkpoint's run had --steps 4 and ended in its warm-up at lr $(ramp 3); --steps $steps continues the warm-up to step $last, so step 4 trains at lr $(ramp 4)" \
+        --resume "$work/short.safetensors" --steps $steps --stop-at 5 --sample-len 0 --eval-every 0
+done
 tt 1 --resume "$work/half.safetensors" --stop-at 11 --sample-len 0 --eval-every 0
 if [ "$status" -eq 0 ] && ! grep -q '^note: the checkpoint' "$work/out"; then ok "resumed on its own schedule: no note"
 else not_ok "resumed on its own schedule (exit $status): $(grep note "$work/out")"; fi
