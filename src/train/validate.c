@@ -356,25 +356,29 @@ void tt_validate_update(tt_validator *v, long step)
     double norm = sqrt(tt_grad_sumsq(&v->ref.P, 0, 0));
     double lr = tt_lr_at(&rc->optim, step, rc->steps);
     tt_adamw_step(&v->ref.P, &rc->optim, lr, step + 1, tt_clip_coef(rc->optim.clip, norm));
-    /* Adam divides by sqrt(v-hat) + eps. Where that root is near eps (a
-     * gradient that nearly cancels, 1e-8 where its terms are 1e-3), the
-     * step is lr g / (|g| + eps), which turns the gradient's rounding (the
-     * part of float32 sums that depends on their order, 0.4% of such a g)
-     * into a change of the step itself: on a bias after its first step,
-     * whose value is that step, 3e-4 of the tensor, against weights 1e-4
-     * (a one-step run on a correct layout failed so). Its gradient and moments
-     * are still compared; its value is left out of the weights' error when
-     * its root is under TT_ROUNDING_EPS eps at this step. Only the last
-     * checked step's update reaches that comparison (each checked step
-     * starts the reference from the run's weights, sync_state), so the
-     * marks are this step's alone. They come from the reference's moments
-     * (in a spot check, the run's moments before the step, which the
-     * reference took over), never from the run's update. A v of exactly 0
-     * (a gradient that was always exactly 0, the key bias's) makes no step
-     * at all and is not marked. */
+}
+
+/* Adam divides by sqrt(v-hat) + eps. Where that root is near eps (a
+ * gradient that nearly cancels, 1e-8 where its terms are 1e-3), the step is
+ * lr g / (|g| + eps), which turns the gradient's rounding (the part of
+ * float32 sums that depends on their order, 0.4% of such a g) into a change
+ * of the step itself: on a bias after its first step, whose value is that
+ * step, 3e-4 of the tensor, against weights 1e-4 (a one-step run on a
+ * correct layout failed so). Such an element's gradient and moments are
+ * still compared; its value is left out of the weights' error when its root
+ * is under TT_ROUNDING_EPS eps after the last checked step, the only update
+ * that reaches the comparison (each checked step starts the reference from
+ * the run's weights, sync_state). Rank 0 marks them from the reference's
+ * moments (in a spot check, the run's moments before the step, which the
+ * reference took over), never from the run's update. A v of exactly 0 (a
+ * gradient that was always exactly 0, the key bias's) makes no step at all
+ * and is not marked. */
+static void mark_rounding(tt_validator *v)
+{
+    const tt_optim_config *o = &v->rc->optim;
     const float *vv = tt_params_buffer(&v->ref.P, TT_V);
-    const double fix = 1.0 - pow(rc->optim.beta2, (double)(step + 1));
-    const double below = TT_ROUNDING_EPS * rc->optim.eps;
+    const double fix = 1.0 - pow(o->beta2, (double)(v->last_checked + 1));
+    const double below = TT_ROUNDING_EPS * o->eps;
     v->rounding_n = 0;
     for (size_t e = 0; e < v->ref.P.total; e++) {
         v->rounding[e] = vv[e] > 0.0f && sqrt((double)vv[e] / fix) < below;
@@ -391,6 +395,8 @@ void tt_validate_final(tt_validator *v, const tt_model *sharded)
     const char *label[3] = {"weights", "Adam m", "Adam v"};
     const double tol[3] = {TT_TOL_PARAM, TT_TOL_MOMENT, TT_TOL_MOMENT};
     double *mine = tt_malloc((size_t)v->n * sizeof(double));
+    if (v->g->world_rank == 0)
+        mark_rounding(v);
     tt_bcast(v->g, TT_GROUP_OTHER, v->rounding, (int)total, MPI_UNSIGNED_CHAR, 0);
     for (int k = 0; k < 3; k++) {
         tt_bcast(v->g, TT_GROUP_OTHER, tt_params_buffer(&v->ref.P, kinds[k]), (int)total,

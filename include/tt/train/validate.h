@@ -33,7 +33,7 @@
 #define TT_TOL_MOMENT 1e-3 /* Adam m and v, relative L2, after the last step */
 /* A weight whose Adam denominator sqrt(v-hat) is below this many eps at the
  * last checked step is compared through its gradient and moments, not its value
- * (validate.c, tt_validate_update, says why). */
+ * (validate.c, mark_rounding, says why). */
 #define TT_ROUNDING_EPS 10.0
 
 typedef struct {
@@ -55,8 +55,8 @@ typedef struct {
     double *w_rel, *m_rel, *v_rel, *w_abs; /* after the last step */
     unsigned char *rounding; /* [ref total] 1: a weight whose last checked Adam
                                 step rounding decided (TT_ROUNDING_EPS), left
-                                out of the weights' errors; set by rank 0,
-                                broadcast */
+                                out of the weights' errors; marked by rank 0
+                                in tt_validate_final, broadcast */
     long rounding_n;     /* rank 0: how many */
     double loss_rel;     /* worst over steps */
     double norm_rel;     /* the clipping norm's relative error, worst over steps */
