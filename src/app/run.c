@@ -24,7 +24,7 @@ static int run_one_step(tt_run *r, long s)
     /* The traffic of training steps only (not eval or the sample), which is
      * what the formulas of the communication report describe. */
     tt_comm_stats before = *tt_comm_stats_get();
-    int checked = r->have_val && (rc->validate || s == r->step0 || s == r->spot_last);
+    const int checked = run_step_checked(r, s);
     double u0[TT_CPU_N], u1[TT_CPU_N];
     tt_cpu_usage(u0);
     tt_step_stats st = tt_train_step(&r->pipe, &r->corpus, s, checked ? &r->val : NULL);

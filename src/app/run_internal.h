@@ -89,5 +89,8 @@ double run_mfu(const tt_run *r, double seconds);
 void run_progress_begin(tt_run *r);
 void run_progress_end(tt_run *r);
 void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev);
+/* Whether the oracle checks step s (--validate: every one; the spot check:
+ * the first and the chosen last). */
+int run_step_checked(const tt_run *r, long s);
 
 #endif

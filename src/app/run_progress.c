@@ -48,6 +48,11 @@ void run_progress_begin(tt_run *r)
 
 /* The per-step line and the CSV row: time, tokens/s and MFU on the clock
  * figures use (virtual by default), and the wall clock beside them. */
+int run_step_checked(const tt_run *r, long s)
+{
+    return r->have_val && (r->rc.validate || s == r->step0 || s == r->spot_last);
+}
+
 void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
 {
     const tt_run_config *rc = &r->rc;
@@ -69,9 +74,7 @@ void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
                                   st->seconds * 1e3, tok);
             /* A checked step's oracle is left out of its time (the log's
              * ms); the whole step (the log's wall_ms) is said beside it. */
-            const int checked = r->have_val && (rc->validate || s == r->step0 ||
-                                                 s == r->spot_last);
-            if (checked && st->wall_seconds - st->seconds > 5e-5 && n < sizeof line)
+            if (run_step_checked(r, s) && st->wall_seconds - st->seconds > 5e-5 && n < sizeof line)
                 n += (size_t)snprintf(line + n, sizeof line - n, " | %.1f ms with the oracle",
                                       st->wall_seconds * 1e3);
         }
