@@ -75,12 +75,12 @@ static struct {
     pid_t *pid;              /* leader: [n] */
     unsigned long cpus[CPU_WORDS]; /* leader: the CPUs any rank of the host may use */
     int ncpus;               /* leader: how many */
-    double last, start;      /* leader: the last sample's time, the first's */
-    double at[WINDOW];       /* leader: the last samples' times, ... */
+    double start;            /* leader: the first sample's time */
+    double at[WINDOW];       /* leader: the last samples' times (the latest at k % WINDOW), ... */
     unsigned long long all[WINDOW], ours[WINDOW]; /* ... busy ticks and the ranks' */
     int k;                   /* leader: samples taken */
     int quiet, busy;         /* leader: quiet samples in a row; the slice given up */
-    double busy_s;           /* leader: seconds the slice was given up, up to last */
+    double busy_s;           /* leader: seconds the slice was given up, to the latest sample */
     int running, stop;       /* leader: the thread runs; asked to stop */
     pthread_t thread;
     pthread_mutex_t mu;
@@ -93,7 +93,7 @@ int tt_cores_slice_watch(double *given_up, double *watched)
         return 0;
     pthread_mutex_lock(&sl.mu);
     *given_up = sl.busy_s;
-    *watched = sl.last - sl.start;
+    *watched = sl.at[sl.k % WINDOW] - sl.start;
     pthread_mutex_unlock(&sl.mu);
     return 1;
 }
@@ -190,8 +190,7 @@ static void sample(void)
     const double now = tt_now();
     const unsigned long long all = cpus_busy(), ours = ranks_cpu();
     if (sl.busy)
-        sl.busy_s += now - sl.last;
-    sl.last = now;
+        sl.busy_s += now - sl.at[sl.k % WINDOW];
     /* against the oldest sample of the window (the first, until it fills) */
     const int old = sl.k < WINDOW ? 0 : (sl.k + 1) % WINDOW;
     const double ticks = (double)sysconf(_SC_CLK_TCK) * (now - sl.at[old]);
@@ -275,7 +274,7 @@ int tt_slice_lengthen(MPI_Comm local)
         for (int w = 0; w < CPU_WORDS; w++)
             sl.ncpus += __builtin_popcountl(sl.cpus[w]);
         sl.ms = all_got;
-        sl.start = sl.last = sl.at[0] = tt_now();
+        sl.start = sl.at[0] = tt_now();
         sl.all[0] = cpus_busy();
         sl.ours[0] = ranks_cpu();
         sl.k = 0;
