@@ -43,6 +43,17 @@ if [ "$status" -eq 0 ] && cmp -s "$work/full4" "$work/c4"; then
 else
     not_ok "log continued on resume differs (exit $status)"; diff "$work/full4" "$work/c4" | head
 fi
+# A resumed run may change --clock: each row's last column names the clock of
+# its ms, so the continued log says where the figures change meaning.
+cp "$work/a.csv" "$work/d.csv"
+tt 1 --resume "$work/half.safetensors" --log "$work/d.csv" --clock wall --sample-len 0 --quiet --eval-every 0
+clocks=$(awk -F, 'NR == 1 { h = $NF; next } { n++; if ($NF == ($1 < 10 ? "virtual" : "wall")) good++ }
+    END { print h, n, good + 0 }' "$work/d.csv")
+if [ "$status" -eq 0 ] && [ "$clocks" = "clock 20 20" ]; then
+    ok "resumed with --clock wall: rows 0-9 say virtual, rows 10-19 wall"
+else
+    not_ok "resumed with --clock wall (exit $status): last header column, rows, rows of the right clock: $clocks"
+fi
 # Resuming with another --steps redraws the learning-rate schedule (it is a
 # cosine over --steps); the run says so with the rates, which are computed
 # here from the formula (lab 5's answer to question 8): lr 0.003, floor

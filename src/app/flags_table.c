@@ -287,8 +287,9 @@ const tt_flag tt_flags[] = {
              "(--plot OUT.svg a.csv b.csv), theirs overlaid, no training"},
     {STRING("--log", log), .metavar = "FILE", IN(FILES),
      .help = "CSV, one row per step: step,loss,lr,grad_norm,ms,\n"
-             "tokens_per_s,eval_loss,mfu,wall_ms (ms, tokens_per_s\n"
-             "and mfu on the --clock; wall_ms always wall clock)"},
+             "tokens_per_s,eval_loss,mfu,wall_ms,clock (ms, tokens_per_s\n"
+             "and mfu on the clock the row names, virtual or wall;\n"
+             "wall_ms always wall clock)"},
 
     {STRING("--prompt", prompt), .metavar = "TEXT", IN(OUTPUT), TRAIN_ONLY,
      .help = "start of the sample generated at the end (default %D)"},

@@ -107,7 +107,8 @@ void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
         fprintf(r->log, ",");
         if (!isnan(mfu))
             fprintf(r->log, "%.6f", mfu);
-        fprintf(r->log, ",%.3f\n", st->wall_seconds * 1e3);
+        fprintf(r->log, ",%.3f,%s\n", st->wall_seconds * 1e3,
+                tt_vclock_mode() == TT_CLOCK_WALL ? "wall" : "virtual");
         /* A run killed later leaves whole rows. A full disk is told when
          * it happens (rank 0 alone writes the log, so the other ranks learn
          * of it from the status agreed at the end); the checkpoint matters

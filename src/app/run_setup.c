@@ -212,7 +212,9 @@ static void run_clean_temps(const tt_run *r)
             tt_remove_stale_temps(outs[i], stdout);
 }
 
-#define LOG_HEADER "step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss,mfu,wall_ms\n"
+/* The last column names the clock of ms, tokens_per_s and mfu on each row:
+ * logs of both clocks look alike, and a resumed run may change --clock. */
+#define LOG_HEADER "step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss,mfu,wall_ms,clock\n"
 
 /* The CSV log, open for appending. A resumed run continues the log it finds
  * (same header): the rows of steps before the checkpoint's are kept, the
