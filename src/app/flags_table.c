@@ -1,6 +1,6 @@
 /* flags_table.c - what the flags are: the defaults of tt_run_config and the
  * table of every flag (its value, range, field, help line), which both the
- * parser and --help read (flags.c), so that the two cannot disagree. A flag
+ * parser and --help read (flags.c, flags_usage.c), so that the two cannot disagree. A flag
  * is added by adding a row here (and a paragraph to doc/tiny_transformer.1;
  * tests/test_flags.c checks the three against each other). */
 #include "tt/app/flags.h"

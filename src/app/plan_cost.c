@@ -41,8 +41,8 @@ static tt_grid sizes_grid(int tp, int pp, int dp)
     return g;
 }
 
-/* Slowest link of the TP groups (members tp apart... consecutive ranks),
- * of the DP groups of stage s, and between stages a and b. */
+/* Slowest link of the TP groups (consecutive ranks), of the DP groups of
+ * stage s (members tp apart), and between stages a and b. */
 static const tt_link *tp_link(const tt_cluster *c, const tt_grid *g, int *across)
 {
     const tt_link *worst = &c->nvlink;

@@ -221,7 +221,9 @@ static int run_reports(tt_run *r)
     return failed ? TT_EXIT_RUNTIME : 0;
 }
 
-/* Collective over the TP group (every replica runs it; rank 0 prints). */
+/* Collective over the world: the pipeline's forward with its transfers, the
+ * TP max-loc and the PP broadcast of each byte, ZeRO-3's gathers (every
+ * replica runs it; rank 0 prints). */
 static void run_sample(tt_run *r)
 {
     const tt_run_config *rc = &r->rc;

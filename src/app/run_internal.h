@@ -1,5 +1,5 @@
-/* run_internal.h - (private) the run state shared by run.c and
- * run_setup.c, and the two ways they report a failure. */
+/* run_internal.h - (private) the run state shared by run.c, run_setup.c
+ * and run_progress.c, and the two ways they report a failure. */
 #ifndef TT_APP_RUN_INTERNAL_H
 #define TT_APP_RUN_INTERNAL_H
 

@@ -46,13 +46,15 @@ void run_progress_begin(tt_run *r)
             "CSV)\n", r->show_every);
 }
 
-/* The per-step line and the CSV row: time, tokens/s and MFU on the clock
- * figures use (virtual by default), and the wall clock beside them. */
+/* Whether the oracle checks step s: every step under --validate, else the
+ * spot check's first and last steps. */
 int run_step_checked(const tt_run *r, long s)
 {
     return r->have_val && (r->rc.validate || s == r->step0 || s == r->spot_last);
 }
 
+/* The per-step line and the CSV row: time, tokens/s and MFU on the clock
+ * figures use (virtual by default), and the wall clock beside them. */
 void run_log_step(tt_run *r, long s, const tt_step_stats *st, double ev)
 {
     const tt_run_config *rc = &r->rc;

@@ -146,7 +146,9 @@ static int run_build(tt_run *r)
     /* Activations for one micro-batch; eval runs in chunks of the same size. */
     tt_model_init(&r->model, &rc->model, &spec, tt_micro_batch_size(rc, g->dp), rc->seed);
     r->model.grid = g;
-    tt_zero_attach(&r->model, g); /* ZeRO-2: reduce each unit as its backward ends */
+    /* ZeRO 2 and 3: reduce each unit as its backward ends; 3: gather its
+     * weights before each use */
+    tt_zero_attach(&r->model, g);
     /* no ZeRO: each DP bucket all-reduced as soon as its units are final */
     tt_dp_attach(&r->model, g, rc->dp_bucket, rc->micro_batches, rc->overlap);
     r->have_model = 1;

@@ -1,9 +1,10 @@
 /* comm.c - the counted communication layer: the books (calls, bytes, time
  * per group and operation), point-to-point transfers between pipeline
  * stages, agreement and gathering to rank 0. The collectives are in
- * collectives.c; with doorbell.c and pair_reduce.c these are the only files
- * of the library's logic that call MPI's transfers (checkpoint files use
- * MPI-IO in src/train/ckpt_mpiio.c). */
+ * collectives.c; with doorbell.c, pair_reduce.c and pair_host.c these carry
+ * all the traffic the books count. cores.c and slice.c make small setup
+ * collectives of their own on the host's communicator, uncounted; checkpoint
+ * files use MPI-IO in src/train/ckpt_mpiio.c. */
 #include "comm_internal.h"
 #include "tt/comm/comm.h"
 #include "tt/comm/doorbell.h"

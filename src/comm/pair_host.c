@@ -1,5 +1,6 @@
-/* pair_host.c - the all-reduce of two members on one host through memory
- * both of them map (tt/comm/pair_reduce.h: tt_pair_host_allreduce).
+/* pair_host.c - the sum, all-gather and reduce-scatter of two members on
+ * one host through memory both of them map (tt/comm/pair_reduce.h:
+ * tt_pair_host_allreduce, _allgather, _reduce_scatter).
  *
  * The MPI exchange of pair_reduce.c costs, on a machine with more ranks
  * than cores, more than the sum it carries: two requests per member, a

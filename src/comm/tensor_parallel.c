@@ -330,8 +330,8 @@ void tp_sp_expected_traffic(tt_comm_stats *add, long long tokens_per_step, long 
                             int recompute_full, long long micro_batches, long steps)
 {
     const long long n = tokens_per_step, L = local_blocks, M = micro_batches;
-    /* Per micro-batch and block (forward.c, block_forward_sp and
-     * block_backward_sp), every buffer the full tokens x C floats:
+    /* Per micro-batch and block (model/block_sp.c, tt_block_forward_sp and
+     * tt_block_backward_sp), every buffer the full tokens x C floats:
      * forward, ln1 and ln2 gathered in front of q/k/v and fc1, proj's and
      * fc2's sums reduce-scattered; backward, the gradients of proj's and
      * fc2's outputs gathered, fc1's and q/k/v's input gradients

@@ -1,4 +1,5 @@
-/* params.c - the parameter table and its layout-independent initialisation. */
+/* params.c - the parameter table, its layout-independent initialisation,
+ * and ZeRO's partition of it into padded units and each rank's owned pieces. */
 #include "tt/core/params.h"
 #include "tt/core/common.h"
 #include "tt/core/memory.h"

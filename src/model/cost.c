@@ -3,8 +3,8 @@
  * tt/core/kcost.h at the roofline of tt_cost_compute, and the TP collectives
  * of forward.c and comm/tensor_parallel.c priced by tt_cost_collective.
  *
- * Written for the planner; tests/test_plan.sh holds it against the clocks of
- * real runs (within 2%), so a kernel added to forward.c without a line here
+ * Written for the planner; tests/test_plan_runs.sh holds it against the
+ * clocks of real runs (within 2%), so a kernel added to forward.c without a line here
  * shows up there, sequence parallelism and recomputation included. */
 #include "tt/model/cost.h"
 #include "tt/core/kcost.h"
@@ -43,7 +43,8 @@ static void tp_sum(acc *a, double elems)
 }
 
 /* block_forward of forward.c: N rows, local widths Cl (attention), Hl (MLP).
- * With sequence parallelism the LayerNorms and residuals see N / tp rows. */
+ * With sequence parallelism (block_sp.c) the LayerNorms and residuals see
+ * N / tp rows. */
 static void block_fwd(acc *a, const tt_config *cfg, double B)
 {
     const double tp = a->x->tp, T = cfg->T, C = cfg->C, N = B * T;

@@ -1,6 +1,6 @@
 /* estimate.c - what a shard of the model will allocate, computed before
  * anything is allocated, so a model that cannot fit on the host is refused
- * with the figure it needs instead of dying in malloc (src/app/run.c).
+ * with the figure it needs instead of dying in malloc (src/app/preflight.c).
  *
  * The parameter count is model.c's own table (built without buffers); the
  * activation slots, the gradient scratch and the recomputation work set are

@@ -4,7 +4,8 @@
  * The table is built from the shard spec, so a tensor-parallel rank holds only
  * its slice (heads for q/k/v, input columns for proj/fc2, vocabulary rows for
  * tok_emb/lm_head); every size below is the local one (Cl, Hl, Vl). The
- * activations live in slots (slots.c), the forward and backward in forward.c;
+ * activations live in slots (slots.c), the forward and backward in forward.c
+ * (block_sp.c under sequence parallelism);
  * the scratch and work set here, like the slots, are rows of buffers.c's table. */
 #include "tt/model/model.h"
 #include "model/model_internal.h"

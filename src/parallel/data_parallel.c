@@ -1,5 +1,6 @@
-/* data_parallel.c - bucketed gradient all-reduce, the traffic it implies,
- * and the replica checks. */
+/* data_parallel.c - bucketed gradient all-reduce (overlapped with the
+ * backward through the model's grads_ready hook), ZeRO's reduce-scatters and
+ * weight all-gathers, the traffic they imply, and the replica checks. */
 #include "tt/parallel/data_parallel.h"
 #include "tt/comm/comm.h"
 #include "tt/comm/watchdog.h"

@@ -3,7 +3,8 @@
  * out, so a failed write (full disk, bad directory) never leaves a truncated
  * file where a good one was expected, nor clobbers an older good one.
  *
- * Internal to the library (not installed): the trace writers share it. Both
+ * Internal to the library (not installed): the trace and timeline writers,
+ * --plot and the --log rewrite on resume share it. Both
  * calls report failure as "cannot write <what> '<path>': <reason>". */
 #ifndef TT_SHOW_OUTFILE_H
 #define TT_SHOW_OUTFILE_H
@@ -15,7 +16,7 @@ typedef struct {
     FILE *f;          /* write here */
     char *tmp;        /* the temporary name, owned until finish */
     const char *path; /* where the file ends up */
-    const char *what; /* "trace", "timeline": for the error message */
+    const char *what; /* "trace", "timeline", "plot", "log": for the error message */
 } tt_outfile;
 
 /* Creates the temporary file; 0, or -1 with nothing left to clean up. */

@@ -1,7 +1,7 @@
 /* report_comm.c - the communication report: every GPU's TP, PP and DP
  * traffic as the comm counters measured it, next to the closed-form
  * expectation (doc/communication.md). Each parallelism's formula lives with
- * its communication (tensor_parallel.c, pipeline_run.c, data_parallel.c);
+ * its communication (tensor_parallel.c, pipeline_rules.c, data_parallel.c);
  * this file only adds them up, compares and prints. */
 #include "tt/show/report_comm.h"
 #include "tt/comm/tensor_parallel.h"

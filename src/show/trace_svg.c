@@ -247,8 +247,9 @@ static void write_box(FILE *f, const tt_svg_layout *L, const tt_event *x, int y)
         write_box_label(f, "oracle-label", x->name, "oracle", bx, bw, y);
 }
 
-/* The idle fraction of row r over its own span of the step ("-" when the
- * row has no event in it). */
+/* The idle fraction of row r over its DP replica's pipeline window (first
+ * forward to last backward or W of the step); "-" when the row has no
+ * forward or backward in it. */
 static void write_idle(FILE *f, const tt_svg_layout *L, int r, int y)
 {
     fprintf(f, "<text class=\"idle\" x=\"%d\" y=\"%d\" font-size=\"12.5\" text-anchor=\"end\" fill=\"#222\">",

@@ -1,7 +1,8 @@
 /* ckpt_mpiio.c - the collective checkpoint writer (tt_checkpoint_save_sharded):
  * every rank writes its own slices straight into one shared file with MPI-IO,
- * so no rank ever holds more than its shards. The only file outside src/comm/
- * that calls MPI itself: MPI-IO has no counterpart in comm's collectives.
+ * so no rank ever holds more than its shards. Beside app/main.c, which starts
+ * and ends MPI, the only file outside src/comm/ that calls MPI itself: MPI-IO
+ * has no counterpart in comm's collectives.
  *
  * The bytes are exactly those tt_checkpoint_save would write for the whole
  * model holding the same values: same header (built by every rank from the

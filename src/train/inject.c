@@ -1,5 +1,6 @@
 /* inject.c - the table of planted faults behind --inject-bug (see
- * tt/train/inject.h) and the one hook that lives in this layer. Each row is
+ * tt/train/inject.h) and the hooks that live in this layer, after the
+ * backward and around the optimizer step (optim.c has the norm's own). Each row is
  * modelled on a bug users of Megatron-LM, DeepSpeed or torchtitan keep
  * reporting, and carries the command that exposes it: tests/test_bugs.sh
  * runs every command `--inject-bug list` prints, so the table is tested as

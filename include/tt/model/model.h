@@ -156,7 +156,8 @@ typedef struct {
     size_t err_bytes;      /* the scratch above, in the memory account */
     /* Called as the backward finishes the gradients of a unit (ZeRO's
      * units: the head, a block, the embeddings), with a tensor of it;
-     * NULL: nothing (ZeRO-2 installs its reduce-scatter here). */
+     * NULL: nothing (ZeRO-2 and 3 install their reduce-scatter here, plain
+     * DP with overlap the start of a bucket's all-reduce). */
     void (*grads_ready)(void *ctx, tt_params *P, int tensor);
     void *grads_ready_ctx;
     /* Called just before the forward or the backward reads the weights of
