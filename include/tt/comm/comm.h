@@ -1,5 +1,7 @@
-/* tt/comm/comm.h - the one door to MPI: every collective and point-to-point
- * transfer of the program goes through here, so it can be counted (per group
+/* tt/comm/comm.h - the one door to MPI for the model's traffic: every
+ * collective and point-to-point transfer of training goes through here
+ * (comm.c, collectives.c; cores.c and slice.c make small setup collectives of
+ * their own, uncounted, and checkpoints use MPI-IO), so it can be counted (per group
  * and per operation: the calls, the bytes and the time spent) and observed (a
  * trace installs an observer; comm knows nothing about traces). The usual
  * patterns built from them live here too: agreeing on a status or an error

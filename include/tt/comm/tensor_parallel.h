@@ -8,9 +8,11 @@
  *   gather   forward all-gather        backward reduce-scatter (sum, keep my block)
  *   scatter  forward keep my block     backward all-gather
  *
- * Every all-reduce, all-gather and reduce-scatter of the TP group happens in
- * this file: in these operators, or in the vocabulary-parallel cross-entropy
- * (three all-reduces of N floats).
+ * Every all-reduce, all-gather and reduce-scatter of the TP group in training
+ * happens in this file: in these operators, or in the vocabulary-parallel
+ * cross-entropy (three all-reduces of N floats). (Generation's max-loc in
+ * train/eval.c and the end-of-run check that TP copies agree are booked as
+ * "other".)
  * A column-parallel linear holds rows [r*OC/tp, (r+1)*OC/tp) of W [OC, C]: its
  * input is replicated, its output is this rank's slice of the columns of y.
  * A row-parallel linear holds columns [r*C/tp, ...) of W [OC, C]: its input is

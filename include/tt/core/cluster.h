@@ -76,8 +76,9 @@ double tt_cost_link(const tt_link *l, double bytes);
 /* Ring algorithms on n GPUs whose slowest link is l; `bytes` is the full
  * buffer (all-reduce: the buffer; all-gather: the gathered output;
  * reduce-scatter: the input). All-reduce 2(n-1) steps of bytes/n each,
- * all-gather and reduce-scatter n-1 steps; broadcast and gather are pipelined
- * along the ring like a reduce-scatter's half. 0 when n is 1. */
+ * all-gather and reduce-scatter n-1 steps; broadcast and gather are priced as
+ * a reduce-scatter (n-1 steps of bytes/n: pipelined along the ring). 0 when n
+ * is 1. */
 typedef enum { TT_COLL_ALLREDUCE, TT_COLL_ALLGATHER, TT_COLL_REDUCE_SCATTER, TT_COLL_BCAST,
                TT_COLL_GATHER } tt_coll_kind;
 double tt_cost_collective(const tt_link *l, tt_coll_kind kind, int n, double bytes);

@@ -1,6 +1,8 @@
 /* tt/core/kcost.h - what each kernel costs: its floating-point operations and
  * the floats it reads and writes. The kernels charge these to the virtual GPU
- * clock (src/core/kernels.c, attention.c, src/train/optim.c) and the planner
+ * clock (src/core/kernels.c, attention.c, src/train/optim.c, and the folded
+ * residual in src/comm/tensor_parallel.c; a cluster's fixed chunk costs are
+ * charged in src/parallel/pipeline_run.c instead) and the planner
  * (src/model/cost.c) sums the same figures for a model it never builds, so a
  * kernel's price is written once (doc/design.md section 11: one implementation
  * serves both). Matrix products count 2 per multiply-add, as the model-FLOPs

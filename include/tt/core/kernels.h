@@ -3,7 +3,8 @@
  * Conventions (as in llm.c): outputs first; N = number of token rows (B*T),
  * C = input channels, OC = output channels, B,T,NH,hs,V as usual; every
  * pointer carries its shape in a comment. Linear weights are [OC, C] (PyTorch)
- * so y = x W^T + b. Matrix products go through cblas_sgemm.
+ * so y = x W^T + b. The linear layers' products go through cblas_sgemm;
+ * attention's per-head products go through tt_small_gemm (small_gemm.h).
  *
  * Backward kernels ACCUMULATE (+=) into every gradient they write, input
  * gradients included: callers zero gradients once per step, micro-batches add

@@ -1,8 +1,9 @@
 /* tt/core/outpath.h - outputs never destroy good data.
  *
  * Before a run does any work it checks every file it will write (--save,
- * --log, --trace, --timeline) against the files it reads (--data, --resume)
- * and against each other, so a wrong path costs a message, not the training
+ * --log, --trace, --timeline, --plot, --plan-json) against the files it
+ * reads (--data, --resume, a --cluster file, --plot's CSVs) and against each
+ * other, so a wrong path costs a message, not the training
  * text, a checkpoint or a device node; and every file written under a
  * temporary name is renamed onto its path only if that path is still a
  * regular file or absent (tt_replace_file). */

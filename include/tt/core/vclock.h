@@ -24,7 +24,7 @@ typedef enum { TT_CLOCK_VIRTUAL, TT_CLOCK_WALL } tt_clock_mode;
 void tt_vclock_setup(const tt_cluster *c, tt_clock_mode mode, int world_rank);
 const tt_cluster *tt_vclock_cluster(void);
 tt_clock_mode tt_vclock_mode(void);
-/* "virtual time on classroom" or "wall clock", for labels. */
+/* "virtual time on classroom" or "wall clock of this machine", for labels. */
 const char *tt_clock_label(void);
 
 /* Starts (1) or stops (0) the clock for a training step. Stopping also

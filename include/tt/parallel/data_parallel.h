@@ -18,13 +18,14 @@
  * without the division. After tt_dp_attach with overlap, the buckets the
  * backward started are waited for and the rest started and waited for;
  * without overlap each bucket, front to back, is started and waited for. The
- * calls are MPI's non-blocking all-reduce either way, so both modes sum in
- * the same order: the same bits (doc/communication.md). */
+ * calls are the same non-blocking all-reduce either way (tt_iallreduce:
+ * MPI's, or the pair exchange on dp 2), so both modes sum in the same order:
+ * the same bits (doc/communication.md). */
 void tt_dp_sync_grads(const tt_grid *g, tt_params *p, size_t bucket_bytes);
 /* Installs the DP overlap as m's grads_ready hook (dp > 1 and no ZeRO; else
  * nothing): a bucket's all-reduce starts as soon as every unit it touches has
  * had the last of its micro_batches backward passes of the step. overlap 0
- * (--no-overlap): the hook only counts, every bucket waits for the end.
+ * (--no-overlap): the hook does nothing, every bucket waits for the end.
  * bucket_bytes must be the one tt_dp_sync_grads is given. */
 void tt_dp_attach(tt_model *m, const tt_grid *g, size_t bucket_bytes, int micro_batches,
                   int overlap);

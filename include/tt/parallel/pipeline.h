@@ -6,7 +6,8 @@
  * every dependency is satisfied and nothing can deadlock. The executor runs
  * the list and nothing else decides the order.
  *
- * Where: the schedule registry and the builders in src/parallel/schedule.c,
+ * Where: the schedule registry and its rules in src/parallel/schedule.c, the
+ * builders in schedule_build.c,
  * the check in schedule_check.c and schedule_sim.c, the narration in
  * schedule_explain.c.
  *
@@ -88,7 +89,8 @@ typedef struct {
  * above names the rows code refers to). */
 int tt_schedule_count(void);
 
-/* Parses a row's name ("naive", "gpipe", "1f1b", "interleaved"); -1 if unknown. */
+/* Parses a row's name ("naive", "gpipe", "1f1b", "interleaved", "zb-h1",
+ * "zb-v", in any case); -1 if unknown. */
 int tt_schedule_parse(const char *name);
 /* The name of row `kind` ("unknown" outside the table); also the name by index. */
 const char *tt_schedule_name(tt_schedule_kind kind);
@@ -112,13 +114,16 @@ int tt_schedule_splits_w(tt_schedule_kind kind);
 /* The most (mb, chunk) pairs stage s of the schedule may hold at once (from
  * the forward to the backward, or to W when it splits): its memory bound. */
 int tt_schedule_held_bound(tt_schedule_kind kind, int p, int m, int v, int s);
-/* Writes every name into buf as "naive, gpipe, 1f1b or interleaved" (cut to
+/* Writes every name into buf as "naive, gpipe, 1f1b, interleaved, zb-h1 or
+ * zb-v" (cut to
  * n bytes, terminated when n > 0) and returns buf. */
 const char *tt_schedule_names(char *buf, size_t n);
 
 /* Fails (message in e) if the schedule cannot run p stages, m micro-batches,
- * v chunks per stage (v must be 1 except for interleaved, where v >= 2 and m
- * must be a multiple of p, as in Megatron-LM). */
+ * v chunks per stage: v is 1 except for interleaved (v >= 2, and m a multiple
+ * of p, as in Megatron-LM) and zb-v (exactly 2); interleaved and zb-v need
+ * p >= 2; zb-h1 needs m >= p and zb-v m >= 2(p-1). Each message names the
+ * value to use instead. */
 int tt_schedule_validate_args(tt_schedule_kind kind, int p, int m, int v, tt_err *e);
 /* Its rule on v alone (1 for a schedule of one chunk per stage, exactly 2
  * for zb-v, at least 2 for interleaved), which the layout cannot change. */
@@ -198,7 +203,9 @@ double tt_schedule_peak_held(const tt_action_list *l, int p, int v, const double
 int tt_action_needs_buffer(const tt_action *a, int stage);
 
 /* Idle fraction the theory predicts for the schedule:
- * naive (p-1)/p; gpipe and 1f1b (p-1)/(m+p-1); interleaved (p-1)/(v m + p-1). */
+ * naive (p-1)/p; gpipe and 1f1b (p-1)/(m+p-1); interleaved (p-1)/(v m + p-1);
+ * zb-h1 (p-1)/(3m+p-1) and zb-v (p-1)/(6m+p-1), at the papers' unit costs
+ * F = B = W = 1 (doc/pipeline.md). */
 double tt_bubble_theory(tt_schedule_kind kind, int p, int m, int v);
 
 /* ---- the step as the papers draw it (schedule_explain.c) ----

@@ -33,8 +33,9 @@ double tt_eval_loss(tt_pipe *pipe, const tt_corpus *c);
  * strlen(prompt)+len+2 bytes); the context is the last T bytes. Returns the
  * number of bytes written: the model may generate any byte, NUL included, so
  * the text is that long whatever strlen says (a NUL follows it as well).
- * Collective over the replica's pipeline and TP groups; every rank gets the
- * text. */
+ * Collective over the replica's pipeline and TP groups, and over DP too
+ * under ZeRO-3 (each unit's weights are gathered before use); every rank
+ * gets the text. */
 size_t tt_generate(tt_pipe *pipe, const char *prompt, int len, char *out);
 
 /* A value computed on the ranks of the last stage (identical on its TP
