@@ -61,6 +61,10 @@ printf '{"based_on": "classroom"} trailing junk' > "$work/junk.json"
 expect_quick "--cluster with junk after its object, 2 ranks" 2 "--cluster $work/junk.json: not valid JSON (at byte 26 of 39;" 2 $small --cluster "$work/junk.json"
 printf '{"based_on": "classroom"}\n\000{}' > "$work/nul.json"
 expect_quick "--cluster with a NUL and more after its object, 1 rank" 2 "--cluster $work/nul.json: not valid JSON (at byte 26 of 29;" 1 $small --cluster "$work/nul.json"
+# A field given twice: JSON readers differ on which counts (cJSON the first,
+# others the last), so the file is refused.
+printf '{"based_on": "classroom", "pue": 1.2, "pue": 1.5}' > "$work/twice.json"
+expect_quick "--cluster with a field given twice, 2 ranks" 2 "--cluster $work/twice.json: the field \"pue\" is given twice (give each field once)" 2 $small --cluster "$work/twice.json"
 # A value out of range is named as the file wrote it (the message once gave
 # only the range), each kind of field in its own branch of the reader.
 for bad in 'pue: 0:pue must be a number from 1 to 10, not 0' \

@@ -110,6 +110,12 @@ START_TEST(test_bad_headers)
         {"{\"__metadata__\":{" FMT, 0, "not valid JSON"},
         {"{\"__metadata__\":{" FMT "}} trailing", 0, "not valid JSON"},
         {"[1,2,3]", 0, "not an object"},
+        /* a key twice: readers differ on which one counts */
+        {"{\"__metadata__\":{" FMT ",\"format\":\"tiny_transformer/1\"}}", 0,
+         "key \"format\" appears twice"},
+        {"{\"__metadata__\":{" FMT "},\"t\":{\"dtype\":\"F32\",\"shape\":[2],"
+         "\"data_offsets\":[0,8]},\"t\":{\"dtype\":\"F32\",\"shape\":[2],"
+         "\"data_offsets\":[8,16]}}", 16, "key \"t\" appears twice"},
         {"\"just a string\"", 0, "not an object"},
         {"{}", 0, "__metadata__"},
         {"{\"__metadata__\":[]}", 0, "__metadata__"},

@@ -129,6 +129,12 @@ static int load_file(tt_cluster *c, const char *path, tt_err *e)
                        path);
     }
     int rc = 0;
+    const char *twice = tt_json_repeated_key(root);
+    if (twice) {
+        rc = tt_fail(e, "--cluster %s: the field \"%.80s\" is given twice (give each field once)",
+                     path, twice);
+        goto out;
+    }
     const cJSON *base = cJSON_GetObjectItemCaseSensitive(root, "based_on");
     const tt_cluster *b = cJSON_IsString(base) ? find_builtin(base->valuestring) : NULL;
     char got[48];

@@ -12,4 +12,10 @@
  * byte where the text stops being one value (n when it is one). */
 cJSON *tt_json_parse_whole(const char *text, size_t n, size_t *stop);
 
+/* The first key that appears twice in one object anywhere in v, or NULL.
+ * JSON leaves a repeated key's meaning open and readers differ (cJSON finds
+ * the first, others keep the last), so our files refuse one. The string
+ * lives as long as v. */
+const char *tt_json_repeated_key(const cJSON *v);
+
 #endif

@@ -109,6 +109,10 @@ static int parse_header(ckpt_file *cf, tt_err *e)
     if (!cJSON_IsObject(cf->root))
         return tt_fail(e, "checkpoint '%s' has a corrupt header: the JSON is not an object",
                        cf->path);
+    const char *twice = tt_json_repeated_key(cf->root);
+    if (twice)
+        return tt_fail(e, "checkpoint '%s' has a corrupt header: the key \"%.80s\" appears twice "
+                          "in one object", cf->path, twice);
     return 0;
 }
 
