@@ -77,16 +77,24 @@ static const tt_link *pp_link(const tt_cluster *c, const tt_grid *g, int a, int 
 }
 
 /* Activation bytes of one block for one micro-batch of b sequences in the
- * papers' mixed precision: Korthikanti et al. 2022, Table 2 (s = T, h = C,
- * a = heads, t = tp). */
+ * papers' mixed precision (s = T, h = C, a = heads, t = tp): Korthikanti et
+ * al. 2022, Table 2, less its dropout terms, since this model has none
+ * (design.md section 4): their s b h (10 + 24/t + 5as/ht) counts two dropout
+ * masks of s b h bytes (after attention and after the MLP) and, in the T^2
+ * part, attention's dropout mask (a s^2 b / t) and output (2 a s^2 b / t).
+ * What is left is what the block keeps, at 2 bytes a value: the LayerNorms'
+ * inputs and outputs, 8 s b h replicated (split by SP); q, k, v, proj's
+ * input, fc1's output and GELU's, 24 s b h / t; the softmax's output,
+ * 2 a s^2 b / t. The fp32 account keeps the same values at 4 bytes. */
 double tt_plan_layer_activation_bytes(const tt_config *m, double b, int t, int sp, int recompute)
 {
     const double s = m->T, h = m->C, a = m->NH, sbh = s * b * h;
-    const double attn = 5.0 * a * s / (h * t); /* the T^2 terms: scores, softmax, dropout */
+    const double attn = 2.0 * a * s / (h * t); /* the T^2 term: the softmax's output */
+    const double kept = sp ? 32.0 / t : 8.0 + 24.0 / t; /* the s b h terms */
     switch (recompute) {
     case TT_RECOMPUTE_FULL: return sp ? 2.0 * sbh / t : 2.0 * sbh;
-    case TT_RECOMPUTE_SELECTIVE: return sp ? sbh * 34.0 / t : sbh * (10.0 + 24.0 / t);
-    default: return sp ? sbh * (34.0 / t + attn) : sbh * (10.0 + 24.0 / t + attn);
+    case TT_RECOMPUTE_SELECTIVE: return sbh * kept;
+    default: return sbh * (kept + attn);
     }
 }
 
