@@ -299,6 +299,22 @@ sys.exit(bad or len(cs) != 24)"
 }
 ptdp ptdp8 8 16 96 --schedule 1f1b
 ptdp_check ptdp8 8 16 1 "L"
+# ZeRO 3 gathers one unit at a time: each ZeRO 3 candidate's comm buffers are
+# its ZeRO 0 twin's plus one 16-bit buffer of the largest unit, a block:
+# 12 h^2 / t + 7 h / t + 6 h parameters (the embeddings, V h / t + s h, are
+# smaller).
+py "PTD-P GPT-3 175B, tp 8 pp 8 dp 16: ZeRO 3's gathered block among the comm buffers" "
+import json, sys
+h, t, V, s = 12288, 8, 51200, 2048
+block = 12*h*h/t + 7*h/t + 6*h
+assert block > V*h/t + s*h
+cs = json.load(open(sys.argv[1] + '/ptdp8.json'))['candidates']
+key = lambda c: (c['recompute'], c['sequence_parallel'])
+z0 = {key(c): c['memory_bytes']['comm'] for c in cs if c['zero'] == 0}
+z3 = [c for c in cs if c['zero'] == 3]
+bad = [c for c in z3 if abs(c['memory_bytes']['comm'] - z0[key(c)] - 2*block) > 1]
+print('%d ZeRO 3 candidates; the gathered block %.4g GiB' % (len(z3), 2*block/2**30))
+sys.exit(len(z3) != 6 or len(bad) > 0)"
 ptdp ptdp8 8 16 96 --schedule interleaved --virtual-stages 2
 # Stage 0 holds p v + p - 1 chunk micro-batches of l/(p v) layers at once
 # (Megatron's warm-up 2 (p-1) + (v-1) p, then one forward before the first

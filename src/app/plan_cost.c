@@ -209,6 +209,11 @@ static void stage_memory(const tt_plan_ctx *x, const tt_grid *g, const int *chun
          * gradient each way per local chunk (the emulator keeps one per
          * transfer of the step, which the fp32 account counts). */
         mem[TT_PMEM_COMM] = g->pp > 1 ? 2 * msg * 4 * v : 0;
+        /* ZeRO 3 gathers one unit's 16-bit weights at a time, into a buffer
+         * of the largest unit (the emulator's too: its fp32 weights are the
+         * owned pieces, 8 bytes of Adam a float, plus that buffer). */
+        if (zero >= 3 && g->dp > 1)
+            mem[TT_PMEM_COMM] += 2 * (sh->zero_bytes[3][0] / 4 - sh->zero_bytes[3][2] / 8);
     }
     mem[TT_PMEM_TOTAL] = 0;
     for (int i = 0; i < TT_PMEM_TOTAL; i++)
