@@ -43,7 +43,8 @@
 #     the cluster's peaks keep a cluster file's names (planted: a plan with
 #     --train-tokens).
 #  6. Bad input is refused with one line (--vocab without --plan, --plan
-#     without --gpus, a pinned size that does not divide them, an unwritable
+#     without --gpus, a GPU count no split takes (with the nearest that do),
+#     a pinned size that does not divide them, an unwritable
 #     --plan-json); under mpirun rank 0 plans once and all ranks exit 0.
 . "$TT_SRCDIR/testlib.sh"
 
@@ -434,6 +435,11 @@ done
 expect_error "--gpus without --plan" 2 "^tiny_transformer: --gpus is for --plan only" 1 --gpus 4
 expect_error "--precision mixed without --plan" 2 "^tiny_transformer: --precision mixed is for --plan only" 1 --precision mixed
 expect_error "--plan without --gpus" 2 "needs --gpus" 1 --plan
+# A GPU count no split takes names the rules and the nearest counts that do.
+# By hand, default model (12 heads, 6 layers, batch 24): 7 is prime, and
+# neither tp 7 (12 heads), pp 7 (6 layers) nor dp 7 (batch 24) is allowed;
+# 6 is dp 6 and 8 is dp 8.
+expect_error "--plan --gpus 7" 2 "^tiny_transformer: --plan: no layout of 7 GPUs divides the model and batch (tp must divide the 12 heads, pp be at most the 6 layers, dp divide the batch of 24; the nearest GPU counts that can: 6 and 8)$" 1 --plan --gpus 7
 # ZeRO shards over the DP group: the planner recommended tp2 pp2 dp1 with
 # --zero 3 pinned, a layout training refuses.
 plan zero2 --gpus 4 --zero 2 --layers 4 --dim 64 --heads 4

@@ -99,6 +99,49 @@ static void explain(tt_plan_candidate *c, const tt_plan_candidate *best, const t
                  100 * (s - best->step_seconds) / s);
 }
 
+/* The splits of N GPUs into tp x pp x dp that the pins allow and the model
+ * and batch take (tt_layout_check): the planner's outer loops, counted
+ * before them so that the progress line can say how far it has got. */
+static int splits_of(int N, const tt_run_config *rc)
+{
+    const tt_layout_rules rules = {.heads = rc->model.NH, .layers = rc->model.L,
+                                   .batch = rc->batch, .micro_batches = 1, .virtual_stages = 1};
+    int n = 0;
+    for (int tp = 1; tp <= N; tp++) {
+        if (!divides(tp, N) || (rc->tp > 0 && tp != rc->tp))
+            continue;
+        for (int pp = 1; pp <= N / tp; pp++) {
+            const int dp = N / tp / pp;
+            tt_err le;
+            if (divides(pp, N / tp) && (rc->pp <= 0 || pp == rc->pp) &&
+                (rc->dp <= 0 || dp == rc->dp) && !tt_layout_check(N, tp, pp, dp, &rules, &le))
+                n++;
+        }
+    }
+    return n;
+}
+
+/* When no split of N GPUs takes the model and batch: the nearest GPU counts
+ * below and above that do (0 for none within N/2), appended to why. */
+static void nearest_gpus(int N, const tt_run_config *rc, char *why, size_t n)
+{
+    int lo = 0, hi = 0;
+    for (int d = 1; d <= N / 2 && !(lo && hi); d++) {
+        if (!lo && N - d >= 1 && splits_of(N - d, rc))
+            lo = N - d;
+        if (!hi && splits_of(N + d, rc))
+            hi = N + d;
+    }
+    tt_appendf(why, n, " (tp must divide the %d heads, pp be at most the %d layers, dp divide "
+                       "the batch of %d", rc->model.NH, rc->model.L, rc->batch);
+    if (lo && hi)
+        tt_appendf(why, n, "; the nearest GPU counts that can: %d and %d)", lo, hi);
+    else if (lo || hi)
+        tt_appendf(why, n, "; the nearest GPU count that can: %d)", lo ? lo : hi);
+    else
+        tt_appendf(why, n, ")");
+}
+
 /* A plan for many GPUs takes seconds (thousands of layouts, each of their
  * schedules simulated), a huge one minutes: on a terminal, stderr says how
  * far it has got, once a second after the first, on a line wiped before the
@@ -108,17 +151,21 @@ static void explain(tt_plan_candidate *c, const tt_plan_candidate *best, const t
 typedef struct {
     int tty, shown;
     double start, next;
+    int split, splits; /* the tp x pp x dp split under way (from 1), of how many */
 } plan_progress;
 
-static void progress_tick(plan_progress *pg, const tt_plan *pl, int tp, int N)
+static void progress_tick(plan_progress *pg, const tt_plan *pl, int tp, int pp)
 {
     const double now = tt_now();
     if (now < pg->next)
         return;
     pg->next = now + (pg->tty ? 1.0 : 10.0);
     pg->shown = pg->tty;
-    fprintf(stderr, "%splanning: %d layouts evaluated so far (tp %d of at most %d), %.0f s%s",
-            pg->tty ? "\r" : "", pl->n, tp, N, now - pg->start, pg->tty ? " " : "\n");
+    /* Splits, not layouts: a deeper pipeline has more micro-batch counts
+     * and longer schedules to simulate, so the last splits take longest. */
+    fprintf(stderr, "%splanning: split %d of %d (tp %d pp %d), %d layouts evaluated, %.0f s%s",
+            pg->tty ? "\r" : "", pg->split, pg->splits, tp, pp, pl->n, now - pg->start,
+            pg->tty ? " " : "\n");
     fflush(stderr);
 }
 
@@ -161,7 +208,8 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
     pl->job_mtbf_seconds = cl->gpu_mtbf_hours * 3600.0 / pl->gpus;
     pl->checkpoint_interval = sqrt(2.0 * pl->checkpoint_write_seconds * pl->job_mtbf_seconds);
 
-    tt_plan_ctx x = {rc, cl, pl};
+    tt_plan_split_cache split = {0};
+    tt_plan_ctx x = {rc, cl, pl, &split};
     const int N = pl->gpus;
     const struct { const char *flag; int v; } pins[] = {{"--tp", rc->tp}, {"--pp", rc->pp},
                                                         {"--dp", rc->dp}};
@@ -181,7 +229,10 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
     snprintf(why_none.msg, sizeof why_none.msg, "no layout of %d GPUs divides the model and batch",
              N);
     const int tty = isatty(STDERR_FILENO) && !tt_launched();
-    plan_progress pg = {.tty = tty, .start = tt_now(), .next = tt_now() + (tty ? 1.0 : 10.0)};
+    plan_progress pg = {.tty = tty, .start = tt_now(), .next = tt_now() + (tty ? 1.0 : 10.0),
+                        .splits = splits_of(N, rc)};
+    if (pg.splits == 0 && rc->tp <= 0 && rc->pp <= 0 && rc->dp <= 0)
+        nearest_gpus(N, rc, why_none.msg, sizeof why_none.msg);
     for (int tp = 1; tp <= N; tp++) {
         if (!divides(tp, N) || (rc->tp > 0 && tp != rc->tp))
             continue;
@@ -199,6 +250,7 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
                     why_none = le;
                 continue;
             }
+            pg.split++;
             const int per_dp = rc->batch / dp;
             for (int sched = 0; sched < tt_schedule_count(); sched++) {
                 /* Zero-bubble schedules only when asked for: their W costs are
@@ -245,7 +297,7 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
                                 !(rc->given & TT_GIVEN_VIRTUAL) && c.virtual_stages < 2)
                                 c.virtual_stages = 2;
                             /* here: one layout of a deep model can take seconds */
-                            progress_tick(&pg, pl, tp, N);
+                            progress_tick(&pg, pl, tp, pp);
                             /* When none runs, the reason is the deepest
                              * pipeline's: a shallower one may fail only for
                              * its depth (zb-v on pp 1) and hide the conflict
@@ -262,6 +314,7 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
         }
     }
     progress_end(&pg);
+    free(split.chunk_layers);
     if (pl->n == 0) {
         tt_plan_free(pl);
         if (why_pp == 0 && zero_without_dp)

@@ -300,8 +300,22 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
     nz = nr;
     const tt_placement place = tt_schedule_placement(kind);
     int *chunk_layers = tt_malloc((size_t)K * sizeof *chunk_layers);
-    if (tt_stage_split(chunk_layers, cfg, K, place, NULL, e) ||
-        tt_schedule_validate_args(kind, p, m, v, e)) {
+    tt_plan_split_cache *cache = x->split;
+    if (cache && cache->K == K && cache->place == place) {
+        memcpy(chunk_layers, cache->chunk_layers, (size_t)K * sizeof *chunk_layers);
+    } else {
+        if (tt_stage_split(chunk_layers, cfg, K, place, NULL, e)) {
+            free(chunk_layers);
+            return -1;
+        }
+        if (cache) {
+            free(cache->chunk_layers);
+            cache->chunk_layers = tt_malloc((size_t)K * sizeof *chunk_layers);
+            memcpy(cache->chunk_layers, chunk_layers, (size_t)K * sizeof *chunk_layers);
+            cache->K = K, cache->place = place;
+        }
+    }
+    if (tt_schedule_validate_args(kind, p, m, v, e)) {
         free(chunk_layers);
         return -1;
     }

@@ -5,11 +5,23 @@
 #define TT_PLAN_INTERNAL_H
 
 #include "tt/app/plan.h"
+#include "tt/parallel/pipeline.h"
+
+/* The last stage split computed: the search asks for the same K chunks and
+ * placement for every micro-batch count, recomputation and SP of a layout,
+ * and a balanced split of a deep model is a dynamic program of K L^2 steps
+ * (1024 layers on 256 chunks: 10^8). */
+typedef struct {
+    int K;              /* 0: none yet */
+    tt_placement place;
+    int *chunk_layers;  /* [K] */
+} tt_plan_split_cache;
 
 typedef struct {
     const tt_run_config *rc;
     const tt_cluster *cl;
     tt_plan *plan;
+    tt_plan_split_cache *split; /* owned by the search; freed after it */
 } tt_plan_ctx;
 
 /* The unit memory is shown in: MiB on GPUs under 4 GiB, else GiB
