@@ -1,6 +1,7 @@
 /* test_pipeline_zb.c - the zero-bubble schedules, whose backward is split
  * into B (input gradients) and W (weight gradients): zb-h1 computes each F, B
- * and W once and reaches its bubble formula for several cost ratios; zb-v
+ * and W once and reaches its bubble formula for several cost ratios, its
+ * lists checked once and simulated with each (the planner's way); zb-v
  * places two chunks per stage in a V (by hand and for every p), computes each
  * F, B and W once, reaches its own formula, and its lists are refused when
  * checked as if looped; the split of the blocks into chunks, by hand, under
@@ -215,13 +216,18 @@ START_TEST(zb_h1_all)
             tt_action_list L[PMAX];
             build_all(L, TT_SCHED_ZB_H1, p, m, 1);
             count_fbw(L, p, m, what);
+            /* Checked once, priced with every cost triple (as the planner
+             * prices one layout's lists for each of its candidates): each
+             * simulation must start afresh from the checked lists. */
+            tt_checked_schedule *cs = tt_schedule_checked(L, p, m, 1, &e);
+            ck_assert_msg(cs != NULL, "%s: %s", what, e.msg);
             for (size_t c = 0; c < sizeof costs / sizeof costs[0]; c++) {
                 double f[PMAX], b[PMAX], w[PMAX];
                 for (int k = 0; k < p; k++)
                     f[k] = costs[c][0], b[k] = costs[c][1], w[k] = costs[c][2];
                 tt_sim_costs sc = {f, b, NULL, w};
                 tt_sim_result r;
-                ck_assert_msg(tt_schedule_simulate(L, p, m, 1, &sc, &r, &e) == 0, "%s: %s", what,
+                ck_assert_msg(tt_schedule_simulate_checked(cs, &sc, &r, &e) == 0, "%s: %s", what,
                               e.msg);
                 const double work = m * (costs[c][0] + costs[c][1] + costs[c][2]);
                 const double idle = zb_h1_idle(p, costs[c][0], costs[c][1], costs[c][2]);
@@ -236,6 +242,7 @@ START_TEST(zb_h1_all)
                 ck_assert_int_eq(tt_schedule_check_bound(TT_SCHED_ZB_H1, &r, &e), 0);
                 tt_sim_result_free(&r);
             }
+            tt_checked_schedule_free(cs);
             /* Against 1F1B with the same costs (its backward B + W = 2):
              * the same on one stage, shorter on more. */
             tt_action_list O[PMAX];

@@ -208,8 +208,8 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
     pl->job_mtbf_seconds = cl->gpu_mtbf_hours * 3600.0 / pl->gpus;
     pl->checkpoint_interval = sqrt(2.0 * pl->checkpoint_write_seconds * pl->job_mtbf_seconds);
 
-    tt_plan_split_cache split = {0};
-    tt_plan_ctx x = {rc, cl, pl, &split};
+    tt_plan_cache cache = {0};
+    tt_plan_ctx x = {rc, cl, pl, &cache};
     const int N = pl->gpus;
     const struct { const char *flag; int v; } pins[] = {{"--tp", rc->tp}, {"--pp", rc->pp},
                                                         {"--dp", rc->dp}};
@@ -314,7 +314,7 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
         }
     }
     progress_end(&pg);
-    free(split.chunk_layers);
+    tt_plan_cache_free(&cache);
     if (pl->n == 0) {
         tt_plan_free(pl);
         if (why_pp == 0 && zero_without_dp)

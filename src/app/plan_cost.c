@@ -255,6 +255,22 @@ static double dp_sync_seconds(const tt_plan_ctx *x, const tt_link *l, int dp, do
     return m * rs + 2.0 * m * ag;
 }
 
+static void plan_cache_drop_schedule(tt_plan_cache *c)
+{
+    tt_checked_schedule_free(c->checked);
+    for (int s = 0; s < c->p && c->lists; s++)
+        tt_action_list_free(&c->lists[s]);
+    free(c->lists);
+    c->checked = NULL, c->lists = NULL, c->p = 0;
+}
+
+void tt_plan_cache_free(tt_plan_cache *c)
+{
+    plan_cache_drop_schedule(c);
+    free(c->chunk_layers);
+    c->chunk_layers = NULL, c->K = 0;
+}
+
 /* One layout (all but ZeRO): the pipeline simulated with the chunk costs,
  * then for each ZeRO stage zeros[i] the step's tail as tt_train_step runs
  * it; the candidates are added to the plan. Returns -1 if the schedule
@@ -299,26 +315,32 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
     zeros = runs;
     nz = nr;
     const tt_placement place = tt_schedule_placement(kind);
-    int *chunk_layers = tt_malloc((size_t)K * sizeof *chunk_layers);
-    tt_plan_split_cache *cache = x->split;
-    if (cache && cache->K == K && cache->place == place) {
-        memcpy(chunk_layers, cache->chunk_layers, (size_t)K * sizeof *chunk_layers);
-    } else {
-        if (tt_stage_split(chunk_layers, cfg, K, place, NULL, e)) {
-            free(chunk_layers);
+    tt_plan_cache *cache = x->cache;
+    if (cache->K != K || cache->place != place) {
+        free(cache->chunk_layers);
+        cache->chunk_layers = tt_malloc((size_t)K * sizeof *cache->chunk_layers);
+        cache->K = 0;
+        if (tt_stage_split(cache->chunk_layers, cfg, K, place, NULL, e))
+            return -1;
+        cache->K = K, cache->place = place;
+    }
+    const int *chunk_layers = cache->chunk_layers;
+    if (tt_schedule_validate_args(kind, p, m, v, e))
+        return -1;
+    if (cache->p != p || cache->kind != (int)kind || cache->m != m || cache->v != v) {
+        plan_cache_drop_schedule(cache);
+        cache->lists = tt_calloc((size_t)p, sizeof *cache->lists);
+        for (int s = 0; s < p; s++)
+            tt_schedule_build(&cache->lists[s], kind, p, m, v, s);
+        cache->p = p; /* the lists to free, checked or not */
+        cache->checked = tt_schedule_checked(cache->lists, p, m, v, e);
+        if (!cache->checked) {
+            plan_cache_drop_schedule(cache);
             return -1;
         }
-        if (cache) {
-            free(cache->chunk_layers);
-            cache->chunk_layers = tt_malloc((size_t)K * sizeof *chunk_layers);
-            memcpy(cache->chunk_layers, chunk_layers, (size_t)K * sizeof *chunk_layers);
-            cache->K = K, cache->place = place;
-        }
+        cache->kind = (int)kind, cache->m = m, cache->v = v;
     }
-    if (tt_schedule_validate_args(kind, p, m, v, e)) {
-        free(chunk_layers);
-        return -1;
-    }
+    const tt_action_list *lists = cache->lists;
     /* Time of every chunk, and of every message between neighbours. */
     tt_cost_ctx cx = {cl, x->plan->mixed, c0.tp, NULL, c0.sequence_parallel,
                       c0.recompute, tt_schedule_splits_w(kind)};
@@ -340,12 +362,9 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
                                                   (c0.sequence_parallel ? c0.tp : 1))
                                : 0.0;
     }
-    tt_action_list *lists = tt_calloc((size_t)p, sizeof *lists);
-    for (int s = 0; s < p; s++)
-        tt_schedule_build(&lists[s], kind, p, m, v, s);
     tt_sim_result res;
     tt_sim_costs sc = {fwd, bwd, link, cx.split_w ? wgt : NULL};
-    int rc_sim = tt_schedule_simulate(lists, p, m, v, &sc, &res, e);
+    int rc_sim = tt_schedule_simulate_checked(cache->checked, &sc, &res, e);
     stage_shape *shape = rc_sim ? NULL : tt_calloc((size_t)p, sizeof *shape);
     double busy = 0;
     for (int s = 0; s < p && !rc_sim; s++) {
@@ -415,11 +434,7 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
     }
     if (!rc_sim)
         tt_sim_result_free(&res);
-    for (int s = 0; s < p; s++)
-        tt_action_list_free(&lists[s]);
-    free(lists);
     free(shape);
     free(cost);
-    free(chunk_layers);
     return rc_sim ? -1 : 0;
 }

@@ -7,21 +7,29 @@
 #include "tt/app/plan.h"
 #include "tt/parallel/pipeline.h"
 
-/* The last stage split computed: the search asks for the same K chunks and
- * placement for every micro-batch count, recomputation and SP of a layout,
- * and a balanced split of a deep model is a dynamic program of K L^2 steps
- * (1024 layers on 256 chunks: 10^8). */
+/* What the search priced last, kept for the next candidates: it asks for
+ * the same stage split (K chunks, placement) and the same schedule (kind, p,
+ * m, v) for every recomputation, SP and tp of a layout. A balanced split of a
+ * deep model is a dynamic program of K L^2 steps (1024 layers on 256 chunks:
+ * 10^8), and a schedule's lists are built and checked in passes over all
+ * their p m v actions. */
 typedef struct {
-    int K;              /* 0: none yet */
+    int K;              /* 0: no split yet */
     tt_placement place;
     int *chunk_layers;  /* [K] */
-} tt_plan_split_cache;
+    int kind, p, m, v;  /* p 0: no schedule yet */
+    tt_action_list *lists;        /* [p] */
+    tt_checked_schedule *checked; /* the lists, checked once */
+} tt_plan_cache;
+
+/* Frees what the cache holds (the search's end). */
+void tt_plan_cache_free(tt_plan_cache *c);
 
 typedef struct {
     const tt_run_config *rc;
     const tt_cluster *cl;
     tt_plan *plan;
-    tt_plan_split_cache *split; /* owned by the search; freed after it */
+    tt_plan_cache *cache; /* owned by the search (plan.c) */
 } tt_plan_ctx;
 
 /* The unit memory is shown in: MiB on GPUs under 4 GiB, else GiB

@@ -1,7 +1,9 @@
 /* schedule_sim.c - the checker's third pass: all stages' action lists run
  * together with the executor's semantics, which finds a deadlock that no
  * single list shows. tt_schedule_simulate, the checker's entry point, runs
- * schedule_check.c's two passes first, then this one. The run's times are
+ * schedule_check.c's two passes first, then this one (tt_schedule_checked
+ * and tt_schedule_simulate_checked are the two halves, for lists priced many
+ * times). The run's times are
  * also the "simulated" bubble of the report, the clock of the --explain
  * narration and the planner's pipeline time (with each chunk's own cost).
  *
@@ -152,28 +154,61 @@ static int simulate(const tt_action_list *lists, const tt_sched_table *t, sim_st
 
 /* ---- the entry points --------------------------------------------------- */
 
-int tt_schedule_simulate(const tt_action_list *lists, int p, int m, int v, const tt_sim_costs *cost,
-                         tt_sim_result *res, tt_err *e)
+/* The lists and the table the first two passes filled. */
+struct tt_checked_schedule {
+    const tt_action_list *lists;
+    tt_sched_table t;
+};
+
+void tt_checked_schedule_free(tt_checked_schedule *cs)
 {
-    if (res)
-        memset(res, 0, sizeof *res);
-    if (p < 1 || m < 1 || v < 1 || p > TT_MAX_SIM_CHUNKS / v)
-        return tt_fail(e, "schedule check: need p >= 1, m >= 1, v >= 1, p x v <= %d (got p = "
-                          "%d, m = %d, v = %d)", TT_MAX_SIM_CHUNKS, p, m, v);
+    if (!cs)
+        return;
+    for (int k = 0; k < T_N; k++)
+        free(cs->t.at[k]);
+    free(cs);
+}
+
+tt_checked_schedule *tt_schedule_checked(const tt_action_list *lists, int p, int m, int v,
+                                         tt_err *e)
+{
+    if (p < 1 || m < 1 || v < 1 || p > TT_MAX_SIM_CHUNKS / v) {
+        tt_fail(e, "schedule check: need p >= 1, m >= 1, v >= 1, p x v <= %d (got p = %d, m = "
+                   "%d, v = %d)", TT_MAX_SIM_CHUNKS, p, m, v);
+        return NULL;
+    }
     /* One placement for all stages (the lists were built for one schedule);
      * lists that disagree cannot describe one pipeline. */
     for (int s = 1; s < p; s++)
-        if (lists[s].place != lists[0].place)
-            return tt_fail(e, "schedule check: stage %d's list places the chunks %s, stage "
-                              "0's %s", s, lists[s].place == TT_PLACE_V ? "in a V" : "in a loop",
-                           lists[0].place == TT_PLACE_V ? "in a V" : "in a loop");
-    tt_sched_table t = {p, m, p * v, lists[0].place, 0, {0}};
-    size_t n_ev = (size_t)m * (size_t)t.K;
+        if (lists[s].place != lists[0].place) {
+            tt_fail(e, "schedule check: stage %d's list places the chunks %s, stage 0's %s", s,
+                    lists[s].place == TT_PLACE_V ? "in a V" : "in a loop",
+                    lists[0].place == TT_PLACE_V ? "in a V" : "in a loop");
+            return NULL;
+        }
+    tt_checked_schedule *cs = tt_calloc(1, sizeof *cs);
+    cs->lists = lists;
+    cs->t = (tt_sched_table){p, m, p * v, lists[0].place, 0, {0}};
+    const size_t n_ev = (size_t)m * (size_t)cs->t.K;
     for (int k = 0; k < T_N; k++) {
-        t.at[k] = tt_malloc(n_ev * sizeof(int));
+        cs->t.at[k] = tt_malloc(n_ev * sizeof(int));
         for (size_t i = 0; i < n_ev; i++)
-            t.at[k][i] = -1;
+            cs->t.at[k][i] = -1;
     }
+    if (tt_sched_check_fields(lists, &cs->t, e) || tt_sched_check_order(lists, &cs->t, e)) {
+        tt_checked_schedule_free(cs);
+        return NULL;
+    }
+    return cs;
+}
+
+int tt_schedule_simulate_checked(const tt_checked_schedule *cs, const tt_sim_costs *cost,
+                                 tt_sim_result *res, tt_err *e)
+{
+    if (res)
+        memset(res, 0, sizeof *res);
+    const tt_action_list *lists = cs->lists;
+    const int p = cs->t.p;
     sim_state st = {.cost = cost};
     st.start = tt_calloc((size_t)p, sizeof *st.start);
     st.busy = tt_calloc((size_t)p, sizeof *st.busy);
@@ -181,16 +216,10 @@ int tt_schedule_simulate(const tt_action_list *lists, int p, int m, int v, const
     for (int s = 0; s < p; s++)
         st.start[s] = tt_calloc((size_t)lists[s].n, sizeof **st.start);
     double span = 0.0, *end = tt_calloc((size_t)p, sizeof *end);
-    int rc = tt_sched_check_fields(lists, &t, e);
-    if (rc == 0)
-        rc = tt_sched_check_order(lists, &t, e);
-    if (rc == 0)
-        rc = simulate(lists, &t, &st, &span, end, e);
-    for (int k = 0; k < T_N; k++)
-        free(t.at[k]);
+    int rc = simulate(lists, &cs->t, &st, &span, end, e);
     if (rc == 0 && res) {
-        *res = (tt_sim_result){.p = p, .m = m, .v = v, .start = st.start, .span = span,
-                               .end = end, .busy = st.busy, .peak_held = st.peak};
+        *res = (tt_sim_result){.p = p, .m = cs->t.m, .v = cs->t.K / p, .start = st.start,
+                               .span = span, .end = end, .busy = st.busy, .peak_held = st.peak};
         return 0;
     }
     free(end);
@@ -199,6 +228,19 @@ int tt_schedule_simulate(const tt_action_list *lists, int p, int m, int v, const
     free(st.start);
     free(st.busy);
     free(st.peak);
+    return rc;
+}
+
+int tt_schedule_simulate(const tt_action_list *lists, int p, int m, int v, const tt_sim_costs *cost,
+                         tt_sim_result *res, tt_err *e)
+{
+    if (res)
+        memset(res, 0, sizeof *res);
+    tt_checked_schedule *cs = tt_schedule_checked(lists, p, m, v, e);
+    if (!cs)
+        return -1;
+    int rc = tt_schedule_simulate_checked(cs, cost, res, e);
+    tt_checked_schedule_free(cs);
     return rc;
 }
 

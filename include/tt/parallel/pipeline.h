@@ -174,6 +174,16 @@ typedef struct {
 int tt_schedule_simulate(const tt_action_list *lists, int p, int m, int v,
                          const tt_sim_costs *cost, tt_sim_result *res, tt_err *e);
 void tt_sim_result_free(tt_sim_result *res);
+/* The same in two halves, for lists priced many times over (the planner's
+ * layouts that differ only in recomputation, SP or tp share their lists):
+ * the checker's first two passes once (NULL, message in e, when they fail),
+ * then the simulation with any costs. The lists must outlive the result. */
+typedef struct tt_checked_schedule tt_checked_schedule;
+tt_checked_schedule *tt_schedule_checked(const tt_action_list *lists, int p, int m, int v,
+                                         tt_err *e);
+int tt_schedule_simulate_checked(const tt_checked_schedule *cs, const tt_sim_costs *cost,
+                                 tt_sim_result *res, tt_err *e);
+void tt_checked_schedule_free(tt_checked_schedule *cs);
 
 /* What a stage's action list makes the executor allocate (pipeline_run.c,
  * allocate_for_list; slots.c's pools), each the most the list holds at once
