@@ -211,7 +211,7 @@ for np in 1 2; do
     mkdir "$work/t.json"
     wait
     statuses=$(cat "$work"/status.* 2>/dev/null | sort -u | tr '\n' ' ')
-    rows=$(awk -F, 'NF != 9 { bad++ } END { print NR - 1 - bad }' "$work/end.csv")
+    rows=$(awk -F, 'NF != 10 { bad++ } END { print NR - 1 - bad }' "$work/end.csv")
     if [ "$statuses" = "1 " ] && grep -q "cannot write trace '$work/t.json': it is now a directory" "$work/err" \
         && [ "$(grep -c . "$work/err")" -eq 1 ]; then
         ok "trace turned into a directory ($np rank(s)): refused at the rename"
@@ -323,7 +323,7 @@ for np in 1 2; do
     kill -TERM "$pid"
     wait "$pid"
     rows=$(($(wc -l < "$work/killed.csv") - 1)) # less the header
-    bad=$(awk -F, 'NF != 9' "$work/killed.csv" | wc -l)
+    bad=$(awk -F, 'NF != 10' "$work/killed.csv" | wc -l)
     last=$(tail -c 1 "$work/killed.csv" | od -An -c | tr -d ' ')
     [ "$rows" -ge 99 ] && [ "$bad" -eq 0 ] && [ "$last" = '\n' ] &&
         ok "killed run ($np rank(s)) after $rows steps: the log ends with a whole row" \

@@ -300,6 +300,28 @@ sys.exit(bad or len(cs) != 24)"
 }
 ptdp ptdp8 8 16 96 --schedule 1f1b
 ptdp_check ptdp8 8 16 1 "L"
+# A zero-bubble B keeps the linears' output gradients until W (buffers.c's
+# SPLIT_W rows): dproj, dfc2, dln1, dln2 whole (4 s b h values) and dq, dk,
+# dv, dfc1 split (7 s b h / t), 2 bytes each, on every layer-micro-batch
+# held. zb-h1 holds p micro-batches like 1F1B; its worst GPU is the last
+# stage, whose p micro-batches also hold the loss's logits 4 s b V / t.
+# Against the fp32 account (the emulator's own, 4 bytes a value): half of
+# it within 1% (its means and reciprocal deviations are the difference).
+ptdp zbh1 8 16 96 --schedule zb-h1 --recompute none
+cp "$work/zbh1.json" "$work/zbh1_mixed.json"
+plan zbh1_fp32 $gpt3 --gpus 1024 --cluster dgx-a100 --tp 8 --pp 8 --dp 16 --micro-batches 96 --precision fp32 --schedule zb-h1 --recompute none
+py "PTD-P GPT-3 175B, tp 8 pp 8 dp 16, zb-h1: B's kept gradients among the activations, half the fp32 account" "
+import json, sys
+h, t, a, s, V, L, p = 12288, 8, 96, 2048, 51200, 96, 8
+sbh = s*h
+layer = sbh*(8 + 24/t + 2*a*s/(h*t)) + sbh*(8 + 14/t)
+want = L*layer + p*4*s*V/t
+cs = json.load(open(sys.argv[1] + '/zbh1_mixed.json'))['candidates']
+f32 = json.load(open(sys.argv[1] + '/zbh1_fp32.json'))['candidates']
+got = [c['memory_bytes']['activations'] for c in cs]
+half = [c['memory_bytes']['activations']/2 for c in f32]
+print('%d candidates: %.4g GiB (form %.4g, half the fp32 account %.4g)' % (len(cs), got[0]/2**30, want/2**30, half[0]/2**30))
+sys.exit(len(cs) == 0 or any(abs(g/want - 1) > 1e-9 for g in got) or any(abs(g/h2 - 1) > 0.01 for g in got for h2 in half))"
 # ZeRO 3 gathers one unit at a time: each ZeRO 3 candidate's comm buffers are
 # its ZeRO 0 twin's plus one 16-bit buffer of the largest unit, a block:
 # 12 h^2 / t + 7 h / t + 6 h parameters (the embeddings, V h / t + s h, are

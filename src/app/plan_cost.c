@@ -85,16 +85,22 @@ static const tt_link *pp_link(const tt_cluster *c, const tt_grid *g, int a, int 
  * What is left is what the block keeps, at 2 bytes a value: the LayerNorms'
  * inputs and outputs, 8 s b h replicated (split by SP); q, k, v, proj's
  * input, fc1's output and GELU's, 24 s b h / t; the softmax's output,
- * 2 a s^2 b / t. The fp32 account keeps the same values at 4 bytes. */
-double tt_plan_layer_activation_bytes(const tt_config *m, double b, int t, int sp, int recompute)
+ * 2 a s^2 b / t. The fp32 account keeps the same values at 4 bytes.
+ * A zero-bubble schedule's B also keeps, until W, the output gradients of
+ * proj, fc2 and the two LayerNorms (4 s b h values, whole rows even under
+ * SP) and of q, k, v and fc1 (7 s b h / t): s b h (8 + 14/t) bytes more
+ * (buffers.c's SPLIT_W rows; zb refuses recomputation). */
+double tt_plan_layer_activation_bytes(const tt_config *m, double b, int t, int sp, int recompute,
+                                      int split_w)
 {
     const double s = m->T, h = m->C, a = m->NH, sbh = s * b * h;
     const double attn = 2.0 * a * s / (h * t); /* the T^2 term: the softmax's output */
     const double kept = sp ? 32.0 / t : 8.0 + 24.0 / t; /* the s b h terms */
+    const double for_w = split_w ? sbh * (8.0 + 14.0 / t) : 0.0;
     switch (recompute) {
-    case TT_RECOMPUTE_FULL: return sp ? 2.0 * sbh / t : 2.0 * sbh;
-    case TT_RECOMPUTE_SELECTIVE: return sbh * kept;
-    default: return sbh * (kept + attn);
+    case TT_RECOMPUTE_FULL: return (sp ? 2.0 * sbh / t : 2.0 * sbh) + for_w;
+    case TT_RECOMPUTE_SELECTIVE: return sbh * kept + for_w;
+    default: return sbh * (kept + attn) + for_w;
     }
 }
 
@@ -111,6 +117,7 @@ typedef struct {
     tt_stage_buffers need; /* what the executor reserves (its pools, its transfers) */
     const tt_action_list *list; /* the stage's schedule */
     tt_placement place;         /* which chunks are the stage's */
+    int split_w;                /* B and W apart: B's gradients kept until W */
     /* ZeRO z (1..3) on this DP size: weights, gradients, optimizer bytes as
      * the emulator allocates them (padding, stage 2's one-unit gradient
      * scratch and stage 3's one-unit gather buffer included). */
@@ -136,6 +143,7 @@ static void stage_shape_of(const tt_plan_ctx *x, const tt_grid *g, const int *ch
     tt_schedule_buffers(list, g->pp, r.virtual_stages, nb, &out->need);
     out->list = list;
     out->place = tt_schedule_placement(c->schedule);
+    out->split_w = tt_schedule_splits_w(c->schedule);
     for (int z = 1; z <= 3 && g->dp > 1; z++) {
         tt_params table;
         size_t w, gr, o;
@@ -195,15 +203,16 @@ static void stage_memory(const tt_plan_ctx *x, const tt_grid *g, const int *chun
             const int j = k / g->pp;
             if (tt_chunk_stage(sh->place, g->pp, k) != s || j >= TT_MAX_CHUNKS)
                 continue;
-            chunk_bytes[j] = chunk_layers[k] * tt_plan_layer_activation_bytes(&rc->model, mbs,
-                                                                              g->tp, sp, recompute);
+            chunk_bytes[j] = chunk_layers[k] *
+                             tt_plan_layer_activation_bytes(&rc->model, mbs, g->tp, sp, recompute,
+                                                            sh->split_w);
             if (k == K - 1)
                 chunk_bytes[j] += 4.0 * rc->model.T * mbs * rc->model.V / g->tp;
         }
         double act = tt_schedule_peak_held(sh->list, g->pp, v, chunk_bytes);
         /* Full recomputation rebuilds one block's activations at a time. */
         if (recompute == TT_RECOMPUTE_FULL)
-            act += tt_plan_layer_activation_bytes(&rc->model, mbs, g->tp, sp, 0);
+            act += tt_plan_layer_activation_bytes(&rc->model, mbs, g->tp, sp, 0, 0);
         mem[TT_PMEM_ACTIVATIONS] = act;
         /* A real pipeline reuses its transfer buffers: one activation and one
          * gradient each way per local chunk (the emulator keeps one per

@@ -7,9 +7,11 @@
 #include "tt/app/plan.h"
 #include "tt/parallel/pipeline.h"
 
-/* What the search priced last, kept for the next candidates: it asks for
- * the same stage split (K chunks, placement) and the same schedule (kind, p,
- * m, v) for every recomputation, SP and tp of a layout. A balanced split of a
+/* What the search priced last, kept for the next candidates: its loops run
+ * tp, pp, schedule, micro-batches, recomputation, SP (plan.c), so the same
+ * schedule (kind, p, m, v) comes for every recomputation and SP in a row,
+ * and the same stage split (K chunks, placement) for every micro-batch
+ * count too. A balanced split of a
  * deep model is a dynamic program of K L^2 steps (1024 layers on 256 chunks:
  * 10^8), and a schedule's lists are built and checked in passes over all
  * their p m v actions. */

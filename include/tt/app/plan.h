@@ -43,9 +43,11 @@ typedef struct {
 } tt_plan;
 
 /* Activation bytes of one block for one micro-batch of b sequences, 16-bit,
- * Korthikanti et al. 2022 Table 2 (t = tp; sp: sequence parallelism;
- * recompute: TT_RECOMPUTE_*). */
-double tt_plan_layer_activation_bytes(const tt_config *m, double b, int t, int sp, int recompute);
+ * Korthikanti et al. 2022 Table 2 less its dropout terms (t = tp; sp:
+ * sequence parallelism; recompute: TT_RECOMPUTE_*; split_w: a zero-bubble
+ * schedule, whose B keeps the linears' output gradients until W). */
+double tt_plan_layer_activation_bytes(const tt_config *m, double b, int t, int sp, int recompute,
+                                      int split_w);
 
 /* Enumerates and evaluates; -1 with e when nothing can be planned. */
 int tt_plan_make(tt_plan *plan, const tt_run_config *rc, tt_err *e);

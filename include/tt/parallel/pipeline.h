@@ -175,7 +175,7 @@ int tt_schedule_simulate(const tt_action_list *lists, int p, int m, int v,
                          const tt_sim_costs *cost, tt_sim_result *res, tt_err *e);
 void tt_sim_result_free(tt_sim_result *res);
 /* The same in two halves, for lists priced many times over (the planner's
- * layouts that differ only in recomputation, SP or tp share their lists):
+ * layouts that differ only in recomputation or SP share their lists):
  * the checker's first two passes once (NULL, message in e, when they fail),
  * then the simulation with any costs. The lists must outlive the result. */
 typedef struct tt_checked_schedule tt_checked_schedule;
