@@ -461,6 +461,10 @@ expect_error "--plan without --gpus" 2 "needs --gpus" 1 --plan
 # By hand, default model (12 heads, 6 layers, batch 24): 7 is prime, and
 # neither tp 7 (12 heads), pp 7 (6 layers) nor dp 7 (batch 24) is allowed;
 # 6 is dp 6 and 8 is dp 8.
+# Past the largest count, 12 x 6 x 24 = 1728, only the one below (however far:
+# it was searched within N/2 of N, one full count of splits per step, which
+# took minutes at a million GPUs).
+expect_error "--plan --gpus 1000003" 2 "^tiny_transformer: --plan: no layout of 1000003 GPUs divides the model and batch (.*; the nearest GPU count that can: 1728)$" 1 --plan --gpus 1000003
 expect_error "--plan --gpus 7" 2 "^tiny_transformer: --plan: no layout of 7 GPUs divides the model and batch (tp must divide the 12 heads, pp be at most the 6 layers, dp divide the batch of 24; the nearest GPU counts that can: 6 and 8)$" 1 --plan --gpus 7
 # ZeRO shards over the DP group: the planner recommended tp2 pp2 dp1 with
 # --zero 3 pinned, a layout training refuses.

@@ -122,22 +122,30 @@ static int splits_of(int N, const tt_run_config *rc)
 }
 
 /* When no split of N GPUs takes the model and batch: the nearest GPU counts
- * below and above that do (0 for none within N/2), appended to why. */
+ * below and above that do, appended to why. A count is tp x pp x dp with tp
+ * dividing the heads, pp at most the layers and dp dividing the batch
+ * (tt_layout_check's rules), so for each (tp, dp) the multiples of tp x dp
+ * nearest N are the candidates: divisors x divisors steps, whatever N. */
 static void nearest_gpus(int N, const tt_run_config *rc, char *why, size_t n)
 {
-    int lo = 0, hi = 0;
-    for (int d = 1; d <= N / 2 && !(lo && hi); d++) {
-        if (!lo && N - d >= 1 && splits_of(N - d, rc))
-            lo = N - d;
-        if (!hi && splits_of(N + d, rc))
-            hi = N + d;
-    }
+    const long H = rc->model.NH, L = rc->model.L, B = rc->batch;
+    long lo = 0, hi = 0;
+    for (long tp = 1; tp <= H; tp++)
+        for (long dp = 1; dp <= B && !(H % tp); dp++) {
+            if (B % dp)
+                continue;
+            const long td = tp * dp, below = (N - 1) / td, above = N / td + 1;
+            if (below >= 1 && td * (below < L ? below : L) > lo)
+                lo = td * (below < L ? below : L);
+            if (above <= L && (!hi || td * above < hi))
+                hi = td * above;
+        }
     tt_appendf(why, n, " (tp must divide the %d heads, pp be at most the %d layers, dp divide "
                        "the batch of %d", rc->model.NH, rc->model.L, rc->batch);
     if (lo && hi)
-        tt_appendf(why, n, "; the nearest GPU counts that can: %d and %d)", lo, hi);
+        tt_appendf(why, n, "; the nearest GPU counts that can: %ld and %ld)", lo, hi);
     else if (lo || hi)
-        tt_appendf(why, n, "; the nearest GPU count that can: %d)", lo ? lo : hi);
+        tt_appendf(why, n, "; the nearest GPU count that can: %ld)", lo ? lo : hi);
     else
         tt_appendf(why, n, ")");
 }
