@@ -54,6 +54,18 @@ if [ "$status" -eq 0 ] && [ "$clocks" = "clock 20 20" ]; then
 else
     not_ok "resumed with --clock wall (exit $status): last header column, rows, rows of the right clock: $clocks"
 fi
+# A log written before the clock column (its header one column short) is
+# continued too: its rows kept, their clock empty (unknown), none lost.
+cut -d, -f1-9 "$work/a.csv" > "$work/e.csv"
+tt 1 --resume "$work/half.safetensors" --log "$work/e.csv" --sample-len 0 --quiet --eval-every 0
+cut -d, -f1-4 "$work/e.csv" > "$work/e4"
+clocks=$(awk -F, 'NR == 1 { h = $NF; next } { n++; if (NF == 10 && $NF == ($1 < 10 ? "" : "virtual")) good++ }
+    END { print h, n, good + 0 }' "$work/e.csv")
+if [ "$status" -eq 0 ] && cmp -s "$work/full4" "$work/e4" && [ "$clocks" = "clock 20 20" ]; then
+    ok "resumed onto a log without the clock column: rows 0-9 kept with an empty clock, 10-19 virtual"
+else
+    not_ok "resumed onto a log without the clock column (exit $status): last header column, rows, rows as expected: $clocks"
+fi
 # Resuming with another --steps redraws the learning-rate schedule (it is a
 # cosine over --steps); the run says so with the rates, which are computed
 # here from the formula (lab 5's answer to question 8): lr 0.003, floor

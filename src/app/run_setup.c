@@ -218,16 +218,26 @@ static void run_clean_temps(const tt_run *r)
  * logs of both clocks look alike, and a resumed run may change --clock. */
 #define LOG_HEADER "step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss,mfu,wall_ms,clock\n"
 
+/* The header before the clock column: a resumed run keeps such a log's rows
+ * too, their clock left empty (unknown). */
+#define LOG_HEADER_NO_CLOCK "step,loss,lr,grad_norm,ms,tokens_per_s,eval_loss,mfu,wall_ms\n"
+
 /* The CSV log, open for appending. A resumed run continues the log it finds
- * (same header): the rows of steps before the checkpoint's are kept, the
- * rows a killed run wrote past it are dropped, because those steps run again.
- * The kept rows go through a temporary file renamed into place, so the old
- * log is whole until the new one is. Any other file starts afresh. */
+ * (same header, or the one before the clock column): the rows of steps
+ * before the checkpoint's are kept, the rows a killed run wrote past it are
+ * dropped, because those steps run again. The kept rows go through a
+ * temporary file renamed into place, so the old log is whole until the new
+ * one is. Any other file starts afresh. */
 static FILE *open_log(const char *path, long step0)
 {
     FILE *old = step0 > 0 ? fopen(path, "r") : NULL;
     char line[512];
-    if (!old || !fgets(line, sizeof line, old) || strcmp(line, LOG_HEADER) != 0) {
+    int no_clock = 0;
+    if (old && fgets(line, sizeof line, old))
+        no_clock = strcmp(line, LOG_HEADER_NO_CLOCK) == 0;
+    else
+        line[0] = '\0';
+    if (!old || (strcmp(line, LOG_HEADER) != 0 && !no_clock)) {
         if (old)
             fclose(old);
         FILE *f = fopen(path, "w");
@@ -243,8 +253,14 @@ static FILE *open_log(const char *path, long step0)
     while (ok && fgets(line, sizeof line, old)) {
         char *end;
         long step = strtol(line, &end, 10);
-        if (end != line && *end == ',' && step < step0 && strchr(line, '\n'))
+        char *nl = strchr(line, '\n');
+        if (end != line && *end == ',' && step < step0 && nl) {
+            if (no_clock) /* the row's clock was not written: empty */
+                *nl = '\0';
             fputs(line, o.f); /* a failed write shows in tt_outfile_finish */
+            if (no_clock)
+                fputs(",\n", o.f);
+        }
     }
     fclose(old);
     return ok && tt_outfile_finish(&o, &e) == 0 ? fopen(path, "a") : NULL;
