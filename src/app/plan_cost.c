@@ -234,7 +234,7 @@ static void stage_memory(const tt_plan_ctx *x, const tt_grid *g, const int *chun
  * counts them (whole buffers; the emulator's ZeRO goes unit by unit, a few
  * more latencies: within 1% on the tests' layouts). */
 static double dp_sync_seconds(const tt_plan_ctx *x, const tt_link *l, int dp, double P, int zero,
-                              int m)
+                              int m, int units)
 {
     if (dp <= 1)
         return 0.0;
@@ -254,9 +254,12 @@ static double dp_sync_seconds(const tt_plan_ctx *x, const tt_link *l, int dp, do
      * stage 3 all-gathers the weights before each forward and backward of
      * every micro-batch and reduce-scatters per micro-batch, as stage 2
      * (tt_zero_expected_traffic; design.md's (2m+1)/2 assumes one
-     * reduce-scatter per step). */
-    const double rs = tt_cost_collective(l, TT_COLL_REDUCE_SCATTER, dp, elem * P);
-    const double ag = tt_cost_collective(l, TT_COLL_ALLGATHER, dp, elem * P);
+     * reduce-scatter per step). Each is made unit by unit (a block, the
+     * embeddings, the head), so each pays the ring's latencies once per
+     * unit: units collectives of P / units elements (a ring's cost is
+     * linear in the bytes, so their sizes need not be equal). */
+    const double rs = units * tt_cost_collective(l, TT_COLL_REDUCE_SCATTER, dp, elem * P / units);
+    const double ag = units * tt_cost_collective(l, TT_COLL_ALLGATHER, dp, elem * P / units);
     if (zero == 1)
         return rs + ag;
     if (zero == 2)
@@ -409,8 +412,14 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
              * on its own shard (a ZeRO rank on its 1/dp). */
             const double P = (double)shape[s].sm.param_floats;
             const double own = c.zero >= 1 ? P / c.dp : P;
+            /* ZeRO's units on the stage: its blocks, and the embeddings and
+             * the head where it holds the first and the last chunk */
+            int units = 0;
+            for (int k = 0; k < K; k++)
+                if (tt_chunk_stage(place, p, k) == s)
+                    units += chunk_layers[k] + (k == 0) + (k == K - 1);
             const tt_kcost sq = tt_kcost_sumsq(own), ad = tt_kcost_adamw(own);
-            double t = dp_sync_seconds(x, dp_link(cl, &g, s), c.dp, P, c.zero, m) +
+            double t = dp_sync_seconds(x, dp_link(cl, &g, s), c.dp, P, c.zero, m, units) +
                        kernels * tt_cost_compute(cl, sq.flops, 4.0 * sq.floats);
             tail_dp = t > tail_dp ? t : tail_dp;
             /* Each stage starts its tail when its own pipeline work ends
