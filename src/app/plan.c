@@ -100,22 +100,34 @@ static void explain(tt_plan_candidate *c, const tt_plan_candidate *best, const t
 }
 
 /* The splits of N GPUs into tp x pp x dp that the pins allow and the model
- * and batch take (tt_layout_check): the planner's outer loops, counted
- * before them so that the progress line can say how far it has got. */
-static int splits_of(int N, const tt_run_config *rc)
+ * and batch take (tt_layout_check), tp then pp ascending: the search's
+ * outer loop, listed first so that the progress line can say how far it has
+ * got. *out: [n][2] (tp, pp), freed by the caller. With a size pinned, the
+ * last refused split's reason goes to why (the one the search reports when
+ * none is left). */
+static int splits_of(int N, const tt_run_config *rc, int (**out)[2], tt_err *why)
 {
     const tt_layout_rules rules = {.heads = rc->model.NH, .layers = rc->model.L,
                                    .batch = rc->batch, .micro_batches = 1, .virtual_stages = 1};
-    int n = 0;
+    int n = 0, cap = 0;
+    *out = NULL;
     for (int tp = 1; tp <= N; tp++) {
         if (!divides(tp, N) || (rc->tp > 0 && tp != rc->tp))
             continue;
         for (int pp = 1; pp <= N / tp; pp++) {
             const int dp = N / tp / pp;
+            if (!divides(pp, N / tp) || (rc->pp > 0 && pp != rc->pp) ||
+                (rc->dp > 0 && dp != rc->dp))
+                continue;
             tt_err le;
-            if (divides(pp, N / tp) && (rc->pp <= 0 || pp == rc->pp) &&
-                (rc->dp <= 0 || dp == rc->dp) && !tt_layout_check(N, tp, pp, dp, &rules, &le))
-                n++;
+            if (tt_layout_check(N, tp, pp, dp, &rules, &le)) {
+                if (rc->tp > 0 || rc->pp > 0 || rc->dp > 0)
+                    *why = le;
+                continue;
+            }
+            *out = tt_grow(*out, n, &cap, sizeof **out);
+            (*out)[n][0] = tp, (*out)[n][1] = pp;
+            n++;
         }
     }
     return n;
@@ -237,84 +249,69 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
     snprintf(why_none.msg, sizeof why_none.msg, "no layout of %d GPUs divides the model and batch",
              N);
     const int tty = isatty(STDERR_FILENO) && !tt_launched();
+    int(*splits)[2];
     plan_progress pg = {.tty = tty, .start = tt_now(), .next = tt_now() + (tty ? 1.0 : 10.0),
-                        .splits = splits_of(N, rc)};
+                        .splits = splits_of(N, rc, &splits, &why_none)};
     if (pg.splits == 0 && rc->tp <= 0 && rc->pp <= 0 && rc->dp <= 0)
         nearest_gpus(N, rc, why_none.msg, sizeof why_none.msg);
-    for (int tp = 1; tp <= N; tp++) {
-        if (!divides(tp, N) || (rc->tp > 0 && tp != rc->tp))
-            continue;
-        for (int pp = 1; pp <= N / tp; pp++) {
-            if (!divides(pp, N / tp) || (rc->pp > 0 && pp != rc->pp))
+    for (pg.split = 1; pg.split <= pg.splits; pg.split++) {
+        const int tp = splits[pg.split - 1][0], pp = splits[pg.split - 1][1];
+        const int dp = N / tp / pp;
+        const int per_dp = rc->batch / dp;
+        for (int sched = 0; sched < tt_schedule_count(); sched++) {
+            /* Zero-bubble schedules only when asked for: their W costs are
+             * an estimate (tt_plan_evaluate). */
+            if (pinned_sched ? sched != rc->schedule
+                             : (pp == 1 ? sched != TT_SCHED_1F1B
+                                        : sched == TT_SCHED_NAIVE || tt_schedule_splits_w(sched)))
                 continue;
-            const int dp = N / tp / pp;
-            if (rc->dp > 0 && dp != rc->dp)
-                continue;
-            tt_layout_rules rules = {.heads = cfg->NH, .layers = cfg->L, .batch = rc->batch,
-                                     .micro_batches = 1, .virtual_stages = 1};
-            tt_err le;
-            if (tt_layout_check(N, tp, pp, dp, &rules, &le)) {
-                if (rc->tp > 0 || rc->pp > 0 || rc->dp > 0)
-                    why_none = le;
-                continue;
-            }
-            pg.split++;
-            const int per_dp = rc->batch / dp;
-            for (int sched = 0; sched < tt_schedule_count(); sched++) {
-                /* Zero-bubble schedules only when asked for: their W costs are
-                 * an estimate (tt_plan_evaluate). */
-                if (pinned_sched ? sched != rc->schedule
-                                 : (pp == 1 ? sched != TT_SCHED_1F1B
-                                            : sched == TT_SCHED_NAIVE || tt_schedule_splits_w(sched)))
+            for (int m = 1; m <= per_dp; m++) {
+                if (!divides(m, per_dp) || (pinned_m && m != rc->micro_batches))
                     continue;
-                for (int m = 1; m <= per_dp; m++) {
-                    if (!divides(m, per_dp) || (pinned_m && m != rc->micro_batches))
+                /* Enough micro-batches to fill a pipe, or on one stage
+                 * to hold fewer activations at once (gradient
+                 * accumulation), few enough to simulate quickly: the
+                 * enumeration's bounds. */
+                if (!pinned_m && m > 8 * pp + 8)
+                    continue;
+                for (int rec = 0; rec < 3; rec++) {
+                    if ((rc->given & TT_GIVEN_RECOMPUTE) && rec != rc->recompute)
                         continue;
-                    /* Enough micro-batches to fill a pipe, or on one stage
-                     * to hold fewer activations at once (gradient
-                     * accumulation), few enough to simulate quickly: the
-                     * enumeration's bounds. */
-                    if (!pinned_m && m > 8 * pp + 8)
-                        continue;
-                    for (int rec = 0; rec < 3; rec++) {
-                        if ((rc->given & TT_GIVEN_RECOMPUTE) && rec != rc->recompute)
+                    for (int sp = 0; sp < 2; sp++) {
+                        if (pinned_sp ? sp != rc->sequence_parallel
+                                                     : sp && tp == 1)
                             continue;
-                        for (int sp = 0; sp < 2; sp++) {
-                            if (pinned_sp ? sp != rc->sequence_parallel
-                                                         : sp && tp == 1)
-                                continue;
-                            if (sp && (tp == 1 || (per_dp / m * cfg->T) % tp))
-                                continue;
-                            /* ZeRO shards over the DP group: none without one,
-                             * pinned or not (training refuses it too). */
-                            int zeros[4], nz = 0;
-                            for (int z = 0; z < 4; z++)
-                                if ((!z || dp > 1) &&
-                                    (!(rc->given & TT_GIVEN_ZERO) || z == rc->zero))
-                                    zeros[nz++] = z;
-                            if (nz == 0) { /* the reason only when none other is */
-                                zero_without_dp = 1;
-                                continue;
-                            }
-                            tt_plan_candidate c = {.tp = tp, .pp = pp, .dp = dp,
-                                                   .recompute = rec, .sequence_parallel = sp,
-                                                   .schedule = sched,
-                                                   .virtual_stages = rc->virtual_stages,
-                                                   .micro_batches = m};
-                            if (sched == TT_SCHED_INTERLEAVED &&
-                                !(rc->given & TT_GIVEN_VIRTUAL) && c.virtual_stages < 2)
-                                c.virtual_stages = 2;
-                            /* here: one layout of a deep model can take seconds */
-                            progress_tick(&pg, pl, tp, pp);
-                            /* When none runs, the reason is the deepest
-                             * pipeline's: a shallower one may fail only for
-                             * its depth (zb-v on pp 1) and hide the conflict
-                             * the flags have (zb-v with --recompute). */
-                            tt_err ce;
-                            if (tt_plan_evaluate(&x, &c, zeros, nz, &ce) && pp > why_pp) {
-                                why_none = ce;
-                                why_pp = pp;
-                            }
+                        if (sp && (tp == 1 || (per_dp / m * cfg->T) % tp))
+                            continue;
+                        /* ZeRO shards over the DP group: none without one,
+                         * pinned or not (training refuses it too). */
+                        int zeros[4], nz = 0;
+                        for (int z = 0; z < 4; z++)
+                            if ((!z || dp > 1) &&
+                                (!(rc->given & TT_GIVEN_ZERO) || z == rc->zero))
+                                zeros[nz++] = z;
+                        if (nz == 0) { /* the reason only when none other is */
+                            zero_without_dp = 1;
+                            continue;
+                        }
+                        tt_plan_candidate c = {.tp = tp, .pp = pp, .dp = dp,
+                                               .recompute = rec, .sequence_parallel = sp,
+                                               .schedule = sched,
+                                               .virtual_stages = rc->virtual_stages,
+                                               .micro_batches = m};
+                        if (sched == TT_SCHED_INTERLEAVED &&
+                            !(rc->given & TT_GIVEN_VIRTUAL) && c.virtual_stages < 2)
+                            c.virtual_stages = 2;
+                        /* here: one layout of a deep model can take seconds */
+                        progress_tick(&pg, pl, tp, pp);
+                        /* When none runs, the reason is the deepest
+                         * pipeline's: a shallower one may fail only for
+                         * its depth (zb-v on pp 1) and hide the conflict
+                         * the flags have (zb-v with --recompute). */
+                        tt_err ce;
+                        if (tt_plan_evaluate(&x, &c, zeros, nz, &ce) && pp > why_pp) {
+                            why_none = ce;
+                            why_pp = pp;
                         }
                     }
                 }
@@ -322,6 +319,7 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
         }
     }
     progress_end(&pg);
+    free(splits);
     tt_plan_cache_free(&cache);
     if (pl->n == 0) {
         tt_plan_free(pl);

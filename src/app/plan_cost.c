@@ -118,6 +118,7 @@ typedef struct {
     const tt_action_list *list; /* the stage's schedule */
     tt_placement place;         /* which chunks are the stage's */
     int split_w;                /* B and W apart: B's gradients kept until W */
+    int units;                  /* ZeRO's units: blocks, embeddings, head */
     /* ZeRO z (1..3) on this DP size: weights, gradients, optimizer bytes as
      * the emulator allocates them (padding, stage 2's one-unit gradient
      * scratch and stage 3's one-unit gather buffer included). */
@@ -144,6 +145,13 @@ static void stage_shape_of(const tt_plan_ctx *x, const tt_grid *g, const int *ch
     out->list = list;
     out->place = tt_schedule_placement(c->schedule);
     out->split_w = tt_schedule_splits_w(c->schedule);
+    /* its blocks, and the embeddings and the head where it holds the first
+     * and the last chunk */
+    const int K = g->pp * c->virtual_stages;
+    out->units = 0;
+    for (int k = 0; k < K; k++)
+        if (tt_chunk_stage(out->place, g->pp, k) == s)
+            out->units += chunk_layers[k] + (k == 0) + (k == K - 1);
     for (int z = 1; z <= 3 && g->dp > 1; z++) {
         tt_params table;
         size_t w, gr, o;
@@ -412,14 +420,9 @@ int tt_plan_evaluate(const tt_plan_ctx *x, const tt_plan_candidate *base, const 
              * on its own shard (a ZeRO rank on its 1/dp). */
             const double P = (double)shape[s].sm.param_floats;
             const double own = c.zero >= 1 ? P / c.dp : P;
-            /* ZeRO's units on the stage: its blocks, and the embeddings and
-             * the head where it holds the first and the last chunk */
-            int units = 0;
-            for (int k = 0; k < K; k++)
-                if (tt_chunk_stage(place, p, k) == s)
-                    units += chunk_layers[k] + (k == 0) + (k == K - 1);
             const tt_kcost sq = tt_kcost_sumsq(own), ad = tt_kcost_adamw(own);
-            double t = dp_sync_seconds(x, dp_link(cl, &g, s), c.dp, P, c.zero, m, units) +
+            double t = dp_sync_seconds(x, dp_link(cl, &g, s), c.dp, P, c.zero, m,
+                                       shape[s].units) +
                        kernels * tt_cost_compute(cl, sq.flops, 4.0 * sq.floats);
             tail_dp = t > tail_dp ? t : tail_dp;
             /* Each stage starts its tail when its own pipeline work ends
