@@ -1,10 +1,12 @@
 /* plan_internal.h - what the planner's search (plan.c) hands its cost model
- * (plan_cost.c): the inputs of one evaluation and the call that prices a
- * layout. */
+ * (plan_cost.c, with plan_memory.c for what a stage holds): the inputs of one
+ * evaluation and the call that prices a layout. */
 #ifndef TT_PLAN_INTERNAL_H
 #define TT_PLAN_INTERNAL_H
 
 #include "tt/app/plan.h"
+#include "tt/comm/grid.h"
+#include "tt/model/cost.h"
 #include "tt/parallel/pipeline.h"
 
 /* What the search priced last, kept for the next candidates: its loops run
@@ -33,6 +35,30 @@ typedef struct {
     tt_plan *plan;
     tt_plan_cache *cache; /* owned by the search (plan.c) */
 } tt_plan_ctx;
+
+/* What a stage's shard and its schedule make it hold, whatever the ZeRO
+ * stage: computed once per layout and reused for the four stages of ZeRO. */
+typedef struct {
+    tt_shard_memory sm;
+    tt_stage_buffers need; /* what the executor reserves (its pools, its transfers) */
+    const tt_action_list *list; /* the stage's schedule */
+    tt_placement place;         /* which chunks are the stage's */
+    int split_w;                /* B and W apart: B's gradients kept until W */
+    int units;                  /* ZeRO's units: blocks, embeddings, head */
+    /* ZeRO z (1..3) on this DP size: weights, gradients, optimizer bytes as
+     * the emulator allocates them (padding, stage 2's one-unit gradient
+     * scratch and stage 3's one-unit gather buffer included). */
+    double zero_bytes[4][3];
+} tt_plan_stage_shape;
+
+/* (plan_memory.c) A stage's shape for candidate c on grid g; and what the
+ * stage holds under ZeRO stage `zero`, by category (bytes; mem[TT_PMEM_N]). */
+void tt_plan_stage_shape_of(const tt_plan_ctx *x, const tt_grid *g, const int *chunk_layers, int s,
+                            const tt_action_list *list, int mbs, const tt_plan_candidate *c,
+                            tt_plan_stage_shape *out);
+void tt_plan_stage_memory(const tt_plan_ctx *x, const tt_grid *g, const int *chunk_layers, int s,
+                          int v, const tt_plan_stage_shape *sh, int mbs, int zero, int recompute,
+                          int sp, double *mem);
 
 /* The unit memory is shown in: MiB on GPUs under 4 GiB, else GiB
  * (plan_report.c), and its name. */
