@@ -142,7 +142,7 @@ while IFS='	' read -r bug shows cmd <&3; do
         not_ok "$bug: the list says '$shows', expected '$verdict'"
     elif [ "$(rank_statuses)" != "${np}x1" ]; then
         not_ok "$bug ($args): rank exit statuses $(rank_statuses), expected ${np}x1"
-    elif ! printf '%s\n' "$line" | grep -q "^validation FAILED: $want diverges first, at step $at, worst on gpu[0-9]*(dp[0-9]*,pp[0-9]*,tp[0-9]*) (relative error [0-9.e+-]*, tolerance [0-9.e+-]*)$"; then
+    elif ! printf '%s\n' "$line" | grep -q "^validation FAILED: $want diverges first, at step $at, worst on gpu[0-9]*(dp[0-9]*,pp[0-9]*,tp[0-9]*) (relative error [0-9.e+-]* there, tolerance [0-9.e+-]*; the table gives each tensor's worst step)$"; then
         not_ok "$bug: expected '$want' at step $at and a GPU in: $line"
     else
         ok "$bug: ${line#validation FAILED: }"

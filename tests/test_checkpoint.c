@@ -43,6 +43,14 @@ START_TEST(test_roundtrip)
     /* 3 tensors of 28 + 4 + 12 floats, times w, m, v */
     ck_assert_uint_eq(n, 8 + hlen + 3 * 4 * (28 + 4 + 12));
     ck_assert(buf[8] == '{');
+    /* Doubles in the fewest digits that read back the same: 0.1 and 0.95
+     * as typed (%.17g wrote 0.10000000000000001), 1/3 in 16 (Python's repr). */
+    buf[8 + hlen - 1] = '\0';
+    ck_assert_msg(strstr((char *)buf + 8, "\"weight_decay\":\"0.1\"") &&
+                      strstr((char *)buf + 8, "\"beta2\":\"0.95\"") &&
+                      strstr((char *)buf + 8, "\"lr\":\"0.0003\"") &&
+                      strstr((char *)buf + 8, "\"lr_min\":\"0.3333333333333333\""),
+                  "header: %s", (char *)buf + 8);
     free(buf);
 
     memset(&out, 0xA5, sizeof out);

@@ -215,6 +215,13 @@ expect_error "--zero 1 on one rank: no layout takes it" 2 "^tiny_transformer: --
 expect_error "--stop-at past --steps" 2 "^tiny_transformer: --stop-at 5 is past --steps 3 " 1 $small --steps 3 --stop-at 5
 expect_error "--stop-at with --steps 0" 2 "^tiny_transformer: --stop-at 5 with --steps 0: a run of no steps has nothing to stop; drop --stop-at" 1 $small --steps 0 --stop-at 5
 expect_error "--stop-at past one step: singular" 2 "once its 1 step is done;" 1 $small --steps 1 --stop-at 2
+# A stop before the end without --save keeps nothing to resume: said.
+tt 1 $small --steps 4 --stop-at 2 --sample-len 0
+if [ "$status" -eq 0 ] && grep -qx "note: --stop-at 2 without --save: the run stops before step 2 and keeps no checkpoint to continue from" "$work/out"; then
+    ok "--stop-at without --save: a note says nothing is kept"
+else
+    not_ok "--stop-at without --save (status $status): $(grep note "$work/out")"
+fi
 tt 1 $small --steps 2 --stop-at 2 --log "$work/stop.csv"
 if [ "$status" -eq 0 ] && [ "$(grep -c '^[0-9]' "$work/stop.csv")" -eq 2 ]; then
     ok "--stop-at equal to --steps runs every step"
@@ -238,6 +245,13 @@ expect_error "data shorter than a window" 1 "has 10 bytes; with --seq 16 it need
 tt 1 $small --steps 0 --save "$work/good.safetensors"
 if [ "$status" -eq 0 ] && [ -s "$work/good.safetensors" ]; then ok "--steps 0 --save"; else not_ok "--steps 0 --save"; fi
 cp "$work/good.safetensors" "$work/keep.safetensors"
+# A checkpoint at its run's end trains nothing, and says how to go on.
+tt 1 --resume "$work/good.safetensors" --sample-len 0
+if [ "$status" -eq 0 ] && grep -q "^no steps to train (already at step 0, the run's end; --steps N trains on to step N)" "$work/out"; then
+    ok "a finished checkpoint resumed: the line says --steps N trains on"
+else
+    not_ok "a finished checkpoint resumed (status $status): $(grep 'no steps' "$work/out")"
+fi
 # Resumed, --steps is the checkpoint's (0 here), and the message says so.
 expect_error "--stop-at past a checkpoint's --steps" 2 "^tiny_transformer: --stop-at 5 is past --steps 0 of the checkpoint " 1 --resume "$work/good.safetensors" --stop-at 5
 # --stop-at not past a checkpoint's step: nothing to train, and the line

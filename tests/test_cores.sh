@@ -66,7 +66,7 @@ on2() {
 # 1. the rule
 on2 4 --show-grid --tp 2 --dp 2
 if [ "$status" -eq 0 ] &&
-   grep -qx "cores: 4 ranks share 2 cores on this host; each DP replica's 2 ranks run on one core (1 replica a core; --pin-ranks off: the OS places them)" "$work/out" &&
+   grep -qx "cores: 4 ranks share 2 cores on this host; each DP replica's 2 ranks are bound to one core (1 replica a core; with --pin-ranks off the OS would place them)" "$work/out" &&
    grep -qx "  core $first: gpu0(dp0,pp0,tp0) gpu1(dp0,pp0,tp1)" "$work/out" &&
    grep -qx "  core $second: gpu2(dp1,pp0,tp0) gpu3(dp1,pp0,tp1)" "$work/out"; then
     ok "tp 2 x dp 2 on 2 cores: replica 0 on core $first, replica 1 on core $second"

@@ -80,6 +80,8 @@ START_TEST(bad_values_refused)
                  NULL);
     expect_error("--gpu-mem expects a size such as 4096, 256K or 4M, got '4X'", "--gpu-mem=4X",
                  NULL);
+    expect_error("--gpu-mem expects a size such as 4096, 256K or 4M, got '4iB'", "--gpu-mem=4iB",
+                 NULL);
     /* The upper end the message names can be typed: 1000T is taken, just
      * past it is not. */
     expect_error("--dp-bucket must be between 4 bytes and 1000T, got '1000.001T'", "--dp-bucket",
@@ -146,6 +148,9 @@ START_TEST(special_rows)
     /* Sizes take K, M, G and T, up to the 1000T the range's message names. */
     ck_assert_int_eq(parse(&c, &e, NULL, "--dp-bucket", "1000T", "--gpu-mem=2t", NULL), 0);
     ck_assert(c.dp_bucket == (size_t)1000 << 40 && c.gpu_mem == (size_t)2 << 40);
+    /* ... and the units the program prints sizes in: MiB is M. */
+    ck_assert_int_eq(parse(&c, &e, NULL, "--gpu-mem", "16MiB", "--dp-bucket=256KiB", NULL), 0);
+    ck_assert(c.gpu_mem == (size_t)16 << 20 && c.dp_bucket == (size_t)256 << 10);
     /* --watchdog takes 0 (off) below its range of 1 s and up. */
     ck_assert_int_eq(parse(&c, &e, NULL, "--watchdog", "0", NULL), 0);
     ck_assert(c.watchdog == 0);

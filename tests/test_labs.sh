@@ -10,7 +10,11 @@
 #    command must exit 0, or N when the line ends with `# expect exit N`.
 # 2. Every line of a ```output block must appear in the output (stdout and
 #    stderr) of the command before the block: as a whole line, where `...`
-#    stands for any text (timings, which vary from run to run).
+#    stands for any text (timings, which vary from run to run). A ```text
+#    block is shown, not checked (its digits vary with the machine's BLAS),
+#    except that after the line `<!-- checked: first line -->` its first
+#    line is, as an output line: a table's header, so a command that picks
+#    columns by number cannot drift off them unseen.
 # 3. The options of `tiny_transformer --help` are exactly those of the man
 #    page doc/tiny_transformer.1, with the same defaults.
 #
@@ -26,10 +30,13 @@ start=$(date +%s)
 # LAB<TAB>cmd|out<TAB>TEXT.
 for lab in "$docdir"/labs/lab*.md; do
     awk -v lab="$(basename "$lab" .md)" '
+        /^<!-- checked: first line -->[ \t]*$/ { head = 1; next }
         /^```sh[ \t]*$/ { kind = "cmd"; next }
         /^```output[ \t]*$/ { kind = "out"; next }
+        /^```text[ \t]*$/ && head { kind = "head"; head = 0; next }
         /^```/ { kind = ""; next }
         kind == "cmd" && (/^[ \t]*$/ || /^[ \t]*#/) { next }
+        kind == "head" { printf "%s\tout\t%s\n", lab, $0; kind = ""; next }
         kind != "" { printf "%s\t%s\t%s\n", lab, kind, $0 }
     ' "$lab"
 done > "$work/records"

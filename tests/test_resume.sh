@@ -108,4 +108,18 @@ tt 1 --resume "$work/half.safetensors" --stop-at 11 --sample-len 0 --eval-every 
 if [ "$status" -eq 0 ] && ! grep -q '^note: the checkpoint' "$work/out"; then ok "resumed on its own schedule: no note"
 else not_ok "resumed on its own schedule (exit $status): $(grep note "$work/out")"; fi
 
+# The corpus belongs to the run: a checkpoint of a --data run, resumed
+# without --data, goes on with that file (it once went on, unsaid, on the
+# generated corpus), so its last loss is the one-run's.
+awk 'BEGIN { for (i = 0; i < 3000; i++) printf "line %d of a small book, read again and again.\n", i }' > "$work/book.txt"
+tt 1 $cfg --data "$work/book.txt" --steps 4 --log "$work/book_full.csv"
+tt 1 $cfg --data "$work/book.txt" --steps 4 --stop-at 2 --save "$work/book.safetensors"
+tt 1 --resume "$work/book.safetensors" --log "$work/book_b.csv" --sample-len 0 --quiet --eval-every 0
+if [ "$status" -eq 0 ] && grep -q "^data: $work/book.txt;" "$work/out" &&
+   [ "$(tail -n 1 "$work/book_b.csv" | cut -d, -f1,2)" = "$(tail -n 1 "$work/book_full.csv" | cut -d, -f1,2)" ]; then
+    ok "resumed without --data: trains on the checkpoint's --data file, as one run does"
+else
+    not_ok "resumed without --data (exit $status): $(grep '^data:' "$work/out"); $(tail -n 1 "$work/book_b.csv") against $(tail -n 1 "$work/book_full.csv")"
+fi
+
 finish

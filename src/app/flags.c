@@ -52,7 +52,8 @@ static int parse_double(const char *flag, const char *s, const tt_flag *f, doubl
     return 0;
 }
 
-/* A byte count with an optional K, M, G or T suffix (powers of 1024). The range
+/* A byte count with an optional K, M, G or T suffix (powers of 1024), as the
+ * program prints sizes too: 4M, 4MB and 4MiB are the same. The range
  * is the same for every size and is spelt out in the message, so it lives
  * here rather than in the table. */
 static int parse_size(const char *flag, const char *s, size_t *out, tt_err *e)
@@ -65,6 +66,8 @@ static int parse_size(const char *flag, const char *s, size_t *out, tt_err *e)
     else if (*end == 'M' || *end == 'm') mult = 1024.0 * 1024.0, end++;
     else if (*end == 'G' || *end == 'g') mult = 1024.0 * 1024.0 * 1024.0, end++;
     else if (*end == 'T' || *end == 't') mult = 1024.0 * 1024.0 * 1024.0 * 1024.0, end++;
+    if (mult > 1 && (*end == 'i' || *end == 'I') && (end[1] == 'B' || end[1] == 'b'))
+        end++;
     if (*end == 'B' || *end == 'b')
         end++;
     if (errno || end == s || *end != '\0' || !isfinite(v))

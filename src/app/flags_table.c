@@ -240,12 +240,12 @@ const tt_flag tt_flags[] = {
     {INT("--batch", batch, 1, 1 << 20), .given = TT_GIVEN_BATCH, .metavar = "B", IN(TRAINING),
      .help = "global batch in sequences per step (default %D)"},
     {INT("--micro-batches", micro_batches, 1, 1 << 20), .given = TT_GIVEN_MICRO, .metavar = "M",
-     IN(TRAINING), .help = "micro-batches per step, must divide B (default %D)"},
+     IN(TRAINING), .help = "micro-batches per step, must divide B/dp (default %D)"},
     {LONG("--steps", steps, 0, BIG), .given = TT_GIVEN_STEPS, .metavar = "S", IN(TRAINING), TRAIN_ONLY,
      .help = "total optimizer steps of the run (default %D)"},
     {LONG("--stop-at", stop_at, 1, BIG), .metavar = "K", IN(TRAINING), TRAIN_ONLY,
-     .help = "stop before step K, once step K-1 is done (saving if\n"
-             "--save; the checkpoint resumes at step K), keeping the\n"
+     .help = "stop before step K, once step K-1 is done (needs --save;\n"
+             "the checkpoint resumes at step K), keeping the\n"
              "lr schedule of --steps; --resume continues"},
     {DOUBLE("--lr", optim.lr, 0.0, 10.0), .given = TT_GIVEN_LR, .metavar = "X", IN(TRAINING), TRAIN_ONLY,
      .help = "peak learning rate (default %D)"},

@@ -326,8 +326,8 @@ void tt_cores_print(const tt_grid *g, FILE *out, int detail)
                      "system (not bound: %s)\n", c->ranks, c->cores, c->why_not);
     else
         fprintf(out, "cores: %d ranks share %d cores on this host; each DP replica's %d ranks "
-                     "run on one core (%d replica%s a core; --pin-ranks off: the OS places "
-                     "them)\n", c->ranks, c->cores, g->tp * g->pp, c->replicas / c->cores,
+                     "are bound to one core (%d replica%s a core; with --pin-ranks off the OS "
+                     "would place them)\n", c->ranks, c->cores, g->tp * g->pp, c->replicas / c->cores,
                 c->replicas / c->cores > 1 ? "s" : "");
     if (c->slice_ms > 0)
         fprintf(out, "cores: each rank may run %d ms before the next one sharing its core, "

@@ -155,6 +155,10 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
         SAY("no training steps in this run (at step %ld of %ld)\n", step0, rc->steps);
     if (rc->resume)
         SAY("resumed from '%s' at step %ld\n", rc->resume, step0);
+    /* A stop before the end is meant to be continued, which takes a file. */
+    if (end > step0 && end < rc->steps && !rc->save)
+        SAY("note: --stop-at %ld without --save: the run stops before step %ld and keeps no "
+            "checkpoint to continue from\n", end, end);
     if (rank == 0)
         resume_lr_note(rc, step0, end);
     fflush(stdout);

@@ -35,13 +35,27 @@ static int add_meta(cJSON *meta, const char *key, const char *fmt, ...)
     return cJSON_AddStringToObject(meta, key, value) ? 0 : -1;
 }
 
+/* A double in the fewest significant digits that read back to the same bits
+ * (at most 17 are needed): "0.003", where %.17g writes 0.0030000000000000001,
+ * which reads as if the learning rate were off. */
+static int add_double(cJSON *meta, const char *key, double v)
+{
+    char buf[40];
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    return cJSON_AddStringToObject(meta, key, buf) ? 0 : -1;
+}
+
 int ckpt_meta_put(cJSON *meta, const tt_ckpt_info *info)
 {
     const tt_run_config *r = &info->run;
     const tt_optim_config *o = &r->optim;
     int bad = 0;
-    /* Doubles with 17 significant digits read back to the same bits, so a
-     * resumed run continues on exactly the schedule it left. */
+    /* Doubles read back to the same bits, so a resumed run continues on
+     * exactly the schedule it left. */
     bad |= add_meta(meta, "format", "%s", TT_CKPT_FORMAT);
     bad |= add_meta(meta, "step", "%ld", info->step);
     bad |= add_meta(meta, "vocab", "%d", r->model.V);
@@ -52,16 +66,18 @@ int ckpt_meta_put(cJSON *meta, const tt_ckpt_info *info)
     bad |= add_meta(meta, "batch", "%d", r->batch);
     bad |= add_meta(meta, "micro_batches", "%d", r->micro_batches);
     bad |= add_meta(meta, "steps", "%ld", r->steps);
-    bad |= add_meta(meta, "lr", "%.17g", o->lr);
-    bad |= add_meta(meta, "lr_min", "%.17g", o->lr_min);
+    bad |= add_double(meta, "lr", o->lr);
+    bad |= add_double(meta, "lr_min", o->lr_min);
     bad |= add_meta(meta, "warmup", "%d", o->warmup);
-    bad |= add_meta(meta, "weight_decay", "%.17g", o->weight_decay);
-    bad |= add_meta(meta, "clip", "%.17g", o->clip);
-    bad |= add_meta(meta, "beta1", "%.17g", o->beta1);
-    bad |= add_meta(meta, "beta2", "%.17g", o->beta2);
-    bad |= add_meta(meta, "eps", "%.17g", o->eps);
+    bad |= add_double(meta, "weight_decay", o->weight_decay);
+    bad |= add_double(meta, "clip", o->clip);
+    bad |= add_double(meta, "beta1", o->beta1);
+    bad |= add_double(meta, "beta2", o->beta2);
+    bad |= add_double(meta, "eps", o->eps);
     bad |= add_meta(meta, "seed", "%" PRIu64, r->seed);
     bad |= add_meta(meta, "eval_every", "%ld", r->eval_every);
+    /* Not through add_meta's 64-byte value: a path may be long. */
+    bad |= cJSON_AddStringToObject(meta, "data", r->data ? r->data : "") ? 0 : -1;
     bad |= add_meta(meta, "tp", "%d", info->tp);
     bad |= add_meta(meta, "pp", "%d", info->pp);
     bad |= add_meta(meta, "dp", "%d", info->dp);
@@ -222,6 +238,15 @@ static int read_meta(const ckpt_file *cf, tt_ckpt_info *info, tt_err *e)
         meta_int(cf, "dp", 1, &info->dp, e))
         return -1;
     o->warmup = (int)warmup;
+    /* Optional: checkpoints written before it was kept have no "data". */
+    const char *data = meta_get(cf, "data");
+    if (data) {
+        if (strlen(data) >= sizeof info->data)
+            return tt_fail(e, "checkpoint '%s': __metadata__ 'data' is longer than %zu bytes",
+                           cf->path, sizeof info->data - 1);
+        strcpy(info->data, data);
+        info->has_data = 1;
+    }
     return 0;
 }
 

@@ -51,6 +51,15 @@ static int merge_resume(tt_run_config *rc, const tt_ckpt_info *info, tt_err *e)
         if (!(rc->given & hyper[i].bit))
             memcpy(hyper[i].mine, hyper[i].theirs, hyper[i].size);
     rc->optim.eps = r->optim.eps;
+    /* The corpus too: resuming on other data unseen would make the run's
+     * second half differ from the first's for no visible reason. A --data
+     * given now wins (continuing on a new corpus is a choice); run.c's
+     * banner names the file either way. */
+    static char data[sizeof info->data]; /* the run's config points at it */
+    if (!rc->data && info->has_data && info->data[0]) {
+        memcpy(data, info->data, sizeof data);
+        rc->data = data;
+    }
     if (rc->steps < info->step)
         return tt_fail(e, "--steps %ld is below the checkpoint's step %ld ('%s'): --steps is "
                        "the total length of the run", rc->steps, info->step, rc->resume);

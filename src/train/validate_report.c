@@ -66,8 +66,8 @@ int tt_validate_report(tt_validator *v, FILE *out)
                     e[3], e[4]);
         }
         free(done);
-        fprintf(out, "  %-28s %11s %11.2e\n", "loss (per step)", "", v->loss_rel);
-        fprintf(out, "  %-28s %11s %11.2e\n", "gradient norm (per step)", "", v->norm_rel);
+        fprintf(out, "  %-28s %11s %11.2e\n", "loss (worst step)", "", v->loss_rel);
+        fprintf(out, "  %-28s %11s %11.2e\n", "gradient norm (worst step)", "", v->norm_rel);
         fprintf(out, "  tolerances: loss %.0e, gradients %.0e, weights %.0e, Adam moments %.0e "
                      "(float32 sums in another order; see doc/validation.md)\n",
                 TT_TOL_LOSS, TT_TOL_GRAD, TT_TOL_PARAM, TT_TOL_MOMENT);
@@ -82,7 +82,8 @@ int tt_validate_report(tt_validator *v, FILE *out)
         else {
             char gpu[48];
             fprintf(out, "validation FAILED: %s diverges first, at step %ld, worst on %s "
-                         "(relative error %.2e, tolerance %.0e)\n",
+                         "(relative error %.2e there, tolerance %.0e; the table gives each "
+                         "tensor's worst step)\n",
                     v->first_bad, v->first_bad_step, tt_gpu_name(v->g, worst.rank, gpu, sizeof gpu),
                     v->first_bad_err, v->first_bad_tol);
         }

@@ -26,6 +26,11 @@ typedef struct {
                            * with the file's size: ranks that each open the file compare
                            * it, so that they resume from one checkpoint */
     int lists_depth;      /* the header lists the last block of the stated depth */
+    /* The corpus it trained on (written from run.data): the --data file as
+     * given, "" for the generated corpus; has_data 0 for a checkpoint from
+     * before the key existed, which says nothing either way. */
+    char data[1024];
+    int has_data;
 } tt_ckpt_info;
 
 /* Writes every shard of p (which must hold whole tensors, i.e. one virtual GPU)
