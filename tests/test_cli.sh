@@ -215,6 +215,10 @@ expect_error "--zero 1 on one rank: no layout takes it" 2 "^tiny_transformer: --
 expect_error "--stop-at past --steps" 2 "^tiny_transformer: --stop-at 5 is past --steps 3 " 1 $small --steps 3 --stop-at 5
 expect_error "--stop-at with --steps 0" 2 "^tiny_transformer: --stop-at 5 with --steps 0: a run of no steps has nothing to stop; drop --stop-at" 1 $small --steps 0 --stop-at 5
 expect_error "--stop-at past one step: singular" 2 "once its 1 step is done;" 1 $small --steps 1 --stop-at 2
+# ZeRO's collectives go a unit at a time: the bucket size and the overlap
+# switch of ZeRO 0's all-reduce would change nothing, so they are refused.
+expect_error "--no-overlap under ZeRO" 2 "^tiny_transformer: --no-overlap applies to --zero 0's all-reduce buckets; --zero 1's collectives are blocking" 2 $small --dp 2 --zero 1 --no-overlap
+expect_error "--dp-bucket under ZeRO" 2 "^tiny_transformer: --dp-bucket sizes --zero 0's all-reduce buckets; --zero 3's collectives go a unit" 2 $small --dp 2 --zero 3 --dp-bucket 4M
 # A stop before the end without --save keeps nothing to resume: said.
 tt 1 $small --steps 4 --stop-at 2 --sample-len 0
 if [ "$status" -eq 0 ] && grep -qx "note: --stop-at 2 without --save: the run stops before step 2 and keeps no checkpoint to continue from" "$work/out"; then

@@ -329,4 +329,26 @@ for np in 1 2; do
         ok "killed run ($np rank(s)) after $rows steps: the log ends with a whole row" \
         || not_ok "killed run ($np rank(s)): $rows rows (killed after 99 or more?), $bad partial rows, last byte '$last'"
 done
+
+# Stopped from outside (Ctrl-C reaches the ranks through mpirun as SIGTERM):
+# rank 0 says, in one line, where the run was and which checkpoint is kept,
+# and the run still dies of the signal. Its step must be the checkpoint's own.
+rm -f "$work/int.st"
+$TT_MPIRUN -np 2 "$TT_BIN" $small --dp 2 --steps 1000000 --eval-every 0 --save "$work/int.st" \
+    --save-every 3 >/dev/null 2>"$work/int.err" &
+pid=$!
+i=0
+while [ $i -lt 400 ] && [ ! -s "$work/int.st" ]; do sleep 0.05; i=$((i + 1)); done
+sleep 0.3
+kill -TERM "$pid"
+wait "$pid"
+status=$?
+said=$(grep -c "^tiny_transformer: stopped by SIGTERM" "$work/int.err")
+step=$(sed -n "s/^tiny_transformer: stopped by SIGTERM (what mpirun sends on Ctrl-C, and kill by default) in step [0-9]* of 1000000; the last checkpoint is '.*int.st' at step \([0-9]*\): --resume .*int.st continues from there$/\1/p" "$work/int.err")
+kept=$(tail -c +9 "$work/int.st" | head -c 2000 | tr -d '\000' | sed -n 's/.*"step":"\([0-9]*\)".*/\1/p')
+if [ "$status" -ne 0 ] && [ "$said" -eq 1 ] && [ -n "$step" ] && [ "$step" = "$kept" ]; then
+    ok "stopped by SIGTERM: one line names the checkpoint kept (step $step, as its header says)"
+else
+    not_ok "stopped by SIGTERM (exit $status, $said lines, step '$step', checkpoint's '$kept'): $(head -n 3 "$work/int.err")"
+fi
 finish

@@ -56,6 +56,18 @@ int tt_config_check(const tt_run_config *c, tt_err *e)
     if (c->quiet && c->verbose)
         return tt_fail(e, "--quiet (no step lines) and --verbose (every step line) contradict "
                           "each other: give one");
+    /* Both shape ZeRO 0's bucketed all-reduce; ZeRO's collectives go one
+     * unit (a block, the embeddings, the head) at a time, so given with
+     * --zero 1-3 they would change nothing, unsaid. (The planner, which
+     * searches ZeRO 0 too, takes --dp-bucket for its ZeRO 0 layouts.) */
+    if (!c->plan && c->zero > 0 && !c->overlap)
+        return tt_fail(e, "--no-overlap applies to --zero 0's all-reduce buckets; --zero %d's "
+                          "collectives are blocking, a unit (a block, the embeddings, the head) "
+                          "at a time, so it would change nothing", c->zero);
+    if (!c->plan && c->zero > 0 && (c->given & TT_GIVEN_DP_BUCKET))
+        return tt_fail(e, "--dp-bucket sizes --zero 0's all-reduce buckets; --zero %d's "
+                          "collectives go a unit (a block, the embeddings, the head) at a time, "
+                          "so it would change nothing", c->zero);
     if (c->save_every && !c->save)
         return tt_fail(e, "--save-every needs --save FILE");
     /* A stop past the end would be ignored: the run ends at --steps

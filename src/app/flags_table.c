@@ -142,12 +142,13 @@ const tt_flag tt_flags[] = {
     {SWITCH("--show-grid", show_grid, 1), IN(LAYOUT),
      .help = "print every virtual GPU and its TP, PP and DP groups\n"
              "for this layout, then exit (no training)"},
-    {SIZE("--dp-bucket", dp_bucket), .metavar = "SIZE", IN(LAYOUT),
-     .help = "bytes per gradient all-reduce bucket, e.g. 256K, 4M\n(default %D)"},
+    {SIZE("--dp-bucket", dp_bucket), .given = TT_GIVEN_DP_BUCKET, .metavar = "SIZE", IN(LAYOUT),
+     .help = "bytes per gradient all-reduce bucket of --zero 0,\n"
+             "e.g. 256K, 4M (default %D)"},
     {SWITCH("--no-overlap", overlap, 0), IN(LAYOUT), TRAIN_ONLY,
      .help = "start every DP all-reduce bucket after the backward\n"
              "(default: each starts as the backward finishes its\n"
-             "layers, and runs beside the rest of it)"},
+             "layers, and runs beside the rest of it); --zero 0 only"},
     {.name = "--pin-ranks", .kind = TT_FLAG_CHOICE, .words = pin_words,
      .metavar = "auto|off", IN(LAYOUT), TRAIN_ONLY,
      .help = "more ranks than cores on a host: auto (default) binds\n"

@@ -14,6 +14,7 @@
  * Every failure one rank can meet alone (a file, a budget) is agreed by all
  * ranks before anyone acts on it, and every rank returns the same status. */
 #include "app/run_internal.h"
+#include "tt/app/interrupt.h"
 #include "tt/comm/cores.h"
 
 /* One training step with everything around it; 0 or an exit status. */
@@ -74,6 +75,7 @@ static int run_one_step(tt_run *r, long s)
         run_progress_end(r);
         if (tt_run_save(rc, &r->model, g, s + 1, rc->save, &e)) /* agreed by every rank */
             return fail_with(r, &e, TT_EXIT_RUNTIME);
+        tt_interrupt_saved(s + 1);
         SAY("saved checkpoint '%s' at step %ld\n", rc->save, s + 1);
     }
     return 0;
@@ -99,6 +101,7 @@ static int run_steps(tt_run *r)
     double t_start = tt_now();
     run_progress_begin(r);
     for (long s = r->step0; s < r->end; s++) {
+        tt_interrupt_step(s);
         if (traced && s == (r->end - 2 > r->step0 ? r->end - 2 : r->step0))
             tt_trace_begin(r->g);
         int status = run_one_step(r, s);
@@ -108,6 +111,7 @@ static int run_steps(tt_run *r)
         }
     }
     run_progress_end(r);
+    tt_interrupt_finished();
     r->seconds = tt_now() - t_start;
     /* Written after the checkpoint (run_end); gathered now, so the save's
      * communication is not in the picture. */
@@ -244,6 +248,8 @@ static int run_end(tt_run *r)
     tt_err e;
     if (rc->save && tt_run_save(rc, &r->model, r->g, r->end, rc->save, &e)) /* agreed */
         return fail_with(r, &e, TT_EXIT_RUNTIME);
+    if (rc->save)
+        tt_interrupt_saved(r->end);
     int traced_ok = 1;
     if (r->gathered) {
         r->gathered = 0; /* the writer frees the events */
@@ -350,6 +356,8 @@ int tt_run_main(const tt_run_config *rc, const tt_grid *g)
     r->end = rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps;
     if (r->end < r->step0)
         r->end = r->step0;
+    tt_interrupt_install(g->world_rank == 0, rc->save, rc->save_every, rc->steps, rc->resume,
+                         r->step0);
     int status = tt_run_setup(r);
     /* Usage errors are found identically by every rank before any
      * collective; everything later is agreed at the end. */

@@ -33,7 +33,8 @@ enum {
     TT_GIVEN_WARMUP = 1 << 9, TT_GIVEN_WD = 1 << 10, TT_GIVEN_CLIP = 1 << 11,
     TT_GIVEN_BETA1 = 1 << 12, TT_GIVEN_BETA2 = 1 << 13, TT_GIVEN_SEED = 1 << 14,
     TT_GIVEN_VIRTUAL = 1 << 15, TT_GIVEN_ZERO = 1 << 16, TT_GIVEN_RECOMPUTE = 1 << 17,
-    TT_GIVEN_SP = 1 << 18, TT_GIVEN_SCHEDULE = 1 << 19, TT_GIVEN_VOCAB = 1 << 20
+    TT_GIVEN_SP = 1 << 18, TT_GIVEN_SCHEDULE = 1 << 19, TT_GIVEN_VOCAB = 1 << 20,
+    TT_GIVEN_DP_BUCKET = 1 << 21
 };
 
 /* --recompute (doc/design.md section 10): what a block keeps for its backward. */
