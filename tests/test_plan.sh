@@ -44,7 +44,8 @@
 #     --train-tokens).
 #  6. Bad input is refused with one line (--vocab without --plan, --plan
 #     without --gpus, a GPU count no split takes (with the nearest that do),
-#     a pinned size that does not divide them, an unwritable
+#     a pinned size that does not divide them, pinned flags that training
+#     refuses together (in training's words), an unwritable
 #     --plan-json); under mpirun rank 0 plans once and all ranks exit 0.
 . "$TT_SRCDIR/testlib.sh"
 
@@ -491,6 +492,15 @@ expect_error "--plan --schedule zb-v --recompute full" 2 "^tiny_transformer: --p
 expect_error "--plan --schedule zb-v --zero 3" 2 "^tiny_transformer: --plan: the zb-v schedule cannot run with --zero 3 yet" 1 --plan --gpus 4 --schedule zb-v --zero 3
 expect_error "--plan --schedule interleaved --virtual-stages 16" 2 "^tiny_transformer: --plan: 64 pipeline chunks need at least 64 blocks, but --layers is 6" 1 --plan --gpus 4 --schedule interleaved --virtual-stages 16
 expect_error "--plan --zero 3 --dp 1" 2 "^tiny_transformer: --plan: --zero 3 needs a data-parallel group: ZeRO shards over the dp GPUs, and every layout" 1 --plan --gpus 4 --zero 3 --dp 1 --layers 4 --dim 64 --heads 4
+# Pinned flags that training refuses together are refused in training's
+# words (tt_config_check, the layout rules, tt_run_layout_check), not as "no
+# layout of N GPUs divides the model and batch", which they all said once.
+expect_error "--plan --tp 1 --sequence-parallel" 2 "^tiny_transformer: --plan: --sequence-parallel needs tensor parallelism: .*this layout has tp 1" 1 --plan --gpus 4 --tp 1 --sequence-parallel
+expect_error "--plan --micro-batches 5" 2 "^tiny_transformer: --plan: --micro-batches 5 must divide --batch 24$" 1 --plan --gpus 4 --micro-batches 5
+expect_error "--plan --dp 4 --micro-batches 4" 2 "^tiny_transformer: --plan: --micro-batches 4 must divide batch/dp = 24/4 = 6 (with dp 4: --micro-batches 1, 2, 3, 6)$" 1 --plan --gpus 4 --dp 4 --zero 3 --micro-batches 4
+expect_error "--plan --sequence-parallel, odd tokens per micro-batch" 2 "^tiny_transformer: --plan: --sequence-parallel needs the tokens of a micro-batch (batch/dp/micro-batches x seq = 24/1/24 x 63 = 63) divisible by tp 2$" 1 --plan --gpus 4 --tp 2 --pp 2 --dp 1 --sequence-parallel --seq 63 --batch 24 --micro-batches 24
+expect_error "--plan, pinned sizes that are not the GPUs" 2 "^tiny_transformer: --plan: --tp 2 x --pp 2 x --dp 1 = 4 GPUs, but --gpus is 8 (give --gpus 4, or leave one size open)$" 1 --plan --gpus 8 --tp 2 --pp 2 --dp 1
+expect_error "--plan, two pinned sizes that do not divide the GPUs" 2 "^tiny_transformer: --plan: --tp 2 x --pp 4 = 8 GPUs does not divide --gpus 4$" 1 --plan --gpus 4 --tp 2 --pp 4
 expect_error "--plan, a pinned tp that does not divide the GPUs, 2 ranks" 2 "--tp 3 does not divide --gpus 4" 2 --plan --gpus 4 --tp 3
 # An output that cannot be written is a runtime error, 1, as --save into a
 # missing directory is (test_outputs.sh); it used to be 2 here alone.
