@@ -41,7 +41,8 @@
 # 12. Figures a plan lacks are null in its JSON (no --train-tokens: days,
 #     energy, cost; fixed chunk costs: MFU, which the table shows as "-");
 #     the cluster's peaks keep a cluster file's names (planted: a plan with
-#     --train-tokens).
+#     --train-tokens). Each candidate names its chunks per stage
+#     (virtual_stages), as the table does.
 #  6. Bad input is refused with one line (--vocab without --plan, --plan
 #     without --gpus, a GPU count no split takes (with the nearest that do),
 #     a pinned size that does not divide them, pinned flags that training
@@ -485,6 +486,23 @@ cs = json.load(open(sys.argv[1] + '/zbv.json'))['candidates']
 z = sorted({c['zero'] for c in cs})
 print('%d layouts, ZeRO stages %s' % (len(cs), z))
 sys.exit(not cs or 3 in z)"
+# The JSON names the chunks per stage the table shows ("interleaved v4"): it
+# had no such field, and every interleaved plan read as v 2.
+plan v4 --gpus 4 --schedule interleaved --virtual-stages 4 --layers 8 --dim 64 --heads 4
+grep -q " interleaved v4 " "$work/out" || not_ok "--virtual-stages 4: the table shows no interleaved v4"
+py "--plan --virtual-stages 4: every JSON candidate has virtual_stages 4" "
+import json, sys
+cs = json.load(open(sys.argv[1] + '/v4.json'))['candidates']
+v = sorted({c.get('virtual_stages') for c in cs}, key=str)
+print('%d layouts, virtual_stages %s' % (len(cs), v))
+sys.exit(not cs or v != [4])"
+plan v1 --gpus 4 --schedule 1f1b --layers 8 --dim 64 --heads 4
+py "--plan --schedule 1f1b: every JSON candidate has virtual_stages 1" "
+import json, sys
+cs = json.load(open(sys.argv[1] + '/v1.json'))['candidates']
+v = sorted({c.get('virtual_stages') for c in cs}, key=str)
+print('%d layouts, virtual_stages %s' % (len(cs), v))
+sys.exit(not cs or v != [1])"
 # When no layout runs, the reason is the flags' conflict in training's words,
 # not the depth or micro-batch count the enumeration happened to try last
 # ("needs at least 2 pipeline stages (got pp = 1)" once).
