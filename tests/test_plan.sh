@@ -41,10 +41,12 @@
 # 12. Figures a plan lacks are null in its JSON (no --train-tokens: days,
 #     energy, cost; fixed chunk costs: MFU, which the table shows as "-");
 #     the cluster's peaks keep a cluster file's names (planted: a plan with
-#     --train-tokens).
+#     --train-tokens). Each candidate names its chunks per stage
+#     (virtual_stages), as the table does.
 #  6. Bad input is refused with one line (--vocab without --plan, --plan
 #     without --gpus, a GPU count no split takes (with the nearest that do),
-#     a pinned size that does not divide them, an unwritable
+#     a pinned size that does not divide them, pinned flags that training
+#     refuses together (in training's words), an unwritable
 #     --plan-json); under mpirun rank 0 plans once and all ranks exit 0.
 . "$TT_SRCDIR/testlib.sh"
 
@@ -484,6 +486,23 @@ cs = json.load(open(sys.argv[1] + '/zbv.json'))['candidates']
 z = sorted({c['zero'] for c in cs})
 print('%d layouts, ZeRO stages %s' % (len(cs), z))
 sys.exit(not cs or 3 in z)"
+# The JSON names the chunks per stage the table shows ("interleaved v4"): it
+# had no such field, and every interleaved plan read as v 2.
+plan v4 --gpus 4 --schedule interleaved --virtual-stages 4 --layers 8 --dim 64 --heads 4
+grep -q " interleaved v4 " "$work/out" || not_ok "--virtual-stages 4: the table shows no interleaved v4"
+py "--plan --virtual-stages 4: every JSON candidate has virtual_stages 4" "
+import json, sys
+cs = json.load(open(sys.argv[1] + '/v4.json'))['candidates']
+v = sorted({c.get('virtual_stages') for c in cs}, key=str)
+print('%d layouts, virtual_stages %s' % (len(cs), v))
+sys.exit(not cs or v != [4])"
+plan v1 --gpus 4 --schedule 1f1b --layers 8 --dim 64 --heads 4
+py "--plan --schedule 1f1b: every JSON candidate has virtual_stages 1" "
+import json, sys
+cs = json.load(open(sys.argv[1] + '/v1.json'))['candidates']
+v = sorted({c.get('virtual_stages') for c in cs}, key=str)
+print('%d layouts, virtual_stages %s' % (len(cs), v))
+sys.exit(not cs or v != [1])"
 # When no layout runs, the reason is the flags' conflict in training's words,
 # not the depth or micro-batch count the enumeration happened to try last
 # ("needs at least 2 pipeline stages (got pp = 1)" once).
@@ -491,6 +510,15 @@ expect_error "--plan --schedule zb-v --recompute full" 2 "^tiny_transformer: --p
 expect_error "--plan --schedule zb-v --zero 3" 2 "^tiny_transformer: --plan: the zb-v schedule cannot run with --zero 3 yet" 1 --plan --gpus 4 --schedule zb-v --zero 3
 expect_error "--plan --schedule interleaved --virtual-stages 16" 2 "^tiny_transformer: --plan: 64 pipeline chunks need at least 64 blocks, but --layers is 6" 1 --plan --gpus 4 --schedule interleaved --virtual-stages 16
 expect_error "--plan --zero 3 --dp 1" 2 "^tiny_transformer: --plan: --zero 3 needs a data-parallel group: ZeRO shards over the dp GPUs, and every layout" 1 --plan --gpus 4 --zero 3 --dp 1 --layers 4 --dim 64 --heads 4
+# Pinned flags that training refuses together are refused in training's
+# words (tt_config_check, the layout rules, tt_run_layout_check), not as "no
+# layout of N GPUs divides the model and batch", which they all said once.
+expect_error "--plan --tp 1 --sequence-parallel" 2 "^tiny_transformer: --plan: --sequence-parallel needs tensor parallelism: .*this layout has tp 1" 1 --plan --gpus 4 --tp 1 --sequence-parallel
+expect_error "--plan --micro-batches 5" 2 "^tiny_transformer: --plan: --micro-batches 5 must divide --batch 24$" 1 --plan --gpus 4 --micro-batches 5
+expect_error "--plan --dp 4 --micro-batches 4" 2 "^tiny_transformer: --plan: --micro-batches 4 must divide batch/dp = 24/4 = 6 (with dp 4: --micro-batches 1, 2, 3, 6)$" 1 --plan --gpus 4 --dp 4 --zero 3 --micro-batches 4
+expect_error "--plan --sequence-parallel, odd tokens per micro-batch" 2 "^tiny_transformer: --plan: --sequence-parallel needs the tokens of a micro-batch (batch/dp/micro-batches x seq = 24/1/24 x 63 = 63) divisible by tp 2$" 1 --plan --gpus 4 --tp 2 --pp 2 --dp 1 --sequence-parallel --seq 63 --batch 24 --micro-batches 24
+expect_error "--plan, pinned sizes that are not the GPUs" 2 "^tiny_transformer: --plan: --tp 2 x --pp 2 x --dp 1 = 4 GPUs, but --gpus is 8 (give --gpus 4, or leave one size open)$" 1 --plan --gpus 8 --tp 2 --pp 2 --dp 1
+expect_error "--plan, two pinned sizes that do not divide the GPUs" 2 "^tiny_transformer: --plan: --tp 2 x --pp 4 = 8 GPUs does not divide --gpus 4$" 1 --plan --gpus 4 --tp 2 --pp 4
 expect_error "--plan, a pinned tp that does not divide the GPUs, 2 ranks" 2 "--tp 3 does not divide --gpus 4" 2 --plan --gpus 4 --tp 3
 # An output that cannot be written is a runtime error, 1, as --save into a
 # missing directory is (test_outputs.sh); it used to be 2 here alone.

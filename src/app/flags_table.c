@@ -328,9 +328,10 @@ const tt_flag tt_flags[] = {
      .help = "plan instead of training: memory per GPU, step time,\n"
              "MFU and cost of every layout of --gpus GPUs of the\n"
              "--cluster, best first (--tp, --pp, --dp, --zero,\n"
-             "--recompute, --sequence-parallel, --schedule and\n"
-             "--micro-batches pin a value). Rank 0 plans, the\n"
-             "other ranks wait and leave with its exit status"},
+             "--recompute, --sequence-parallel, --schedule,\n"
+             "--virtual-stages and --micro-batches pin a value).\n"
+             "Rank 0 plans, the other ranks wait and leave with its\n"
+             "exit status"},
     {STRING("--plan-json", plan_json), .metavar = "FILE", IN(PLAN),
      .help = "also write the plan as JSON (doc/design.md\nsection 11)"},
     {INT("--gpus", gpus, 1, 1 << 24), .metavar = "N", IN(PLAN),

@@ -6,6 +6,8 @@
  * out. */
 #include "tt/app/plan.h"
 #include "app/plan_internal.h"
+#include "tt/app/flags.h"
+#include "tt/app/run.h"
 #include "tt/comm/grid.h"
 #include "tt/model/cost.h"
 #include "tt/model/model.h"
@@ -162,6 +164,75 @@ static void nearest_gpus(int N, const tt_run_config *rc, char *why, size_t n)
         tt_appendf(why, n, ")");
 }
 
+/* When the search priced nothing: does training refuse the pinned flags
+ * on every split the search tried? Its checks in its order (tt_config_check,
+ * the layout rules tt_grid_choose applies, then tt_run_layout_check), so a
+ * refusal is in training's words; the flags left open take the values it
+ * refuses least (no ZeRO, recomputation or SP, 1F1B, and every micro-batch
+ * count in turn). The first refusal goes to e; 0 when some split passes, and
+ * the planner's own reason stands. */
+static int pins_refused(const tt_run_config *rc, int N, int (*splits)[2], int n, int pinned_sp,
+                        tt_err *e)
+{
+    tt_run_config as_run = *rc;
+    const unsigned g = rc->given;
+    if (!(g & TT_GIVEN_ZERO))
+        as_run.zero = 0;
+    if (!(g & TT_GIVEN_RECOMPUTE))
+        as_run.recompute = TT_RECOMPUTE_NONE;
+    if (!pinned_sp)
+        as_run.sequence_parallel = 0;
+    if (!(g & TT_GIVEN_SCHEDULE))
+        as_run.schedule = TT_SCHED_1F1B, as_run.virtual_stages = 1;
+    tt_err first = {{0}};
+    const int pinned_m = !!(g & TT_GIVEN_MICRO);
+    for (int i = 0; i < n; i++) {
+        const int tp = splits[i][0], pp = splits[i][1], dp = N / tp / pp;
+        const int per_dp = rc->batch / dp;
+        const int lo = pinned_m ? rc->micro_batches : 1, hi = pinned_m ? lo : per_dp;
+        for (int m = lo; m <= hi; m++) {
+            if (!pinned_m && per_dp % m)
+                continue;
+            as_run.micro_batches = m;
+            const tt_layout_rules rules = {.heads = rc->model.NH, .layers = rc->model.L,
+                                           .batch = rc->batch, .micro_batches = m,
+                                           .virtual_stages = as_run.virtual_stages};
+            tt_err le;
+            if (!tt_config_check(&as_run, &le) && !tt_layout_check(N, tp, pp, dp, &rules, &le) &&
+                !tt_run_layout_check(&as_run, tp, pp, dp, &le))
+                return 0;
+            if (!first.msg[0])
+                first = le;
+        }
+    }
+    if (!first.msg[0])
+        return 0;
+    *e = first;
+    return -1;
+}
+
+/* The pinned sizes' product: it must divide the GPUs, and be them when all
+ * three are pinned (tt_layout_check says so of the ranks a run starts). */
+static int pinned_product_refused(const tt_run_config *rc, int N, tt_err *e)
+{
+    const int sizes[3] = {rc->tp, rc->pp, rc->dp};
+    const char *names[3] = {"--tp", "--pp", "--dp"};
+    char what[96] = "";
+    long prod = 1;
+    int k = 0;
+    for (int i = 0; i < 3; i++)
+        if (sizes[i] > 0) {
+            tt_appendf(what, sizeof what, "%s%s %d", k++ ? " x " : "", names[i], sizes[i]);
+            prod *= sizes[i];
+        }
+    if (k < 2 || (k == 3 ? prod == N : N % prod == 0))
+        return 0;
+    if (k == 3)
+        return tt_fail(e, "--plan: %s = %ld GPUs, but --gpus is %d (give --gpus %ld, or leave "
+                          "one size open)", what, prod, N, prod);
+    return tt_fail(e, "--plan: %s = %ld GPUs does not divide --gpus %d", what, prod, N);
+}
+
 /* A plan for many GPUs takes seconds (thousands of layouts, each of their
  * schedules simulated), a huge one minutes: on a terminal, stderr says how
  * far it has got, once a second after the first, on a line wiped before the
@@ -237,6 +308,8 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
         if (pins[i].v > 0 && N % pins[i].v)
             return tt_fail(e, "--plan: %s %d does not divide --gpus %d", pins[i].flag, pins[i].v,
                            N);
+    if (pinned_product_refused(rc, N, e))
+        return -1;
     const int pinned_sched = !!(rc->given & TT_GIVEN_SCHEDULE);
     const int pinned_m = !!(rc->given & TT_GIVEN_MICRO);
     /* With the whole layout given (--tp, --pp, --dp, --zero, --recompute),
@@ -319,15 +392,21 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
         }
     }
     progress_end(&pg);
-    free(splits);
     tt_plan_cache_free(&cache);
+    /* No schedule was tried: the pins may be what training refuses
+     * together (--sequence-parallel on tp 1, a micro-batch count that does
+     * not divide), which the search only skips. */
+    tt_err pinned;
+    const int refused = pl->n == 0 && why_pp == 0 && !zero_without_dp &&
+                        pins_refused(rc, N, splits, pg.splits, pinned_sp, &pinned);
+    free(splits);
     if (pl->n == 0) {
         tt_plan_free(pl);
         if (why_pp == 0 && zero_without_dp)
             return tt_fail(e, "--plan: --zero %d needs a data-parallel group: ZeRO shards over "
                               "the dp GPUs, and every layout the other flags allow has dp 1 "
                               "(leave --dp open or give 2 or more, or --zero 0)", rc->zero);
-        return tt_fail(e, "--plan: %s", why_none.msg);
+        return tt_fail(e, "--plan: %s", (refused ? pinned : why_none).msg);
     }
     qsort(pl->c, (size_t)pl->n, sizeof *pl->c, by_rank);
     for (int i = 0; i < pl->n; i++)

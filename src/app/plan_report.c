@@ -205,6 +205,8 @@ int tt_plan_write_json(const tt_plan *pl, const char *path, tt_err *e)
         cJSON_AddStringToObject(o, "recompute", recompute_names[p->recompute]);
         cJSON_AddBoolToObject(o, "sequence_parallel", p->sequence_parallel);
         cJSON_AddStringToObject(o, "schedule", tt_schedule_name(p->schedule));
+        /* the chunks per stage priced, the table's "v2" (1 where one runs) */
+        cJSON_AddNumberToObject(o, "virtual_stages", p->virtual_stages);
         cJSON_AddNumberToObject(o, "micro_batches", p->micro_batches);
         cJSON_AddBoolToObject(o, "fits", p->fits);
         cJSON *mb = cJSON_AddObjectToObject(o, "memory_bytes");
