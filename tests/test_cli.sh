@@ -171,7 +171,7 @@ Layouts that work on 2 ranks:
 # 2 ranks works: pp 2 needs 4 blocks, and zb-v refuses one stage (the table
 # once offered tp 2 and dp 2 on one stage, which the run then refused).
 expect_layout "virtual stages: the chunk count in numbers" 2 "tiny_transformer: bad layout: pp 2 x 2 chunks per stage (virtual stages) = 4 exceeds --layers 2 (every chunk needs a block; --layers 4 would allow pp 2).
-No layout works on 2 rank(s) for this model and batch." $small --layers 2 --pp 2 --schedule zb-v
+No layout works on 2 ranks for this model and batch." $small --layers 2 --pp 2 --schedule zb-v
 # --virtual-stages that the schedule refuses whatever the layout (1f1b runs
 # one chunk per stage): said before the layout's rule on chunks, which
 # counted the 3 chunks anyway and proposed "--layers 6 would allow pp 2",

@@ -333,6 +333,9 @@ done
 # Stopped from outside (Ctrl-C reaches the ranks through mpirun as SIGTERM):
 # rank 0 says, in one line, where the run was and which checkpoint is kept,
 # and the run still dies of the signal. Its step must be the checkpoint's own.
+# The SIGTERM goes to the ranks, as mpirun sends it on Ctrl-C: sent to
+# mpirun itself, mpirun may be gone, on a loaded machine, before it has
+# passed the ranks' last output on.
 rm -f "$work/int.st"
 $TT_MPIRUN -np 2 "$TT_BIN" $small --dp 2 --steps 1000000 --eval-every 0 --save "$work/int.st" \
     --save-every 3 >/dev/null 2>"$work/int.err" &
@@ -340,7 +343,9 @@ pid=$!
 i=0
 while [ $i -lt 400 ] && [ ! -s "$work/int.st" ]; do sleep 0.05; i=$((i + 1)); done
 sleep 0.3
-kill -TERM "$pid"
+for p in $(pgrep -f -- "$work/int.st"); do
+    case $(cat "/proc/$p/comm" 2>/dev/null) in *tiny*) kill -TERM "$p" ;; esac
+done
 wait "$pid"
 status=$?
 said=$(grep -c "^tiny_transformer: stopped by SIGTERM" "$work/int.err")

@@ -134,8 +134,11 @@ const tt_flag tt_flags[] = {
     /* A size of 0 passes here, to be refused with the layouts that work. */
     {INT("--tp", tp, 0, 4096), .metavar = "N", IN(LAYOUT),
      .help = "tensor / pipeline / data parallel sizes; tp x pp x dp\n"
-             "must equal N. Sizes not given are chosen from N.\n"
-             "tp must divide --heads; pp x virtual stages <= --layers."},
+             "must equal N. Sizes not given are chosen from N: as\n"
+             "many above 1 as N allows, then the smallest tp and the\n"
+             "largest pp (12: tp 2 pp 3 dp 2; 2: pp 2, so data\n"
+             "parallelism on 2 takes --dp 2). tp must divide\n"
+             "--heads; pp x virtual stages <= --layers."},
     {INT("--pp", pp, 0, 4096), .metavar = "N", IN(LAYOUT)},
     /* dp reaches tens of thousands in a plan (the seed book's 50,000 GPUs). */
     {INT("--dp", dp, 0, 1 << 20), .metavar = "N", IN(LAYOUT)},

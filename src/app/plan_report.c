@@ -79,9 +79,9 @@ void tt_plan_print(FILE *out, const tt_plan *pl, int rows)
                  "global batch %d sequences\n",
             m->L, m->C, m->NH, m->T, m->V, pl->parameters, pl->batch);
     const double U = tt_plan_mem_unit(pl);
-    fprintf(out, "on %d GPUs of %s (%d per server, %.0f %s each, %s peak %.4g FLOP/s x GEMM "
+    fprintf(out, "on %d GPU%s of %s (%d per server, %.0f %s each, %s peak %.4g FLOP/s x GEMM "
                  "efficiency %.2f); precision %s\n",
-            pl->gpus, cl->name, cl->gpus_per_server, cl->gpu_memory_bytes / U, tt_plan_mem_name(pl),
+            pl->gpus, pl->gpus == 1 ? "" : "s", cl->name, cl->gpus_per_server, cl->gpu_memory_bytes / U, tt_plan_mem_name(pl),
             pl->mixed ? "16-bit" : "FP32", pl->mixed ? cl->peak_flops : cl->peak_flops_fp32,
             cl->gemm_efficiency, pl->mixed ? "mixed (2+2+12 bytes per parameter)"
                                            : "fp32 (the emulator's 4+4+8 bytes per parameter)");

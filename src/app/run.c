@@ -148,7 +148,7 @@ static int run_reports(tt_run *r)
         const double per = 1.0 / (double)r->cpu_steps;
         SAY("cores (wall clock), a training step on %s%d rank%s (steps %ld..%ld): CPU %.1f ms "
             "user + %.1f ms kernel; %.0f context switches (%.0f waiting, %.0f preempted)\n",
-            g->world_size > 1 ? "all " : "", g->world_size, g->world_size > 1 ? "s" : "",
+            g->world_size > 2 ? "all " : "", g->world_size, g->world_size > 1 ? "s" : "",
             r->step0 + 1, r->end - 1, r->cpu[TT_CPU_USER] * per * 1e3,
             r->cpu[TT_CPU_KERNEL] * per * 1e3,
             (r->cpu[TT_CPU_WAITS] + r->cpu[TT_CPU_PREEMPTED]) * per, r->cpu[TT_CPU_WAITS] * per,

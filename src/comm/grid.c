@@ -158,7 +158,8 @@ static void add_table(char *buf, size_t n, int world, const tt_layout_rules *r, 
     if (total == 0 && suggested)
         return;
     if (total == 0) {
-        tt_appendf(buf, n, "\nNo layout works on %d rank(s) for this model and batch.", world);
+        tt_appendf(buf, n, "\nNo layout works on %d rank%s for this model and batch.", world,
+                   world == 1 ? "" : "s");
         return;
     }
     if (world == 1) {
