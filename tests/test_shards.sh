@@ -117,7 +117,7 @@ import re, sys
 text, dp, L = open(sys.argv[1]).read(), int(sys.argv[2]), int(sys.argv[3])
 gpus, bad = {}, []
 for block in re.split(r"\n(?=gpu\d)", text[text.index("tensors per virtual GPU"):]):
-    head = re.match(r"gpu(\d+)\(dp(\d+),pp(\d+),tp(\d+)\): \d+ tensors, \d+ floats; ZeRO (\d): (.*?) of piece (\d+) \(of (\d+)\) of each unit only \((\d+) floats\)", block)
+    head = re.match(r"gpu(\d+)\(dp(\d+),pp(\d+),tp(\d+)\): \d+ tensors, \d+ floats in its TP/PP shard; ZeRO (\d): (.*?) of piece (\d+) \(of (\d+)\) of each unit only \((\d+) floats\)", block)
     if not head:
         continue
     g, d, p_, t, stage, what, piece, parts, share = head.groups()

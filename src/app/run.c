@@ -137,7 +137,8 @@ static int run_reports(tt_run *r)
             r->end - 1, r->seconds, r->first_loss, r->last_loss);
     else
         SAY("no steps to train (already at step %ld%s)", r->step0,
-            r->step0 >= rc->steps ? ", the run's end; --steps N trains on to step N" : "");
+            rc->resume && r->step0 >= rc->steps ? ", the run's end; --steps N trains on to step N"
+                                                 : "");
     if (!isnan(ev))
         SAY("; eval loss %.4f on %d held-out sequences", ev,
             tt_eval_windows(&r->corpus, rc->model.T, rc->eval_windows));

@@ -63,8 +63,11 @@ static char *shard_text(const tt_model *m)
             namew = (int)strlen(P->t[i].name);
     size_t cap = 256 + (size_t)P->n * (size_t)(namew + 160), len = 0;
     char *s = tt_malloc(cap);
-    len += (size_t)snprintf(s + len, cap - len, "%d tensor%s, %zu floats", P->n,
-                            P->n == 1 ? "" : "s", P->total);
+    /* Under ZeRO the count is the layout's shard, which ZeRO then cuts:
+     * said, since the whole count alone reads as what the GPU keeps. */
+    len += (size_t)snprintf(s + len, cap - len, "%d tensor%s, %zu floats%s", P->n,
+                            P->n == 1 ? "" : "s", P->total,
+                            P->z.stage > 0 ? " in its TP/PP shard" : "");
     if (P->z.stage > 0)
         len += (size_t)snprintf(s + len, cap - len,
                                 "; ZeRO %d: %s of piece %d (of %d) of each unit only (%zu floats)%s",
