@@ -349,11 +349,16 @@ done
 wait "$pid"
 status=$?
 said=$(grep -c "^tiny_transformer: stopped by SIGTERM" "$work/int.err")
-step=$(sed -n "s/^tiny_transformer: stopped by SIGTERM (what mpirun sends on Ctrl-C, and kill by default) in step [0-9]* of 1000000; the last checkpoint is '.*int.st' at step \([0-9]*\): --resume .*int.st continues from there$/\1/p" "$work/int.err")
+# The step(s) the line says the file holds: one, or two while a save was under way.
+pre="^tiny_transformer: stopped by SIGTERM (sent by mpirun on Ctrl-C or when another rank failed, and by kill) in step [0-9]* of 1000000; "
+steps=$(sed -n -e "s|${pre}the last checkpoint holds step \([0-9]*\): --resume '.*int.st' continues from there\$|\1|p" \
+               -e "s|${pre}'.*int.st' holds step \([0-9]*\) if the save under way finished, else step \([0-9]*\): --resume '.*int.st' continues from there\$|\1 \2|p" \
+               "$work/int.err")
 kept=$(tail -c +9 "$work/int.st" | head -c 2000 | tr -d '\000' | sed -n 's/.*"step":"\([0-9]*\)".*/\1/p')
-if [ "$status" -ne 0 ] && [ "$said" -eq 1 ] && [ -n "$step" ] && [ "$step" = "$kept" ]; then
-    ok "stopped by SIGTERM: one line names the checkpoint kept (step $step, as its header says)"
+if [ "$status" -ne 0 ] && [ "$said" -eq 1 ] && [ -n "$kept" ] &&
+   printf ' %s \n' "$steps" | grep -q " $kept "; then
+    ok "stopped by SIGTERM: one line names the checkpoint kept (step(s) $steps; the file holds $kept)"
 else
-    not_ok "stopped by SIGTERM (exit $status, $said lines, step '$step', checkpoint's '$kept'): $(head -n 3 "$work/int.err")"
+    not_ok "stopped by SIGTERM (exit $status, $said lines, step(s) '$steps', checkpoint's '$kept'): $(head -n 3 "$work/int.err")"
 fi
 finish

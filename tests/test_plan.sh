@@ -459,6 +459,8 @@ done
 expect_error "--gpus without --plan" 2 "^tiny_transformer: --gpus is for --plan only" 1 --gpus 4
 expect_error "--precision mixed without --plan" 2 "^tiny_transformer: --precision mixed is for --plan only" 1 --precision mixed
 expect_error "--plan without --gpus" 2 "needs --gpus" 1 --plan
+# The sizes' product in 64 bits: 4096 x 4096 x 1048576 wrapped to 0 in an int.
+expect_error "--plan sizes past --gpus's range" 2 "^tiny_transformer: --plan: --tp 4096 x --pp 4096 x --dp 1048576 = 17592186044416 GPUs, more than the 16777216 --gpus allows" 1 --plan --tp 4096 --pp 4096 --dp 1048576
 # A GPU count no split takes names the rules and the nearest counts that do.
 # By hand, default model (12 heads, 6 layers, batch 24): 7 is prime, and
 # neither tp 7 (12 heads), pp 7 (6 layers) nor dp 7 (batch 24) is allowed;

@@ -115,11 +115,37 @@ awk 'BEGIN { for (i = 0; i < 3000; i++) printf "line %d of a small book, read ag
 tt 1 $cfg --data "$work/book.txt" --steps 4 --log "$work/book_full.csv"
 tt 1 $cfg --data "$work/book.txt" --steps 4 --stop-at 2 --save "$work/book.safetensors"
 tt 1 --resume "$work/book.safetensors" --log "$work/book_b.csv" --sample-len 0 --quiet --eval-every 0
-if [ "$status" -eq 0 ] && grep -q "^data: $work/book.txt;" "$work/out" &&
+if [ "$status" -eq 0 ] && grep -q "^data: $work/book.txt (the checkpoint's --data);" "$work/out" &&
    [ "$(tail -n 1 "$work/book_b.csv" | cut -d, -f1,2)" = "$(tail -n 1 "$work/book_full.csv" | cut -d, -f1,2)" ]; then
     ok "resumed without --data: trains on the checkpoint's --data file, as one run does"
 else
     not_ok "resumed without --data (exit $status): $(grep '^data:' "$work/out"); $(tail -n 1 "$work/book_b.csv") against $(tail -n 1 "$work/book_full.csv")"
+fi
+
+# Another corpus given now is taken, and said; a checkpoint from before the
+# record (its "data" key removed, the header rewritten) is said to be silent.
+awk 'BEGIN { for (i = 0; i < 3000; i++) printf "another line %d, of another book.\n", i }' > "$work/book2.txt"
+tt 1 --resume "$work/book.safetensors" --stop-at 3 --sample-len 0 --quiet --eval-every 0 --data "$work/book2.txt"
+if [ "$status" -eq 0 ] && grep -qx "note: checkpoint '$work/book.safetensors' trained on '$work/book.txt'; this run trains on '$work/book2.txt'" "$work/out"; then
+    ok "resumed on another --data: a note names both files"
+else
+    not_ok "resumed on another --data (exit $status): $(grep '^note' "$work/out")"
+fi
+python3 - "$work/book.safetensors" "$work/nodata.safetensors" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+del head["__metadata__"]["data"]
+text = json.dumps(head, separators=(",", ":")).encode()
+text += b" " * (-(8 + len(text)) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+PY
+tt 1 --resume "$work/nodata.safetensors" --stop-at 3 --sample-len 0 --quiet --eval-every 0
+if [ "$status" -eq 0 ] && grep -qx "note: checkpoint '$work/nodata.safetensors' does not say which data it trained on (it is older than that record); this run trains on the generated corpus (give --data FILE if it trained on a file)" "$work/out"; then
+    ok "a checkpoint without the data record: a note says the run cannot tell"
+else
+    not_ok "a checkpoint without the data record (exit $status): $(grep '^note' "$work/out"; head -n 3 "$work/err")"
 fi
 
 finish

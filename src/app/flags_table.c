@@ -248,8 +248,8 @@ const tt_flag tt_flags[] = {
     {LONG("--steps", steps, 0, BIG), .given = TT_GIVEN_STEPS, .metavar = "S", IN(TRAINING), TRAIN_ONLY,
      .help = "total optimizer steps of the run (default %D)"},
     {LONG("--stop-at", stop_at, 1, BIG), .metavar = "K", IN(TRAINING), TRAIN_ONLY,
-     .help = "stop before step K, once step K-1 is done (needs --save;\n"
-             "the checkpoint resumes at step K), keeping the\n"
+     .help = "stop before step K, once step K-1 is done (saving if\n"
+             "--save; the checkpoint resumes at step K), keeping the\n"
              "lr schedule of --steps; --resume continues"},
     {DOUBLE("--lr", optim.lr, 0.0, 10.0), .given = TT_GIVEN_LR, .metavar = "X", IN(TRAINING), TRAIN_ONLY,
      .help = "peak learning rate (default %D)"},

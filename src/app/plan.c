@@ -281,9 +281,14 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
     pl->train_tokens = rc->train_tokens;
     pl->gpus = rc->gpus;
     if (!pl->gpus) {
-        if (rc->tp > 0 && rc->pp > 0 && rc->dp > 0)
-            pl->gpus = rc->tp * rc->pp * rc->dp;
-        else
+        if (rc->tp > 0 && rc->pp > 0 && rc->dp > 0) {
+            /* In 64 bits, within --gpus's own range (an int product wraps). */
+            const long long n = (long long)rc->tp * rc->pp * rc->dp;
+            if (n > 1 << 24)
+                return tt_fail(e, "--plan: --tp %d x --pp %d x --dp %d = %lld GPUs, more than "
+                                  "the %d --gpus allows", rc->tp, rc->pp, rc->dp, n, 1 << 24);
+            pl->gpus = (int)n;
+        } else
             return tt_fail(e, "--plan needs --gpus N (or all of --tp, --pp and --dp)");
     }
     tt_shard_spec whole = tt_shard_whole(cfg);

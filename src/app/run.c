@@ -73,6 +73,7 @@ static int run_one_step(tt_run *r, long s)
     if (rc->save_every && (s + 1) % rc->save_every == 0 && s + 1 < r->end) {
         tt_err e;
         run_progress_end(r);
+        tt_interrupt_saving(s + 1);
         if (tt_run_save(rc, &r->model, g, s + 1, rc->save, &e)) /* agreed by every rank */
             return fail_with(r, &e, TT_EXIT_RUNTIME);
         tt_interrupt_saved(s + 1);
@@ -247,6 +248,8 @@ static int run_end(tt_run *r)
 {
     const tt_run_config *rc = &r->rc;
     tt_err e;
+    if (rc->save)
+        tt_interrupt_saving(r->end);
     if (rc->save && tt_run_save(rc, &r->model, r->g, r->end, rc->save, &e)) /* agreed */
         return fail_with(r, &e, TT_EXIT_RUNTIME);
     if (rc->save)

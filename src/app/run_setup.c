@@ -133,6 +133,11 @@ static int run_build(tt_run *r)
                                 &e) != 0;
     else
         tt_corpus_generate(&r->corpus, 1 << 20, rc->seed);
+    /* A file named by the checkpoint, not by the command line: say so, since
+     * it is stored as given and may be relative to another directory. */
+    if (failed && rc->data_adopted)
+        tt_appendf(e.msg, sizeof e.msg, " (the --data of checkpoint '%s'; give --data FILE)",
+                   rc->resume);
     r->have_corpus = !failed;
     if (agreed(r, failed, &e, TT_EXIT_RUNTIME))
         return TT_EXIT_RUNTIME;

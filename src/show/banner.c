@@ -8,6 +8,7 @@
 #include "tt/train/optim.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* Parameters of the whole model (global shapes of every tensor). */
 static long count_params(const tt_config *cfg)
@@ -110,8 +111,20 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
         tt_cores_print(g, stdout, 0);
         print_param_memory(m, g);
     }
-    SAY("data: %s; train %zu bytes, eval %zu bytes\n", corpus->source, corpus->ntrain,
+    SAY("data: %s%s; train %zu bytes, eval %zu bytes\n", corpus->source,
+        rc->data_adopted ? " (the checkpoint's --data)" : "", corpus->ntrain,
         corpus->n - corpus->ntrain);
+    /* A resumed run on other data than the checkpoint's, or on data it
+     * cannot tell: the second half of the run would differ unseen. */
+    if (rc->resume && !rc->resume_data)
+        SAY("note: checkpoint '%s' does not say which data it trained on (it is older than "
+            "that record); this run trains on %s\n", rc->resume,
+            rc->data ? "its --data" : "the generated corpus (give --data FILE if it trained on a file)");
+    else if (rc->resume && strcmp(rc->resume_data, rc->data ? rc->data : "") != 0)
+        SAY("note: checkpoint '%s' trained on %s%s%s; this run trains on %s%s%s\n", rc->resume,
+            rc->resume_data[0] ? "'" : "", rc->resume_data[0] ? rc->resume_data : "the generated corpus",
+            rc->resume_data[0] ? "'" : "", rc->data ? "'" : "", rc->data ? rc->data : "the generated corpus",
+            rc->data ? "'" : "");
     const int local = rc->batch / g->dp, mb = tt_micro_batch_size(rc, g->dp);
     SAY("global batch %d sequences x %d tokens; each DP replica takes %d in %d micro-batch%s "
         "of %d\n", rc->batch, rc->model.T, local, rc->micro_batches,

@@ -56,9 +56,11 @@ static int merge_resume(tt_run_config *rc, const tt_ckpt_info *info, tt_err *e)
      * given now wins (continuing on a new corpus is a choice); run.c's
      * banner names the file either way. */
     static char data[sizeof info->data]; /* the run's config points at it */
+    memcpy(data, info->data, sizeof data);
+    rc->resume_data = info->has_data ? data : NULL;
     if (!rc->data && info->has_data && info->data[0]) {
-        memcpy(data, info->data, sizeof data);
         rc->data = data;
+        rc->data_adopted = 1;
     }
     if (rc->steps < info->step)
         return tt_fail(e, "--steps %ld is below the checkpoint's step %ld ('%s'): --steps is "

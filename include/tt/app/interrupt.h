@@ -12,6 +12,9 @@ void tt_interrupt_install(int speaks, const char *save, long save_every, long st
                           const char *resumed, long resume_step);
 /* The run is training step `step` (from 0). */
 void tt_interrupt_step(long step);
+/* A save of the state before step `step` to --save's file begins (the
+ * file may or may not hold it until tt_interrupt_saved says it does). */
+void tt_interrupt_saving(long step);
 /* A checkpoint of the state before step `step` is in --save's file. */
 void tt_interrupt_saved(long step);
 /* Every step is trained; what runs now is the run's end. */

@@ -58,6 +58,8 @@ typedef struct {
     tt_optim_config resume_optim; /* and that run's optimizer settings */
     const char *train_only;   /* the first flag given that only training uses (--plan refuses it) */
     uint32_t resume_print;    /* its fingerprint (tt_ckpt_info), compared between ranks */
+    const char *resume_data;  /* its --data ("" the generated corpus), NULL when it does not say */
+    int data_adopted;         /* rc->data is resume_data: --data was not given */
     const char *prompt;       /* start of the generated sample */
     int sample_len;           /* bytes to generate at the end (0 = none) */
     int quiet;

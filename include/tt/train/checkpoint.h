@@ -12,6 +12,8 @@
 #include "tt/core/common.h"
 #include "tt/core/config.h"
 #include "tt/comm/grid.h"
+#include <limits.h>
+
 #include "tt/core/params.h"
 
 #define TT_CKPT_FORMAT "tiny_transformer/1"
@@ -29,7 +31,7 @@ typedef struct {
     /* The corpus it trained on (written from run.data): the --data file as
      * given, "" for the generated corpus; has_data 0 for a checkpoint from
      * before the key existed, which says nothing either way. */
-    char data[1024];
+    char data[PATH_MAX];
     int has_data;
 } tt_ckpt_info;
 
