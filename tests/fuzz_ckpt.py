@@ -213,7 +213,7 @@ def mutants(base, rng):
     for k, v in (("step", " 3"), ("lr", " 0.003"), ("layers", "2 "), ("beta1", "1"),
                  ("eps", "-1e-08"), ("lr", "1e300"), ("layers", "1000000"), ("dim", "1000000"),
                  ("batch", "100000000"), ("seq", "65536000"), ("dim", "65536"),
-                 ("layers", "1024")):
+                 ("layers", "1024"), ("data_crc32", "1234567"), ("data_bytes", "0")):
         h = base.copy_header()
         h["__metadata__"][k] = v
         out.append(("metadata", "%s = %r" % (k, v), frame(h, base.data), "refuse"))

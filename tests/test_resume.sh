@@ -131,12 +131,23 @@ if [ "$status" -eq 0 ] && grep -qx "note: checkpoint '$work/book.safetensors' tr
 else
     not_ok "resumed on another --data (exit $status): $(grep '^note' "$work/out")"
 fi
+# The same name, other bytes: the checkpoint's size and CRC-32 of the file tell.
+cp "$work/book.txt" "$work/book.orig"
+echo "one more line" >> "$work/book.txt"
+tt 1 --resume "$work/book.safetensors" --stop-at 3 --sample-len 0 --quiet --eval-every 0
+mv "$work/book.orig" "$work/book.txt"
+if [ "$status" -eq 0 ] && grep -q "^note: '$work/book.txt' is not the file checkpoint '$work/book.safetensors' trained on: [0-9]* bytes of CRC-32 [0-9a-f]\{8\} then, [0-9]* of [0-9a-f]\{8\} now$" "$work/out"; then
+    ok "resumed on a changed --data file: a note gives its size and CRC-32 then and now"
+else
+    not_ok "resumed on a changed --data file (exit $status): $(grep '^note' "$work/out")"
+fi
 python3 - "$work/book.safetensors" "$work/nodata.safetensors" <<'PY'
 import json, struct, sys
 raw = open(sys.argv[1], "rb").read()
 n = struct.unpack("<Q", raw[:8])[0]
 head = json.loads(raw[8:8 + n])
-del head["__metadata__"]["data"]
+for key in ("data", "data_bytes", "data_crc32"):
+    del head["__metadata__"][key]
 text = json.dumps(head, separators=(",", ":")).encode()
 text += b" " * (-(8 + len(text)) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])

@@ -139,6 +139,10 @@ static int run_build(tt_run *r)
         tt_appendf(e.msg, sizeof e.msg, " (the --data of checkpoint '%s'; give --data FILE)",
                    rc->resume);
     r->have_corpus = !failed;
+    if (!failed && rc->data) { /* recorded in the checkpoints this run writes */
+        r->rc.data_bytes = r->corpus.n;
+        r->rc.data_crc = tt_crc32(0, r->corpus.bytes, r->corpus.n);
+    }
     if (agreed(r, failed, &e, TT_EXIT_RUNTIME))
         return TT_EXIT_RUNTIME;
     if (rc->data && tt_preflight_corpus(g, &r->corpus, rc->data, &e)) /* agreed */

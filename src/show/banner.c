@@ -7,6 +7,7 @@
 #include "tt/parallel/data_parallel.h"
 #include "tt/train/optim.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -120,6 +121,12 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
         SAY("note: checkpoint '%s' does not say which data it trained on (it is older than "
             "that record); this run trains on %s\n", rc->resume,
             rc->data ? "its --data" : "the generated corpus (give --data FILE if it trained on a file)");
+    else if (rc->resume && rc->data && rc->resume_data_bytes &&
+             strcmp(rc->resume_data, rc->data) == 0 &&
+             (rc->resume_data_bytes != rc->data_bytes || rc->resume_data_crc != rc->data_crc))
+        SAY("note: '%s' is not the file checkpoint '%s' trained on: %" PRIu64 " bytes of "
+            "CRC-32 %08" PRIx32 " then, %" PRIu64 " of %08" PRIx32 " now\n", rc->data, rc->resume,
+            rc->resume_data_bytes, rc->resume_data_crc, rc->data_bytes, rc->data_crc);
     else if (rc->resume && strcmp(rc->resume_data, rc->data ? rc->data : "") != 0)
         SAY("note: checkpoint '%s' trained on %s%s%s; this run trains on %s%s%s\n", rc->resume,
             rc->resume_data[0] ? "'" : "", rc->resume_data[0] ? rc->resume_data : "the generated corpus",

@@ -78,6 +78,11 @@ int ckpt_meta_put(cJSON *meta, const tt_ckpt_info *info)
     bad |= add_meta(meta, "eval_every", "%ld", r->eval_every);
     /* Not through add_meta's 64-byte value: a path may be long. */
     bad |= cJSON_AddStringToObject(meta, "data", r->data ? r->data : "") ? 0 : -1;
+    /* The file's bytes as read, so a resumed run can tell a changed file. */
+    if (r->data && r->data_bytes) {
+        bad |= add_meta(meta, "data_bytes", "%" PRIu64, r->data_bytes);
+        bad |= add_meta(meta, "data_crc32", "%08" PRIx32, r->data_crc);
+    }
     bad |= add_meta(meta, "tp", "%d", info->tp);
     bad |= add_meta(meta, "pp", "%d", info->pp);
     bad |= add_meta(meta, "dp", "%d", info->dp);
@@ -246,6 +251,21 @@ static int read_meta(const ckpt_file *cf, tt_ckpt_info *info, tt_err *e)
                            cf->path, sizeof info->data - 1);
         strcpy(info->data, data);
         info->has_data = 1;
+    }
+    /* Optional too (none for the generated corpus); both or neither. */
+    const char *bytes = meta_get(cf, "data_bytes"), *crc = meta_get(cf, "data_crc32");
+    if (bytes || crc) {
+        char *end;
+        unsigned long c;
+        if (meta_u64(cf, "data_bytes", &info->data_bytes, e))
+            return -1;
+        errno = 0;
+        c = crc ? strtoul(crc, &end, 16) : 0;
+        if (!crc || strlen(crc) != 8 || *end || errno || !isxdigit((unsigned char)crc[0]) ||
+            info->data_bytes == 0)
+            return tt_fail(e, "checkpoint '%s': __metadata__ 'data_bytes' and 'data_crc32' must "
+                              "be a size and 8 hex digits", cf->path);
+        info->data_crc = (uint32_t)c;
     }
     return 0;
 }

@@ -58,6 +58,8 @@ static int merge_resume(tt_run_config *rc, const tt_ckpt_info *info, tt_err *e)
     static char data[sizeof info->data]; /* the run's config points at it */
     memcpy(data, info->data, sizeof data);
     rc->resume_data = info->has_data ? data : NULL;
+    rc->resume_data_bytes = info->data_bytes;
+    rc->resume_data_crc = info->data_crc;
     if (!rc->data && info->has_data && info->data[0]) {
         rc->data = data;
         rc->data_adopted = 1;

@@ -60,6 +60,10 @@ typedef struct {
     uint32_t resume_print;    /* its fingerprint (tt_ckpt_info), compared between ranks */
     const char *resume_data;  /* its --data ("" the generated corpus), NULL when it does not say */
     int data_adopted;         /* rc->data is resume_data: --data was not given */
+    /* The --data file's size and CRC-32 once read (checkpoints record them),
+     * and the checkpoint's record of them (resume_data_bytes 0: none). */
+    uint64_t data_bytes, resume_data_bytes;
+    uint32_t data_crc, resume_data_crc;
     const char *prompt;       /* start of the generated sample */
     int sample_len;           /* bytes to generate at the end (0 = none) */
     int quiet;

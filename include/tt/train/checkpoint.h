@@ -33,6 +33,8 @@ typedef struct {
      * before the key existed, which says nothing either way. */
     char data[PATH_MAX];
     int has_data;
+    uint64_t data_bytes; /* the file's size and CRC-32 (data_bytes 0: not recorded) */
+    uint32_t data_crc;
 } tt_ckpt_info;
 
 /* Writes every shard of p (which must hold whole tensors, i.e. one virtual GPU)
