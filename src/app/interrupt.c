@@ -74,6 +74,14 @@ static void put_long(long v)
         line[len++] = d[--n];
 }
 
+/* The command that continues from a checkpoint, quoted for pasting. */
+static void put_resume(const char *file)
+{
+    put(": --resume '");
+    put(file);
+    put("' continues from there");
+}
+
 static const struct { int sig; const char *name, *why; } signals[] = {
     {SIGINT, "SIGINT", " (Ctrl-C)"},
     {SIGTERM, "SIGTERM", " (sent by mpirun on Ctrl-C or when another rank failed, and by kill)"},
@@ -111,9 +119,7 @@ static void say(int sig)
         } else if (k.file == st.save) {
             put(", else step ");
             put_long(k.step);
-            put(": --resume '");
-            put(st.save);
-            put("' continues from there");
+            put_resume(st.save);
         } else {
             put("; else the last checkpoint is '");
             put(k.file);
@@ -123,9 +129,7 @@ static void say(int sig)
     } else if (k.file) {
         put("; the last checkpoint holds step ");
         put_long(k.step);
-        put(": --resume '");
-        put(k.file);
-        put("' continues from there");
+        put_resume(k.file);
     } else if (st.save && st.save_every) {
         put("; no checkpoint written yet (--save-every ");
         put_long(st.save_every);

@@ -97,14 +97,15 @@ int tt_preflight_memory(const tt_run_config *rc, const tt_grid *g, const tt_shar
                    MIB(host), ranks, ranks > 1 ? "s" : "", also);
 }
 
-int tt_preflight_corpus(const tt_grid *g, const tt_corpus *c, const char *path, tt_err *e)
+int tt_preflight_corpus(const tt_grid *g, const tt_corpus *c, uint32_t crc, const char *path,
+                        tt_err *e)
 {
     /* Each rank read the file itself: a file being rewritten, or one whose
      * bytes depend on the reader (/proc/self/...), would train every
      * replica on different data without a word. Both values are compared on
      * every rank (no short cut: both are collectives). */
     const uint64_t n = c->n;
-    int same = tt_group_all_equal(g, TT_GROUP_OTHER, tt_crc32(0, c->bytes, c->n));
+    int same = tt_group_all_equal(g, TT_GROUP_OTHER, crc);
     same &= tt_group_all_equal(g, TT_GROUP_OTHER, (uint32_t)(n ^ (n >> 32)));
     if (same)
         return 0;

@@ -248,12 +248,12 @@ static int run_end(tt_run *r)
 {
     const tt_run_config *rc = &r->rc;
     tt_err e;
-    if (rc->save)
+    if (rc->save) {
         tt_interrupt_saving(r->end);
-    if (rc->save && tt_run_save(rc, &r->model, r->g, r->end, rc->save, &e)) /* agreed */
-        return fail_with(r, &e, TT_EXIT_RUNTIME);
-    if (rc->save)
+        if (tt_run_save(rc, &r->model, r->g, r->end, rc->save, &e)) /* agreed */
+            return fail_with(r, &e, TT_EXIT_RUNTIME);
         tt_interrupt_saved(r->end);
+    }
     int traced_ok = 1;
     if (r->gathered) {
         r->gathered = 0; /* the writer frees the events */

@@ -139,13 +139,13 @@ static int run_build(tt_run *r)
         tt_appendf(e.msg, sizeof e.msg, " (the --data of checkpoint '%s'; give --data FILE)",
                    rc->resume);
     r->have_corpus = !failed;
-    if (!failed && rc->data) { /* recorded in the checkpoints this run writes */
+    if (!failed && rc->data) { /* compared between ranks, and recorded in checkpoints */
         r->rc.data_bytes = r->corpus.n;
         r->rc.data_crc = tt_crc32(0, r->corpus.bytes, r->corpus.n);
     }
     if (agreed(r, failed, &e, TT_EXIT_RUNTIME))
         return TT_EXIT_RUNTIME;
-    if (rc->data && tt_preflight_corpus(g, &r->corpus, rc->data, &e)) /* agreed */
+    if (rc->data && tt_preflight_corpus(g, &r->corpus, rc->data_crc, rc->data, &e)) /* agreed */
         return fail_with(r, &e, TT_EXIT_RUNTIME);
     tt_mem_set_budget(rc->gpu_mem);
     tt_shard_spec spec = tt_stage_spec(g, rc, r->chunk_layers, g->world_rank);

@@ -8,8 +8,19 @@
 #include "tt/train/optim.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+
+/* A corpus as a note names it: 'FILE', or the generated one (no --data, "" in
+ * a checkpoint). */
+static const char *corpus_name(const char *data, char *buf, size_t n)
+{
+    if (!data || !data[0])
+        return "the generated corpus";
+    snprintf(buf, n, "'%s'", data);
+    return buf;
+}
 
 /* Parameters of the whole model (global shapes of every tensor). */
 static long count_params(const tt_config *cfg)
@@ -127,11 +138,11 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
         SAY("note: '%s' is not the file checkpoint '%s' trained on: %" PRIu64 " bytes of "
             "CRC-32 %08" PRIx32 " then, %" PRIu64 " of %08" PRIx32 " now\n", rc->data, rc->resume,
             rc->resume_data_bytes, rc->resume_data_crc, rc->data_bytes, rc->data_crc);
-    else if (rc->resume && strcmp(rc->resume_data, rc->data ? rc->data : "") != 0)
-        SAY("note: checkpoint '%s' trained on %s%s%s; this run trains on %s%s%s\n", rc->resume,
-            rc->resume_data[0] ? "'" : "", rc->resume_data[0] ? rc->resume_data : "the generated corpus",
-            rc->resume_data[0] ? "'" : "", rc->data ? "'" : "", rc->data ? rc->data : "the generated corpus",
-            rc->data ? "'" : "");
+    else if (rc->resume && strcmp(rc->resume_data, rc->data ? rc->data : "") != 0) {
+        char then[PATH_MAX + 3], now[PATH_MAX + 3];
+        SAY("note: checkpoint '%s' trained on %s; this run trains on %s\n", rc->resume,
+            corpus_name(rc->resume_data, then, sizeof then), corpus_name(rc->data, now, sizeof now));
+    }
     const int local = rc->batch / g->dp, mb = tt_micro_batch_size(rc, g->dp);
     SAY("global batch %d sequences x %d tokens; each DP replica takes %d in %d micro-batch%s "
         "of %d\n", rc->batch, rc->model.T, local, rc->micro_batches,

@@ -141,22 +141,29 @@ static const char *meta_get(const ckpt_file *cf, const char *key)
     return j ? j->valuestring : NULL; /* every value was checked to be a string */
 }
 
+/* A CRC-32 as 8 hex digits (a tensor's checksum, the --data file's). */
+static int meta_hex32(const ckpt_file *cf, const char *key, uint32_t *out, tt_err *e)
+{
+    const char *s = meta_get(cf, key);
+    char *end = NULL;
+    unsigned long v = 0;
+    /* Exactly 8 characters starting with a digit, so the value fits 32 bits
+     * and strtoul can neither wrap a negative number into a match nor skip
+     * leading blanks. */
+    if (s && strlen(s) == 8 && isxdigit((unsigned char)s[0]))
+        v = strtoul(s, &end, 16);
+    if (!end || *end)
+        return tt_fail(e, "checkpoint '%s': __metadata__ has no valid '%s' (8 hex digits)",
+                       cf->path, key);
+    *out = (uint32_t)v;
+    return 0;
+}
+
 int ckpt_meta_checksum(const ckpt_file *cf, const char *name, uint32_t *crc, tt_err *e)
 {
     char key[CKPT_KEY_MAX + 8];
     snprintf(key, sizeof key, "crc32.%s", name);
-    const char *want_s = meta_get(cf, key);
-    char *end = NULL;
-    unsigned long want = 0;
-    /* Exactly 8 characters and no sign, so the value fits 32 bits and
-     * strtoul cannot wrap a negative number into a match. */
-    if (want_s && strlen(want_s) == 8 && want_s[0] != '-' && want_s[0] != '+')
-        want = strtoul(want_s, &end, 16);
-    if (!end || *end)
-        return tt_fail(e, "checkpoint '%s': __metadata__ has no valid '%s' (8 hex digits)",
-                       cf->path, key);
-    *crc = (uint32_t)want;
-    return 0;
+    return meta_hex32(cf, key, crc, e);
 }
 
 /* Integer metadata in [lo, hi]. */
@@ -253,19 +260,13 @@ static int read_meta(const ckpt_file *cf, tt_ckpt_info *info, tt_err *e)
         info->has_data = 1;
     }
     /* Optional too (none for the generated corpus); both or neither. */
-    const char *bytes = meta_get(cf, "data_bytes"), *crc = meta_get(cf, "data_crc32");
-    if (bytes || crc) {
-        char *end;
-        unsigned long c;
-        if (meta_u64(cf, "data_bytes", &info->data_bytes, e))
+    if (meta_get(cf, "data_bytes") || meta_get(cf, "data_crc32")) {
+        if (meta_u64(cf, "data_bytes", &info->data_bytes, e) ||
+            meta_hex32(cf, "data_crc32", &info->data_crc, e))
             return -1;
-        errno = 0;
-        c = crc ? strtoul(crc, &end, 16) : 0;
-        if (!crc || strlen(crc) != 8 || *end || errno || !isxdigit((unsigned char)crc[0]) ||
-            info->data_bytes == 0)
-            return tt_fail(e, "checkpoint '%s': __metadata__ 'data_bytes' and 'data_crc32' must "
-                              "be a size and 8 hex digits", cf->path);
-        info->data_crc = (uint32_t)c;
+        if (info->data_bytes == 0)
+            return tt_fail(e, "checkpoint '%s': __metadata__ 'data_bytes' is 0 (a --data file "
+                              "has at least one window of bytes)", cf->path);
     }
     return 0;
 }

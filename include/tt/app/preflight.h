@@ -18,8 +18,10 @@
 int tt_preflight_memory(const tt_run_config *rc, const tt_grid *g, const tt_shard_spec *spec,
                         tt_err *e);
 
-/* Collective: 0 when every rank holds the same corpus (size and CRC-32),
- * else -1 on every rank with a message naming `path`. */
-int tt_preflight_corpus(const tt_grid *g, const tt_corpus *c, const char *path, tt_err *e);
+/* Collective: 0 when every rank holds the same corpus (its size, and crc,
+ * its CRC-32 as the caller computed it), else -1 on every rank with a
+ * message naming `path`. */
+int tt_preflight_corpus(const tt_grid *g, const tt_corpus *c, uint32_t crc, const char *path,
+                        tt_err *e);
 
 #endif
