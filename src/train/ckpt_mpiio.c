@@ -44,22 +44,20 @@
  * line breaks and trailing noise removed. */
 static void mpi_reason(int code, char *out, size_t cap)
 {
-    if (code < 0) {
-        int sys = -1 - code;
-        snprintf(out, cap, "%s", sys ? strerror(sys) : "a read or write made no progress");
-        return;
-    }
     int cls = MPI_ERR_OTHER;
-    MPI_Error_class(code, &cls);
-    int posix = cls == MPI_ERR_NO_SUCH_FILE ? ENOENT
-              : cls == MPI_ERR_ACCESS       ? EACCES
-              : cls == MPI_ERR_NO_SPACE     ? ENOSPC
-              : cls == MPI_ERR_QUOTA        ? EDQUOT
-              : cls == MPI_ERR_READ_ONLY    ? EROFS
-              : cls == MPI_ERR_FILE_EXISTS  ? EEXIST
-                                            : 0;
-    if (posix) {
-        snprintf(out, cap, "%s", strerror(posix));
+    if (code >= 0)
+        MPI_Error_class(code, &cls);
+    /* A CKPT_NO_PROGRESS code carries its errno (perhaps 0) in itself. */
+    const int posix = code < 0                    ? -1 - code
+                    : cls == MPI_ERR_NO_SUCH_FILE ? ENOENT
+                    : cls == MPI_ERR_ACCESS       ? EACCES
+                    : cls == MPI_ERR_NO_SPACE     ? ENOSPC
+                    : cls == MPI_ERR_QUOTA        ? EDQUOT
+                    : cls == MPI_ERR_READ_ONLY    ? EROFS
+                    : cls == MPI_ERR_FILE_EXISTS  ? EEXIST
+                                                  : 0;
+    if (posix || code < 0) {
+        snprintf(out, cap, "%s", posix ? strerror(posix) : "a read or write made no progress");
         return;
     }
     char s[MPI_MAX_ERROR_STRING + 1];
