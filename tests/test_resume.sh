@@ -141,6 +141,16 @@ if [ "$status" -eq 0 ] && grep -q "^note: '$work/book.txt' is not the file check
 else
     not_ok "resumed on a changed --data file (exit $status): $(grep '^note' "$work/out")"
 fi
+# The path is stored as given: a relative one resumed from another directory
+# is not found, and the error says where it was relative to.
+mkdir -p "$work/dir"
+cp "$work/book.txt" "$work/dir/book.txt"
+cd "$work/dir"
+tt 1 $cfg --data book.txt --steps 4 --stop-at 2 --save "$work/rel.safetensors"
+mkdir -p "$work/elsewhere"
+cd "$work/elsewhere"
+expect_error "a relative --data resumed from another directory" 1 "^tiny_transformer: cannot read data file 'book.txt': .* (the --data of checkpoint '$work/rel.safetensors', relative to the directory its run was started in; give --data FILE)$" 1 --resume "$work/rel.safetensors" --sample-len 0
+cd "$work"
 python3 - "$work/book.safetensors" "$work/nodata.safetensors" <<'PY'
 import json, struct, sys
 raw = open(sys.argv[1], "rb").read()

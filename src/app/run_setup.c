@@ -136,8 +136,10 @@ static int run_build(tt_run *r)
     /* A file named by the checkpoint, not by the command line: say so, since
      * it is stored as given and may be relative to another directory. */
     if (failed && rc->data_adopted)
-        tt_appendf(e.msg, sizeof e.msg, " (the --data of checkpoint '%s'; give --data FILE)",
-                   rc->resume);
+        tt_appendf(e.msg, sizeof e.msg, " (the --data of checkpoint '%s'%s; give --data FILE)",
+                   rc->resume,
+                   rc->data[0] != '/' ? ", relative to the directory its run was started in"
+                                      : "");
     r->have_corpus = !failed;
     if (!failed && rc->data) { /* compared between ranks, and recorded in checkpoints */
         r->rc.data_bytes = r->corpus.n;

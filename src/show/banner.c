@@ -182,8 +182,7 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
     else if (rc->stop_at && rc->stop_at <= step0)
         SAY("no training steps in this run (at step %ld of %ld; --stop-at %ld is not past "
             "it)\n", step0, rc->steps, rc->stop_at);
-    else
-        SAY("no training steps in this run (at step %ld of %ld)\n", step0, rc->steps);
+    /* Otherwise the run's closing line says there were no steps, and why. */
     if (rc->resume)
         SAY("resumed from '%s' at step %ld\n", rc->resume, step0);
     /* A stop before the end is meant to be continued, which takes a file. */
