@@ -148,6 +148,14 @@ static const fault_row rows[] = {
      "its moments move; only the weights after the last step show it; any layout",
      2, "--tp 2 " SMALL " --validate", BY_ORACLE, "weights of blocks.0.mlp.fc1.weight",
      "train/inject.c, tt_inject_around_optimizer (around the optimizer step)", 1},
+    {TT_FAULT_NO_ZERO_GRAD, "no-zero-grad",
+     "the gradients are not zeroed between steps (optimizer.zero_grad() forgotten): each "
+     "step's backward adds to the last step's summed gradient",
+     "step 0 is right; from step 1 every gradient carries the step before's (under DP "
+     "summed once more by the all-reduce), the grad norm jumps and the loss drifts from "
+     "step 2; any layout, needs 2 or more steps",
+     2, "--dp 2 " SMALL " --validate", BY_ORACLE, "gradient of lm_head.weight",
+     "train/train.c, tt_train_step (before the pipeline)", 1},
 };
 enum { NROWS = sizeof rows / sizeof rows[0] };
 

@@ -111,7 +111,8 @@ tt_step_stats tt_train_step(tt_pipe *pipe, const tt_corpus *c, long step, tt_val
     double oracle = 0.0; /* the oracle's time in this step (wall clock only) */
 
     tt_cores_step_begin(); /* its own core back, if another core's ranks lent it theirs */
-    tt_params_zero_grads(&m->P);
+    if (!tt_fault_active(TT_FAULT_NO_ZERO_GRAD)) /* a planted fault (--inject-bug) */
+        tt_params_zero_grads(&m->P);
     tt_events_set_step((int)step);
     /* This replica's micro-batches, in the order the schedule says. */
     double loss = tt_pipe_train(pipe, c, step, dloss);

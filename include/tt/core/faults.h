@@ -24,6 +24,7 @@ typedef enum {
     TT_FAULT_STALE_GATHER, /* model: ZeRO-3's backward reuses the gather buffer as it is */
     TT_FAULT_NAN_GRAD,          /* train: one GPU's gradient holds a NaN (for the run's guard) */
     TT_FAULT_LOST_UPDATE,       /* train: one GPU's updated weight slice is not written back */
+    TT_FAULT_NO_ZERO_GRAD,      /* train: the gradients are not zeroed between steps */
     TT_NFAULTS
 } tt_fault;
 

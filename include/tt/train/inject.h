@@ -21,6 +21,8 @@
  *                      bug: a NaN for the run's check of each step)
  *   lost-update        train: tt_inject_around_optimizer, called by
  *                      tt_train_step before and after the optimizer step
+ *   no-zero-grad       train: tt_train_step, the zeroing of the gradients
+ *                      before the pipeline (skipped)
  *
  * Each row also holds the command that exposes its bug; tests/test_bugs.sh
  * runs every command the list prints and checks that the oracle fails,
