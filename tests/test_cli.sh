@@ -238,6 +238,7 @@ expect_error "--stage-layers of another length" 2 "lists more than the 2 chunks 
 expect_error "--stage-layers too short" 2 "lists 1 chunk(s), the layout has 2" 2 $small --layers 3 --pp 2 --stage-layers 3
 expect_error "--stage-layers with a trailing comma" 2 "expects numbers separated by commas, got '1,1,'" 2 $small --layers 2 --pp 2 --stage-layers 1,1,
 expect_error "--quiet with --verbose" 2 "^tiny_transformer: --quiet (no step lines) and --verbose (every step line) contradict each other: give one" 1 --quiet --verbose --steps 1
+expect_error "--inject-bug no-zero-grad on one step" 2 "^tiny_transformer: --inject-bug no-zero-grad needs a run that trains 2 steps or more (a run's first step starts from zeroed gradients); this run trains 1$" 1 $small --steps 1 --inject-bug no-zero-grad
 expect_error "--inject-bug stall on one GPU" 2 "^tiny_transformer: --inject-bug stall needs 2 GPUs and a run that trains step 1 .*; this run has 1 GPU and trains steps 0..2$" 1 $small --steps 3 --inject-bug stall
 expect_error "--inject-bug stall for one step" 2 "this run has 2 GPUs and trains steps 0..0$" 2 $small --steps 1 --dp 2 --inject-bug stall
 expect_error "unknown schedule" 2 "--schedule expects naive, gpipe, 1f1b, interleaved, zb-h1 or zb-v, got 'zigzag'" 1 $small --schedule zigzag

@@ -31,15 +31,18 @@ typedef struct {
     int step;            /* the step the oracle names (its command trains 0 and 1) */
 } fault_row;
 
-/* The faults that cannot act everywhere: a run with fewer GPUs, or one that
- * does not train step acts_at, is refused rather than run in vain. */
+/* The faults that cannot act everywhere: a run with fewer GPUs, one that does
+ * not train step acts_at (-1: any step will do), or one that trains fewer
+ * than min_steps steps is refused rather than run in vain. */
 static const struct {
     tt_fault id;
     int min_gpus;
     long acts_at;
+    long min_steps;
     const char *why;
 } needs[] = {
-    {TT_FAULT_STALL, 2, 1, "it holds the last GPU there for its peers' --watchdog to report"},
+    {TT_FAULT_STALL, 2, 1, 1, "it holds the last GPU there for its peers' --watchdog to report"},
+    {TT_FAULT_NO_ZERO_GRAD, 1, -1, 2, "a run's first step starts from zeroed gradients"},
 };
 
 /* Small and short: every command runs in a second or two of CPU. */
@@ -228,8 +231,14 @@ int tt_inject_check(int id, int gpus, long first_step, long end, tt_err *e)
         if ((int)needs[i].id != id)
             continue;
         const long at = needs[i].acts_at;
-        if (gpus >= needs[i].min_gpus && first_step <= at && at < end)
+        if (gpus >= needs[i].min_gpus && (at < 0 || (first_step <= at && at < end)) &&
+            end - first_step >= needs[i].min_steps)
             return 0;
+        const long n = end > first_step ? end - first_step : 0;
+        if (at < 0)
+            return tt_fail(e, "--inject-bug %s needs a run that trains %ld steps or more (%s); "
+                              "this run trains %ld",
+                           tt_inject_name(id), needs[i].min_steps, needs[i].why, n);
         return tt_fail(e, "--inject-bug %s needs %d GPUs and a run that trains step %ld (%s); "
                           "this run has %d GPU%s and trains steps %ld..%ld",
                        tt_inject_name(id), needs[i].min_gpus, at, needs[i].why, gpus,
