@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "tt/app/flags.h"
+#include "tt/parallel/pipeline.h"
 
 #include "check_run.h"
 #include "flags_check.h"
@@ -188,6 +189,28 @@ START_TEST(help_names_only_flags)
 }
 END_TEST
 
+/* --schedule's words are text in the flag table and the man page, while the
+ * parser takes the registry's rows: the three must name the same schedules,
+ * in the registry's order. */
+START_TEST(schedule_words_are_the_registry)
+{
+    char want[256] = "";
+    for (int k = 0; k < tt_schedule_count(); k++) {
+        strncat(want, k ? "|" : "", sizeof want - strlen(want) - 1);
+        strncat(want, tt_schedule_name(k), sizeof want - strlen(want) - 1);
+    }
+    const tt_flag *f = row_of("--schedule");
+    ck_assert_msg(f && f->metavar, "no --schedule row");
+    ck_assert_msg(strcmp(f->metavar, want) == 0, "--help's --schedule words are %s, the registry's %s",
+                  f->metavar, want);
+    char *man = man_text();
+    char line[300];
+    snprintf(line, sizeof line, ".BR --schedule \" %s\"\n", want);
+    ck_assert_msg(strstr(man, line), "the man page's --schedule line is not %s", line);
+    free(man);
+}
+END_TEST
+
 START_TEST(man_page_matches_table)
 {
     char *man = man_text();
@@ -324,6 +347,7 @@ int main(void)
     tcase_add_test(tc, every_flag_in_help);
     tcase_add_test(tc, help_names_only_flags);
     tcase_add_test(tc, man_page_matches_table);
+    tcase_add_test(tc, schedule_words_are_the_registry);
     tcase_add_test(tc, help_defaults_are_the_parsers);
     suite_add_tcase(s, tc);
     return tt_check_run(s);

@@ -50,16 +50,17 @@ void tt_config_defaults(tt_run_config *c)
 void tt_config_finish(tt_run_config *c)
 {
     /* Interleaving needs at least two chunks per stage; zb-v's V has
-     * exactly two. */
-    if ((c->schedule == TT_SCHED_INTERLEAVED || c->schedule == TT_SCHED_ZB_V) &&
-        !(c->given & TT_GIVEN_VIRTUAL))
-        c->virtual_stages = 2;
+     * exactly two (the registry says which schedules interleave). */
+    if (!(c->given & TT_GIVEN_VIRTUAL))
+        c->virtual_stages = tt_schedule_default_v(c->schedule);
 }
 
 /* ---- the rows that need more than a kind --------------------------------- */
 
 /* The schedules are named by the pipeline module, not listed here, so that a
- * schedule added there is accepted without touching this file. */
+ * schedule added there is accepted without touching this function (the
+ * row's metavar and help below are text: test_flags compares them with the
+ * registry). */
 static int set_schedule(tt_run_config *c, const char *flag, const char *val, tt_err *e)
 {
     int k = tt_schedule_parse(val);

@@ -337,11 +337,10 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
         const int dp = N / tp / pp;
         const int per_dp = rc->batch / dp;
         for (int sched = 0; sched < tt_schedule_count(); sched++) {
-            /* Zero-bubble schedules only when asked for: their W costs are
-             * an estimate (tt_plan_evaluate). */
+            /* The schedules the registry plans (naive and the zero-bubble
+             * ones only when asked for); one stage runs 1F1B whatever. */
             if (pinned_sched ? sched != rc->schedule
-                             : (pp == 1 ? sched != TT_SCHED_1F1B
-                                        : sched == TT_SCHED_NAIVE || tt_schedule_splits_w(sched)))
+                             : (pp == 1 ? sched != TT_SCHED_1F1B : !tt_schedule_planned(sched)))
                 continue;
             for (int m = 1; m <= per_dp; m++) {
                 if (!divides(m, per_dp) || (pinned_m && m != rc->micro_batches))
@@ -377,9 +376,8 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
                                                .schedule = sched,
                                                .virtual_stages = rc->virtual_stages,
                                                .micro_batches = m};
-                        if (sched == TT_SCHED_INTERLEAVED &&
-                            !(rc->given & TT_GIVEN_VIRTUAL) && c.virtual_stages < 2)
-                            c.virtual_stages = 2;
+                        if (!(rc->given & TT_GIVEN_VIRTUAL))
+                            c.virtual_stages = tt_schedule_default_v(sched);
                         /* here: one layout of a deep model can take seconds */
                         progress_tick(&pg, pl, tp, pp);
                         /* When none runs, the reason is the deepest

@@ -98,31 +98,51 @@ typedef struct {
     tt_placement place;  /* where chunk k lives */
     int exact_v;         /* 0: any v the other fields allow; else exactly this many
                             chunks per stage */
+    int planned;         /* 1: --plan tries it without --schedule naming it */
 } schedule_row;
 
 /* One row per schedule; a row's index is its tt_schedule_kind. Adding a
- * schedule is one builder function in schedule_build.c plus one row here
- * (append it, and give it a name in tt_schedule_kind only if code has to
- * refer to it). Every row is exercised by tests/test_pipeline.c's registry
- * test. */
+ * schedule is one builder function in schedule_build.c (declared in
+ * schedule_internal.h) plus one row here: append it, and give it a name in
+ * tt_schedule_kind only if code has to refer to it. Parsing, the argument
+ * rules, the default chunks per stage, the bubble report and the planner's
+ * search read the rows (--help's and the man page's word lists are text,
+ * which tests/test_flags.c compares with the rows). What else moves is said in doc/design.md section 13 ("Where to
+ * add"). Every row is exercised by tests/test_pipeline.c's registry test. */
 static const schedule_row rows[] = {
-    [TT_SCHED_NAIVE] = {"naive", "one micro-batch at a time through the whole pipe",
-                        tt_build_naive, bubble_one_at_a_time, "(p-1)/p", 0, 1, 0, 0, held_one},
-    [TT_SCHED_GPIPE] = {"gpipe", "all forwards, then all backwards",
-                        tt_build_gpipe, bubble_fill_drain, "(p-1)/(m + p-1)", 0, 1, 0, 0,
-                        held_all},
-    [TT_SCHED_1F1B] = {"1f1b", "warm-up, one forward one backward, cool-down",
-                       tt_build_1f1b, bubble_fill_drain, "(p-1)/(m + p-1)", 0, 1, 0, 0, held_1f1b},
-    [TT_SCHED_INTERLEAVED] = {"interleaved", "1F1B over v chunks per stage (Megatron-LM)",
-                              tt_build_interleaved, bubble_interleaved, "(p-1)/(v m + p-1)", 1, 2,
-                              1, 0, held_interleaved},
-    [TT_SCHED_ZB_H1] = {"zb-h1", "1F1B with B and W apart, W filling the cool-down (zero bubble)",
-                        tt_build_zb_h1, bubble_zb_h1, "(p-1)/(3m + p-1)", 0, 1, 0, 1, held_zb_h1,
-                        at_least_p, "as many micro-batches as pipeline stages"},
-    [TT_SCHED_ZB_V] = {"zb-v", "two chunks per stage in a V, B and W apart (zero bubble)",
-                       tt_build_zb_v, bubble_zb_v, "(p-1)/(6m + p-1)", 1, 2, 0, 1, held_zb_v,
-                       at_least_2p_2, "2(pp-1) micro-batches, which hide the V's fill and drain",
-                       TT_PLACE_V, 2},
+    [TT_SCHED_NAIVE] = {.name = "naive", .about = "one micro-batch at a time through the whole pipe",
+                        .build = tt_build_naive, .bubble = bubble_one_at_a_time,
+                        .formula = "(p-1)/p", .min_stages = 1, .held = held_one},
+    [TT_SCHED_GPIPE] = {.name = "gpipe", .about = "all forwards, then all backwards",
+                        .build = tt_build_gpipe, .bubble = bubble_fill_drain,
+                        .formula = "(p-1)/(m + p-1)", .min_stages = 1, .held = held_all,
+                        .planned = 1},
+    [TT_SCHED_1F1B] = {.name = "1f1b", .about = "warm-up, one forward one backward, cool-down",
+                       .build = tt_build_1f1b, .bubble = bubble_fill_drain,
+                       .formula = "(p-1)/(m + p-1)", .min_stages = 1, .held = held_1f1b,
+                       .planned = 1},
+    [TT_SCHED_INTERLEAVED] = {.name = "interleaved",
+                              .about = "1F1B over v chunks per stage (Megatron-LM)",
+                              .build = tt_build_interleaved, .bubble = bubble_interleaved,
+                              .formula = "(p-1)/(v m + p-1)", .many_chunks = 1,
+                              .min_stages = 2, .m_multiple_of_p = 1, .held = held_interleaved,
+                              .planned = 1},
+    /* The zero-bubble schedules are planned only when asked for: their W
+     * costs are an estimate (tt_plan_evaluate). */
+    [TT_SCHED_ZB_H1] = {.name = "zb-h1",
+                        .about = "1F1B with B and W apart, W filling the cool-down (zero bubble)",
+                        .build = tt_build_zb_h1, .bubble = bubble_zb_h1,
+                        .formula = "(p-1)/(3m + p-1)", .min_stages = 1, .split_w = 1,
+                        .held = held_zb_h1,
+                        .min_m = at_least_p,
+                        .min_m_is = "as many micro-batches as pipeline stages"},
+    [TT_SCHED_ZB_V] = {.name = "zb-v",
+                       .about = "two chunks per stage in a V, B and W apart (zero bubble)",
+                       .build = tt_build_zb_v, .bubble = bubble_zb_v,
+                       .formula = "(p-1)/(6m + p-1)", .many_chunks = 1, .min_stages = 2,
+                       .split_w = 1, .held = held_zb_v, .min_m = at_least_2p_2,
+                       .min_m_is = "2(pp-1) micro-batches, which hide the V's fill and drain",
+                       .place = TT_PLACE_V, .exact_v = 2},
 };
 
 enum { N_ROWS = (int)(sizeof rows / sizeof rows[0]) };
@@ -203,6 +223,20 @@ int tt_schedule_chunks_per_stage(tt_schedule_kind kind, int v)
 {
     const schedule_row *r = row_of(kind);
     return r && r->many_chunks ? v : 1;
+}
+
+int tt_schedule_default_v(tt_schedule_kind kind)
+{
+    const schedule_row *r = row_of(kind);
+    if (!r || !r->many_chunks)
+        return 1;
+    return r->exact_v ? r->exact_v : 2; /* the fewest that interleave */
+}
+
+int tt_schedule_planned(tt_schedule_kind kind)
+{
+    const schedule_row *r = row_of(kind);
+    return r ? r->planned : 0;
 }
 
 const char *tt_schedule_names(char *buf, size_t n)

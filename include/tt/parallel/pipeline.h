@@ -89,8 +89,7 @@ typedef struct {
  * above names the rows code refers to). */
 int tt_schedule_count(void);
 
-/* Parses a row's name ("naive", "gpipe", "1f1b", "interleaved", "zb-h1",
- * "zb-v", in any case); -1 if unknown. */
+/* Parses a row's name (any case); -1 if unknown. */
 int tt_schedule_parse(const char *name);
 /* The name of row `kind` ("unknown" outside the table); also the name by index. */
 const char *tt_schedule_name(tt_schedule_kind kind);
@@ -101,6 +100,11 @@ const char *tt_schedule_formula(tt_schedule_kind kind);
 /* Chunks per stage the schedule runs when v are asked for: v for a schedule
  * that interleaves chunks, else 1 (so K = p x this). */
 int tt_schedule_chunks_per_stage(tt_schedule_kind kind, int v);
+/* The v a run takes when --virtual-stages is not given: 1, or the fewest
+ * chunks per stage a schedule that interleaves runs (2; zb-v exactly 2). */
+int tt_schedule_default_v(tt_schedule_kind kind);
+/* 1 when --plan tries the schedule without --schedule naming it. */
+int tt_schedule_planned(tt_schedule_kind kind);
 /* Where the schedule puts the chunks. */
 tt_placement tt_schedule_placement(tt_schedule_kind kind);
 /* The schedule a run of p stages with v virtual stages runs when kind is
@@ -114,9 +118,8 @@ int tt_schedule_splits_w(tt_schedule_kind kind);
 /* The most (mb, chunk) pairs stage s of the schedule may hold at once (from
  * the forward to the backward, or to W when it splits): its memory bound. */
 int tt_schedule_held_bound(tt_schedule_kind kind, int p, int m, int v, int s);
-/* Writes every name into buf as "naive, gpipe, 1f1b, interleaved, zb-h1 or
- * zb-v" (cut to
- * n bytes, terminated when n > 0) and returns buf. */
+/* Writes every row's name into buf as "a, b, ... or z" (cut to n bytes,
+ * terminated when n > 0) and returns buf. */
 const char *tt_schedule_names(char *buf, size_t n);
 
 /* Fails (message in e) if the schedule cannot run p stages, m micro-batches,
