@@ -21,7 +21,7 @@ static void default_text(const tt_flag *f, const tt_run_config *d, char *buf, si
     case TT_FLAG_LONG: snprintf(buf, n, "%ld", *TT_FLAG_CFIELD(d, f, long)); break;
     case TT_FLAG_U64: snprintf(buf, n, "%llu", (unsigned long long)*TT_FLAG_CFIELD(d, f, uint64_t)); break;
     case TT_FLAG_DOUBLE: snprintf(buf, n, "%g", *TT_FLAG_CFIELD(d, f, double)); break;
-    case TT_FLAG_STRING: snprintf(buf, n, "\"%s\"", *TT_FLAG_CFIELD(d, f, const char *)); break;
+    case TT_FLAG_STRING: snprintf(buf, n, "\"%s\"", *TT_FLAG_CFIELD(d, f, char *)); break;
     case TT_FLAG_SIZE: {
         /* In the unit a user would type; 0 is "no limit" (--gpu-mem), the
          * only size whose default is 0. */

@@ -56,11 +56,13 @@ static const tt_link *group_link(const tt_grid *g, int where)
 
 /* Tags of the two-member exchanges (tt/comm/pair_reduce.h): a blocking
  * all-reduce's data and entry clock, and a non-blocking one's, which may be in
- * flight while a blocking one runs. The pipeline's own messages share the
- * PP communicator with tags (direction, chunk, micro-batch) from 0 up, so
- * these are the four largest tags MPI allows (at least 32767). */
-enum { PAIR_TAG_BLOCKING = 0, PAIR_TAG_BLOCKING_CLOCK = 1, PAIR_TAG_DATA = 2, PAIR_TAG_CLOCK = 3 };
-static int pair_tag(int which)
+ * flight while a blocking one runs. They are the four largest tags MPI allows
+ * (at least 32767): a reservation, so that they can meet no other message on
+ * any communicator, whose tags count from 0 up below tt_free_tags (the
+ * pipeline's: direction, chunk, micro-batch). */
+enum { PAIR_TAG_BLOCKING = 0, PAIR_TAG_BLOCKING_CLOCK = 1, PAIR_TAG_DATA = 2, PAIR_TAG_CLOCK = 3,
+       PAIR_TAGS = 4 };
+static int top_tag(void)
 {
     static int top; /* MPI_TAG_UB, read once */
     if (!top) {
@@ -68,8 +70,11 @@ static int pair_tag(int which)
         MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
         top = flag ? *ub : 32767;
     }
-    return top - which;
+    return top;
 }
+static int pair_tag(int which) { return top_tag() - which; }
+
+long long tt_free_tags(void) { return (long long)top_tag() + 1 - PAIR_TAGS; }
 
 /* MPI's collective NAME(args) among members that have all just met: the
  * blocking call where MPI yields the core while it waits (Open MPI on an
@@ -286,13 +291,12 @@ double tt_coll_wait(const tt_grid *g, tt_coll_req *r, double not_before)
     /* A pair finishes its exchanges; a larger group meets asleep first
      * where it can, then all of its members are awake to progress the rest
      * of the ring. */
-    double meet = 0.0;
-    int met = 0;
+    double meet = 0.0; /* the meeting's maximum, unused: the entry clocks go in r */
     if (r->paired) {
         tt_pair_finish(&r->pair[0]);
         if (r->ticking)
             tt_pair_finish(&r->pair[1]);
-    } else if ((met = tt_bell_gather_max(tt_group_comm(g, r->where), &meet) == 0)) {
+    } else if (tt_bell_gather_max(tt_group_comm(g, r->where), &meet) == 0) {
         tt_wait_awake(&r->req[0]);
         tt_wait_awake(&r->req[1]);
     } else {

@@ -12,6 +12,8 @@
 #include "tt/core/common.h"
 #include "tt/core/vclock.h"
 
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -352,6 +354,11 @@ void *tt_gather_var_to_root(const tt_grid *g, const void *mine, int bytes, int *
     char *all = NULL;
     size_t total = 0;
     for (int r = 0; root && r < W; r++) {
+        if (total > (size_t)INT_MAX) { /* about 10^6 micro-batches' trace events */
+            fprintf(stderr, "tiny_transformer: gathering more than %zu bytes to rank 0, past "
+                            "the 2 GiB MPI's int displacements can address\n", total);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
         at[r] = (int)total;
         total += (size_t)size[r];
     }

@@ -37,8 +37,6 @@ static tt_cores placed;
 static int *core_of; /* [world size] each rank's core, -1: not bound */
 static int known;    /* entries in core_of */
 
-int tt_cores_of(int r) { return r >= 0 && r < known ? core_of[r] : -1; }
-
 static void lend_free(void);
 
 void tt_cores_forget(void)

@@ -11,6 +11,7 @@
 #include "tt/core/kernels.h"
 #include "tt/core/vclock.h"
 
+#include <assert.h>
 #include <string.h>
 
 #define W(i) (m->P.t[(i)].w)
@@ -86,11 +87,16 @@ static void block_backward(tt_model *m, tt_slot *s, int i, int split)
     /* A linear's weight (or bias) gradient: now, or in W (NULL). */
 #define GW(t) (split ? NULL : G(t))
     /* The LayerNorm kernel computes its gains' gradients with the input's:
-     * in B they go to a sink of 2C floats, W computes them again. */
+     * in B they go to a sink of 2C floats, W computes them again. The sink
+     * is written and never read nor zeroed: what it holds is meaningless. */
 #define LNW(t) (split ? m->ln_sink : G(t))
 #define KEEP(dst, src, n) (split ? (void)memcpy((dst), (src), (size_t)(n) * sizeof(float)) : (void)0)
 
+    /* The SP backward is never split: src/parallel/pipeline_rules.c refuses
+     * the zero-bubble schedules with --sequence-parallel (its inputs are
+     * gathered over TP only inside the fused backward). */
     if (m->sp_full) {
+        assert(!split);
         tt_block_backward_sp(m, s, i);
         return;
     }

@@ -130,8 +130,6 @@ tt_slot *tt_slot_acquire(tt_model *m, int j, int B)
         s->head->in_use = 1;
         tt_bufs_lend(m, s, s->head, TT_BUFS_HEAD);
     }
-    if (++m->slots_in_use > m->slots_peak)
-        m->slots_peak = m->slots_in_use;
     return s;
 }
 
@@ -140,7 +138,6 @@ void tt_slot_release(tt_model *m, tt_slot *s)
     if (!s || !s->in_use)
         return;
     s->in_use = 0;
-    m->slots_in_use--;
     for (int l = 0; l < m->chunk_len[s->chunk]; l++) {
         s->lent[l]->in_use = 0;
         s->lent[l] = NULL;

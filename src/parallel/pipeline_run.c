@@ -82,6 +82,15 @@ int tt_pipe_init(tt_pipe *pipe, tt_model *m, const tt_run_config *rc, const tt_g
     if (tt_pipe_check_flags(rc, pipe->p, e) ||
         tt_schedule_validate_args(pipe->kind, pipe->p, pipe->M, pipe->v, e))
         return -1;
+    /* Every transfer has its own tag (tag_of), 2 K M of them, and MPI
+     * promises only 32767 (Open MPI and MPICH give 2^31 - 1, minus what
+     * comm/collectives.c keeps for its pair exchanges). */
+    const long long tags = 2LL * pipe->K * pipe->M;
+    const long long tag_ub = g ? tt_free_tags() : tags;
+    if (tags > tag_ub)
+        return tt_fail(e, "%d chunks x %d micro-batches need %lld pipeline message tags, more "
+                          "than the %lld this MPI provides: use fewer micro-batches or chunks",
+                       pipe->K, pipe->M, tags, tag_ub);
     /* Every rank builds every stage's list and checks them together, so a
      * wrong schedule stops all ranks with the same message before any work.
      * (tt_pipe_free releases what a failure leaves.) */
@@ -107,7 +116,6 @@ int tt_pipe_init(tt_pipe *pipe, tt_model *m, const tt_run_config *rc, const tt_g
     pipe->grad_out = tt_calloc(nkeys, sizeof *pipe->grad_out);
     const int nl = pipe->list.n > 0 ? pipe->list.n : 1;
     pipe->local = tt_calloc((size_t)2 * pipe->K * pipe->M, sizeof *pipe->local);
-    pipe->rec = tt_calloc((size_t)nl, sizeof *pipe->rec);
     pipe->reqs = tt_calloc((size_t)nl, sizeof *pipe->reqs);
     pipe->buf = tt_calloc((size_t)nl, sizeof *pipe->buf);
     allocate_for_list(pipe);
@@ -129,7 +137,6 @@ void tt_pipe_free(tt_pipe *pipe)
     free(pipe->grad_out);
     free(pipe->local);
     free(pipe->reqs);
-    free(pipe->rec);
     memset(pipe, 0, sizeof *pipe);
 }
 
@@ -327,15 +334,14 @@ double tt_pipe_train(tt_pipe *pipe, const tt_corpus *c, long step, float dloss)
             tt_events_add(a->kind == TT_ACT_FWD ? TT_EV_FORWARD : TT_EV_BACKWARD, name, NULL, t0,
                           t1, a->mb, a->chunk, -1, 0);
         }
-        pipe->rec[i].act = *a;
-        pipe->rec[i].t0 = t0 - t_start;
-        pipe->rec[i].t1 = t1 - t_start;
     }
     tt_watch_context(step, -1);
     complete_sends(pipe);
     pipe->step_seconds = tt_clock_now() - t_start;
     /* The bubble's window (design.md section 12): from the pipeline's first
-     * forward to its last backward or W, over all its stages (and TP ranks). */
+     * forward to its last backward or W, over all its stages (the PP group:
+     * the TP ranks of a stage keep their own windows, which their TP sums
+     * hold together). */
     pipe->window_seconds = pipe->step_seconds;
     if (pipe->g && tt_vclock_ticking() && pipe->list.n > 0) {
         /* the earliest first forward and the latest last unit, together */
@@ -394,10 +400,12 @@ double tt_pipe_forward(tt_pipe *pipe, const int *idx, const int *targets, int B)
             tt_recv(pipe->g, slot_input(s), (int)n, MPI_FLOAT, from, tag_of(pipe, DIR_ACT, k, 0));
         }
         double l = tt_chunk_forward(m, s, idx, targets);
+        /* Three ends: another stage's chunk (a send), the same stage's
+         * (zb-v's turn: the next chunk copies x_out above), the model's. */
         if (k < pipe->K - 1 && to != pipe->stage) {
             tt_watch_purpose(WHY_FORWARD_ONLY, k + 1, 0);
             tt_send(pipe->g, s->x_out, (int)n, MPI_FLOAT, to, tag_of(pipe, DIR_ACT, k + 1, 0));
-        } else
+        } else if (k == pipe->K - 1)
             loss = l, m->logits = s->logits;
         if (k == pipe->K - 1 && targets && B != Breal) {
             double sum = 0.0; /* the real sequences' mean, as tt_chunk_forward's */

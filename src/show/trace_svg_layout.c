@@ -127,7 +127,9 @@ static void name_group(const tt_svg_layout *L, legend_item *it, const char *grp)
  * items[]. */
 static void lay_out_legend(tt_svg_layout *L)
 {
-    static const rgb base[3] = {C_FWD, C_BWD, C_W};
+    /* not static: C_FWD and the others are objects, which a static
+     * initializer may not name in standard C (gcc allows it, clang not) */
+    const rgb base[3] = {C_FWD, C_BWD, C_W};
     L->n_items = 0;
     for (int k = 0; k < (L->has_w ? 3 : 2); k++)
         for (int i = 0; i < L->v && i < 8; i++) {

@@ -1,7 +1,6 @@
 /* tt/comm/comm.h - the one door to MPI for the model's traffic: every
  * collective and point-to-point transfer of training goes through here
- * (comm.c, collectives.c; cores.c and slice.c make small setup collectives of
- * their own, uncounted, and checkpoints use MPI-IO), so it can be counted (per group
+ * (comm.c, collectives.c), so it can be counted (per group
  * and per operation: the calls, the bytes and the time spent) and observed (a
  * trace installs an observer; comm knows nothing about traces). The usual
  * patterns built from them live here too: agreeing on a status or an error
@@ -18,7 +17,13 @@
  * exactly. A call names where it runs and how it is booked in one `where`:
  * TT_GROUP_TP, _PP, _DP (that communicator, booked there), TT_GROUP_OTHER (the
  * world, booked as other), or a group | TT_BOOKKEEPING (that communicator,
- * booked as other). */
+ * booked as other).
+ *
+ * Not counted, because they carry no training data: the emulator's own small
+ * collectives (cores.c and slice.c's placement at start-up; the doorbells'
+ * and pair_host.c's set-up of their shared memory, on a group's first sum;
+ * the world agreements below that call MPI directly; the clocks' maxima),
+ * and checkpoints, which use MPI-IO. */
 #ifndef TT_COMM_COMM_H
 #define TT_COMM_COMM_H
 
@@ -55,7 +60,8 @@ typedef struct {
 extern const char *const tt_group_names[TT_NGROUPS];
 extern const char *const tt_op_names[TT_NOPS];
 
-/* The counters of this rank since the last reset. */
+/* The counters of this rank since the last reset (a run never resets them;
+ * the tests do, between cases). */
 const tt_comm_stats *tt_comm_stats_get(void);
 void tt_comm_stats_reset(void);
 
@@ -134,6 +140,9 @@ void tt_iallreduce(const tt_grid *g, int where, void *buf, int count, MPI_Dataty
 double tt_coll_wait(const tt_grid *g, tt_coll_req *r, double not_before);
 /* Number of GPUs in a group (OTHER: the world). */
 int tt_group_size(const tt_grid *g, int where);
+/* How many tags, from 0 up, a caller may give point-to-point messages:
+ * MPI's MPI_TAG_UB less the few the pair exchanges keep at its top. */
+long long tt_free_tags(void);
 
 /* Point-to-point between pipeline stages of this GPU's pipeline (same dp and
  * tp): dest and src are stage numbers, i.e. ranks in pp_comm; MPI_PROC_NULL
@@ -161,7 +170,9 @@ double tt_clock_max(const tt_grid *g, int where, double t);
 void tt_clock_max_n(const tt_grid *g, int where, double *t, int n);
 
 /* ---- agreement: one rank's finding becomes every rank's, before acting ----
- * Booked as other. Each is a collective over the world. */
+ * Each is a collective over the world. Those with a grid are booked as
+ * other; the _world ones (before any grid exists) and the host's two are
+ * not booked. */
 
 /* Before any grid exists (--plan, which runs on rank 0 alone; the check of
  * the environment): the largest status over MPI_COMM_WORLD, on every rank. */
@@ -179,7 +190,8 @@ int tt_agree_status(const tt_grid *g, int status);
 /* 0 when no rank failed; else -1 on every rank, with the message of the
  * lowest failing rank copied into *msg everywhere, so all report one line. */
 int tt_agree_error(const tt_grid *g, int failed, tt_err *msg);
-/* 1 on every rank when every member of `group` passed the same value. */
+/* 1 on every rank when, in every group of that kind (each TP group, say),
+ * all members passed the same value: one verdict for the whole world. */
 int tt_group_all_equal(const tt_grid *g, int group, uint32_t value);
 /* How many ranks of the world run on this rank's host (share its memory).
  * Collective over the world. */
@@ -195,7 +207,8 @@ double tt_host_min(const tt_grid *g, double t);
  * rank 0 (free it), NULL elsewhere. */
 void *tt_gather_to_root(const tt_grid *g, const void *mine, int bytes);
 /* The same for records of different sizes: *sizes (rank 0 only, free it)
- * gets each rank's byte count. */
+ * gets each rank's byte count. The records must total less than 2 GiB
+ * (MPI's int displacements); past that, rank 0 ends the job with a message. */
 void *tt_gather_var_to_root(const tt_grid *g, const void *mine, int bytes, int **sizes);
 
 /* ---- observing ---- */

@@ -83,8 +83,6 @@ int tt_cores_lend_env(tt_err *e);
  * and returns, on every rank, what was done on rank 0's host. Call before
  * starting any thread that should inherit the placement. */
 tt_cores tt_cores_place(const tt_grid *g, int want);
-/* The core world rank r was bound to by the last placement, -1 if none. */
-int tt_cores_of(int r);
 /* What the last placement did, for people: nothing when rank 0's host has
  * no more ranks than cores; else one line, and with detail each core's
  * virtual GPUs. */

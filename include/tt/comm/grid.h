@@ -78,7 +78,7 @@ int tt_grid_choose(int world, int *tp, int *pp, int *dp, const tt_layout_rules *
 void tt_grid_init(tt_grid *g, int tp, int pp, int dp, MPI_Comm world);
 void tt_grid_free(tt_grid *g);
 
-/* "gpu5(dp0,pp2,tp1)" for world rank r. */
+/* "gpu5(dp0,pp1,tp1)" for world rank r (the example grid above). */
 const char *tt_gpu_name(const tt_grid *g, int world_rank, char *buf, size_t n);
 
 /* Prints the whole map (every virtual GPU and every TP, PP and DP group). */

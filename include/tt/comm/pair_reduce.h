@@ -40,7 +40,8 @@ void tt_pair_finish(tt_pair_req *p);
  * copy, the same bits. *clock (if not NULL) becomes the larger of the two
  * members' (the latest entry time). Returns -1, having done nothing, where
  * tt_pair_start would, when the members are on two hosts, or for a sum over
- * 16 MiB; both members take the same branch. */
+ * 16 MiB; both members take the same branch. (The model uses the _to form
+ * below; this in-place one is the tests'.) */
 int tt_pair_host_allreduce(MPI_Comm comm, void *buf, int count, MPI_Datatype type, MPI_Op op,
                            double *clock);
 /* The same, out of place: recv gets the sum of the members' send. send may

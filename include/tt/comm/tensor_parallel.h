@@ -33,7 +33,8 @@
  * over the TP group. Several column-parallel layers reading the same input
  * (q, k and v) share one copy, so one all-reduce of their summed dx. */
 void tp_copy_forward(const tt_grid *g, const float *x /* n */, int n);
-void tp_copy_backward(const tt_grid *g, float *dx /* n */, int n);
+void tp_copy_backward(const tt_grid *g, float *dx /* n */, int n); /* the pair's in-place
+                                                                    form; the model uses _to */
 /* The same out of place: dx = the sum of every rank's part. A rank that
  * makes its part where tp_sum_space says spares the sum a copy into the
  * memory the TP pair shares (the TP sums are what many virtual GPUs on few
@@ -144,7 +145,7 @@ void vocab_embedding_forward(const tt_grid *g, float *out /* N,C */, const int *
 /* Vocabulary-parallel cross-entropy on this rank's logit columns [v0, v0+Vl)
  * of a vocabulary of V real entries (columns >= V are padding). The full
  * logits are never gathered: three all-reduces of N floats (the row max, the
- * sum of exponentials, the target logit). probs keeps this slice's softmax. */
+ * target logit, the sum of exponentials). probs keeps this slice's softmax. */
 void vocab_crossentropy_forward(const tt_grid *g, float *losses /* N */, float *probs /* N,Vl */,
                                 const float *logits /* N,Vl */, const int *targets /* N */,
                                 int N, int Vl, int v0, int V);

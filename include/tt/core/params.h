@@ -99,7 +99,9 @@ void tt_params_plan(tt_params *p);
  * floats, like the moments) and a gather buffer of the largest unit
  * (p->wgather): every t->w points into it at the tensor's place within its
  * unit, so t->w is valid only while p->wunit is t's unit (the model's
- * weights_needed hook all-gathers a unit there before it is used). */
+ * weights_needed hook all-gathers a unit there before it is used; p->wunit
+ * records which, for a reader or a debugger: nothing checks it, which is how
+ * --inject-bug stale-gather reads a stale unit). */
 void tt_params_set_zero(tt_params *p, int stage, int parts, int rank);
 /* Whether this GPU holds only its owned pieces of kind k (read them with
  * tt_tensor_owned / tt_owned_data): the moments and the reduced gradients

@@ -3,7 +3,9 @@
  * by tt/core/kcost.h and the cluster's cost model (tt/core/cluster.h), in
  * the order src/model/forward.c runs them, with the tensor-parallel
  * collectives that forward.c and src/comm/tensor_parallel.c issue. The
- * virtual clocks charge exactly these figures while the emulator trains, so
+ * virtual clocks charge exactly these figures while the emulator trains
+ * (except under --tp-mlp gather, whose extra all-gather, reduce-scatter and
+ * whole-width GELU are charged by the run but not priced here), so
  * the planner (src/app/plan_cost.c) predicts the emulator's step times, and at
  * cluster scale the same arithmetic answers "how long" (doc/design.md section 11).
  *

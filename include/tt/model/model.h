@@ -103,6 +103,7 @@ typedef struct tt_slot {
     int B;                 /* sequences in this micro-batch */
     int *idx, *targets;    /* B,T (chunks with the embeddings / the loss) */
     tt_block_acts *acts;   /* per block of the chunk; acts[0].x_in is the input */
+    /* x_out and lnf hold this rank's B*T/tp rows under sequence parallelism */
     float *x_out;          /* B,T,C  output of the chunk's last block */
     float *lnf, *lnf_mean, *lnf_rstd; /* B,T,C ; B,T ; B,T  (last chunk) */
     float *logits;         /* B,T,Vl */
@@ -129,7 +130,7 @@ typedef struct {
 
     /* activation slots for micro-batches of up to Bmax sequences */
     int Bmax;
-    int nslots, slots_cap, slots_in_use, slots_peak;
+    int nslots, slots_cap;
     tt_slot **slots;
     int nb_max;            /* the most blocks of a local chunk, at least 1 (a slot's acts) */
     int nblocks, blocks_cap;

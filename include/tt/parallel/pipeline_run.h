@@ -27,13 +27,6 @@ int tt_stage_split(int *chunk_layers, const tt_config *cfg, int K, tt_placement 
 tt_shard_spec tt_stage_spec(const tt_grid *g, const tt_run_config *rc, const int *chunk_layers,
                             int r);
 
-/* One executed action, with its times on the clock figures use (virtual
- * unless --clock wall; seconds since the step began). */
-typedef struct {
-    tt_action act;
-    double t0, t1;
-} tt_exec_record;
-
 typedef struct {
     tt_model *m;
     const tt_run_config *rc;
@@ -59,7 +52,6 @@ typedef struct {
     MPI_Request *reqs;         /* [list.n] sends in flight */
     int nreq;
     /* the last step, measured */
-    tt_exec_record *rec;       /* [list.n] */
     double step_seconds, busy_seconds;
     double window_seconds;     /* first forward to last backward of the pipeline
                                   (virtual clock; else the step) */
@@ -92,8 +84,9 @@ double tt_pipe_forward(tt_pipe *pipe, const int *idx, const int *targets, int B)
 
 /* The PP traffic the executor causes on this GPU (stage g->pp_rank of a
  * pipeline of g->pp > 1 stages) for `steps` training steps, added to *add
- * (doc/communication.md). Reads only the shape: sizes and rank of g, and the
- * batch, micro-batches, virtual stages, T and C of rc. */
+ * (doc/communication.md). Reads only the shape: sizes and ranks of g, and the
+ * batch, micro-batches, schedule (its placement), virtual stages,
+ * sequence parallelism, T and C of rc. */
 void tt_pipe_expected_traffic(tt_comm_stats *add, const tt_run_config *rc, const tt_grid *g,
                               long steps);
 
