@@ -218,6 +218,20 @@ expect_error "--stop-at past one step: singular" 2 "once its 1 step is done;" 1 
 # ZeRO's collectives go a unit at a time: the bucket size and the overlap
 # switch of ZeRO 0's all-reduce would change nothing, so they are refused.
 expect_error "--no-overlap under ZeRO" 2 "^tiny_transformer: --no-overlap applies to --zero 0's all-reduce buckets; --zero 1's collectives are blocking" 2 $small --dp 2 --zero 1 --no-overlap
+# --dp-bucket in bytes: a number meant as MB makes thousands of all-reduces,
+# and the banner says so (the default makes one, and no note).
+tiny="--layers 1 --dim 16 --heads 2 --seq 16 --batch 2 --micro-batches 1 --sample-len 0 --eval-every 0 --steps 0"
+tt 2 $tiny --dp 2 --dp-bucket 4
+if [ "$status" -eq 0 ] && grep -q "^note: --dp-bucket 4 is bytes: [0-9]* all-reduces a step" "$work/out"; then
+    tt 2 $tiny --dp 2
+    if [ "$status" -eq 0 ] && ! grep -q "^note: --dp-bucket" "$work/out"; then
+        ok "--dp-bucket 4: a note says it is bytes and counts the all-reduces; none by default"
+    else
+        not_ok "the default --dp-bucket (exit $status): $(grep 'dp-bucket' "$work/out")"
+    fi
+else
+    not_ok "--dp-bucket 4 (exit $status): $(grep -i 'bucket' "$work/out")"
+fi
 expect_error "--dp-bucket under ZeRO" 2 "^tiny_transformer: --dp-bucket sizes --zero 0's all-reduce buckets; --zero 3's collectives go a unit" 2 $small --dp 2 --zero 3 --dp-bucket 4M
 # A stop before the end without --save keeps nothing to resume: said.
 tt 1 $small --steps 4 --stop-at 2 --sample-len 0

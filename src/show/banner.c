@@ -173,6 +173,12 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
             "of up to %zu bytes\n", n, tt_mem_human(n * 4, h, sizeof h),
             tt_dp_buckets(n, rc->dp_bucket), tt_dp_buckets(n, rc->dp_bucket) > 1 ? "s" : "",
             rc->dp_bucket);
+        /* --dp-bucket 25 is 25 bytes, not 25 MB: thousands of all-reduces,
+         * each a meeting of the group, make the steps crawl. */
+        if (tt_dp_buckets(n, rc->dp_bucket) > 1000)
+            SAY("note: --dp-bucket %zu is bytes: %ld all-reduces a step, each a meeting of the "
+                "DP group, make every step slow; sizes take K and M (256K, 4M)\n",
+                rc->dp_bucket, tt_dp_buckets(n, rc->dp_bucket));
     }
     long end = rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps;
     if (end > step0)
