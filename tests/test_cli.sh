@@ -219,18 +219,29 @@ expect_error "--stop-at past one step: singular" 2 "once its 1 step is done;" 1 
 # switch of ZeRO 0's all-reduce would change nothing, so they are refused.
 expect_error "--no-overlap under ZeRO" 2 "^tiny_transformer: --no-overlap applies to --zero 0's all-reduce buckets; --zero 1's collectives are blocking" 2 $small --dp 2 --zero 1 --no-overlap
 # --dp-bucket in bytes: a number meant as MB makes thousands of all-reduces,
-# and the banner says so (the default makes one, and no note).
+# and the banner says so past 1000. The model below has 11760 floats, by
+# hand: tok_emb and lm_head 256 x 16 each, pos_emb 16 x 16, ln_f 32, one
+# block 32 + 768 + 48 + 272 + 32 + 1088 + 1040 = 3280 (LayerNorms; q, k, v
+# weights and biases; proj; fc1; fc2). A 4-byte bucket holds one float: 11760
+# all-reduces; 48 bytes hold 12: 980, under the threshold, no note.
 tiny="--layers 1 --dim 16 --heads 2 --seq 16 --batch 2 --micro-batches 1 --sample-len 0 --eval-every 0 --steps 0"
 tt 2 $tiny --dp 2 --dp-bucket 4
-if [ "$status" -eq 0 ] && grep -q "^note: --dp-bucket 4 is bytes: [0-9]* all-reduces a step" "$work/out"; then
-    tt 2 $tiny --dp 2
-    if [ "$status" -eq 0 ] && ! grep -q "^note: --dp-bucket" "$work/out"; then
-        ok "--dp-bucket 4: a note says it is bytes and counts the all-reduces; none by default"
+if [ "$status" -eq 0 ] && grep -q "^note: a --dp-bucket of 4 bytes makes 11760 all-reduces a step" "$work/out"; then
+    tt 2 $tiny --dp 2 --dp-bucket 48
+    if [ "$status" -eq 0 ] && grep -q " in 980 all-reduce buckets" "$work/out" && ! grep -q "^note: a --dp-bucket" "$work/out"; then
+        ok "--dp-bucket 4: a note counts 11760 all-reduces; 48 bytes make 980 and no note"
     else
-        not_ok "the default --dp-bucket (exit $status): $(grep 'dp-bucket' "$work/out")"
+        not_ok "--dp-bucket 48 (exit $status): $(grep -i 'bucket' "$work/out")"
     fi
 else
     not_ok "--dp-bucket 4 (exit $status): $(grep -i 'bucket' "$work/out")"
+fi
+# --steps 0 says so in its one closing line.
+tt 1 $tiny
+if [ "$status" -eq 0 ] && grep -q "^no steps to train (--steps 0); eval loss" "$work/out" && [ "$(grep -c 'no .*steps' "$work/out")" -eq 1 ]; then
+    ok "--steps 0: one line says there are no steps, and why"
+else
+    not_ok "--steps 0 (exit $status): $(grep 'steps' "$work/out")"
 fi
 expect_error "--dp-bucket under ZeRO" 2 "^tiny_transformer: --dp-bucket sizes --zero 0's all-reduce buckets; --zero 3's collectives go a unit" 2 $small --dp 2 --zero 3 --dp-bucket 4M
 # A stop before the end without --save keeps nothing to resume: said.

@@ -294,9 +294,9 @@ START_TEST(registry_rows_consistent)
 }
 END_TEST
 
-/* One line per schedule: the simulated idle fraction next to the theory,
- * which must agree (equal stages, F = B = W as the papers state them); an
- * (m, v) the schedule refuses is said and skipped. */
+/* One line per schedule, for the log: the simulated idle fraction next to
+ * the theory (registry_rows_consistent asserts that they agree); an (m, v)
+ * the schedule refuses is said and skipped. Fails only where a run does. */
 static int print_summary(void)
 {
     int rc = 0;
@@ -322,9 +322,7 @@ static int print_summary(void)
                    tt_bubble_theory(k, p, m, v));
             for (int s = 0; s < p; s++)
                 printf(" %d", r.peak_held[s]);
-            const double off = (r.span - r.busy[0]) / r.span - tt_bubble_theory(k, p, m, v);
-            printf("%s\n", fabs(off) < 1e-12 ? "" : "  <- differs from the theory");
-            rc |= fabs(off) >= 1e-12;
+            printf("\n");
             tt_sim_result_free(&r);
         }
     return rc;
@@ -338,7 +336,7 @@ int main(void)
     };
     Suite *s = pipeline_suite("pipeline", tests, sizeof tests / sizeof tests[0]);
     int status = tt_check_run(s);
-    if (print_summary() != 0) /* the bubble table fails on a figure off its theory */
+    if (print_summary() != 0)
         status = EXIT_FAILURE;
     return status;
 }

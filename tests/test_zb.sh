@@ -83,7 +83,7 @@ formula() {
     python3 -c "
 p, m, f, b, w = $1, $2, $3, $4, $5
 if '${6:-zb-h1}' == 'zb-v':
-    idle, work = (p - 1) * (2 * b - w), 2 * m * (f + b + w)
+    idle, work = (p - 1) * max(b, 2 * (b - w)), 2 * m * (f + b + w)
 else:
     idle, work = (p - 1) * (f + max(b - w, 0)), m * (f + b + w)
 print(idle / (work + idle))"

@@ -59,8 +59,7 @@ void tt_config_finish(tt_run_config *c)
 
 /* The schedules are named by the pipeline module, not listed here, so that a
  * schedule added there is accepted without touching this function (the
- * row's metavar and help below are text: test_flags compares them with the
- * registry). */
+ * row's metavar below is text: test_flags compares it with the registry). */
 static int set_schedule(tt_run_config *c, const char *flag, const char *val, tt_err *e)
 {
     int k = tt_schedule_parse(val);

@@ -136,10 +136,11 @@ static int run_reports(tt_run *r)
     if (trained)
         SAY("trained steps %ld..%ld in %.1f s (wall clock): loss %.4f -> %.4f", r->step0,
             r->end - 1, r->seconds, r->first_loss, r->last_loss);
+    else if (!rc->resume) /* nothing before it to be at: --steps 0 */
+        SAY("no steps to train (--steps %ld)", rc->steps);
     else
         SAY("no steps to train (already at step %ld%s)", r->step0,
-            rc->resume && r->step0 >= rc->steps ? ", the run's end; --steps N trains on to step N"
-                                                 : "");
+            r->step0 >= rc->steps ? ", the run's end; --steps N trains on to step N" : "");
     if (!isnan(ev))
         SAY("; eval loss %.4f on %d held-out sequences", ev,
             tt_eval_windows(&r->corpus, rc->model.T, rc->eval_windows));

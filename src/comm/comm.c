@@ -356,8 +356,9 @@ void *tt_gather_var_to_root(const tt_grid *g, const void *mine, int bytes, int *
     for (int r = 0; root && r < W; r++) {
         if (total > (size_t)INT_MAX) { /* about 10^6 micro-batches' trace events */
             fprintf(stderr, "tiny_transformer: gathering more than %zu bytes to rank 0, past "
-                            "the 2 GiB MPI's int displacements can address\n", total);
-            MPI_Abort(MPI_COMM_WORLD, 2);
+                            "the 2 GiB that MPI's int displacements can address: trace "
+                            "fewer micro-batches\n", total);
+            MPI_Abort(MPI_COMM_WORLD, 1);
         }
         at[r] = (int)total;
         total += (size_t)size[r];

@@ -82,9 +82,10 @@ int tt_pipe_init(tt_pipe *pipe, tt_model *m, const tt_run_config *rc, const tt_g
     if (tt_pipe_check_flags(rc, pipe->p, e) ||
         tt_schedule_validate_args(pipe->kind, pipe->p, pipe->M, pipe->v, e))
         return -1;
-    /* Every transfer has its own tag (tag_of), 2 K M of them, and MPI
-     * promises only 32767 (Open MPI and MPICH give 2^31 - 1, minus what
-     * comm/collectives.c keeps for its pair exchanges). */
+    /* Every transfer has its own tag (tag_of), 2 K M of them. MPI promises
+     * only 32767; implementations give from 2^19 - 1 to 2^31 - 1 (MPICH
+     * here 2^28 - 1), read at run time, less the four comm/collectives.c
+     * keeps for its pair exchanges. */
     const long long tags = 2LL * pipe->K * pipe->M;
     const long long tag_ub = g ? tt_free_tags() : tags;
     if (tags > tag_ub)

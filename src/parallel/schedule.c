@@ -49,7 +49,7 @@ static double bubble_zb_h1(int p, int m, int v)
 }
 
 /* ZB-V with F = B = W = 1 per chunk: doc/pipeline.md gives each stage
- * (p-1)(2 T_B - T_W) idle time units when T_F <= T_B, T_W <= T_B and
+ * (p-1) max(T_B, 2(T_B - T_W)) idle time units when T_F <= T_B, T_W <= T_B and
  * m >= 2p-2: here p - 1, around 2 chunks x 3 units of work per micro-batch. */
 static double bubble_zb_v(int p, int m, int v)
 {

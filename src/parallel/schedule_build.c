@@ -81,9 +81,10 @@ void tt_build_naive(tt_builder *b, int s)
     }
 }
 
-/* GPipe: all forwards, then all backwards in reverse order (the last
- * micro-batch forwarded is the first whose gradient arrives from the last
- * stage). Every stage holds the activations of all m micro-batches. */
+/* GPipe: all forwards, then all backwards in reverse order, the last
+ * micro-batch forwarded first (PyTorch's ScheduleGPipe takes them in forward
+ * order; with every stage in the same order the times and memory are the
+ * same). Every stage holds the activations of all m micro-batches. */
 void tt_build_gpipe(tt_builder *b, int s)
 {
     for (int mb = 0; mb < b->m; mb++)
@@ -161,12 +162,15 @@ void tt_build_interleaved(tt_builder *b, int s)
 
 /* ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", the schedule
  * with 1F1B's memory): 1F1B's order of forwards and B's, with each W placed
- * after a B. Stage s lets its first s W's wait: the later a stage, the sooner
- * its B's must reach the stages before it, and a B without its W travels
- * back T_B per stage instead of T_B + T_W. The waiting W's then fill the
- * cool-down, where 1F1B idles for gradients. Stage s holds its p - s - 1
- * warm-up micro-batches, the one just forwarded and the s whose W waits: p at
- * most, as 1F1B's stage 0. */
+ * after a B. Stage s runs W(i) after B(i + s), s B's late (the order of
+ * PyTorch's ScheduleInterleavedZeroBubble on one chunk; the authors'
+ * quick-start variant defers W(0..s-1) to the end instead, with the same
+ * times): the later a stage, the sooner its B's must reach the stages before
+ * it, and a B without its W travels back T_B per stage instead of T_B + T_W.
+ * The s W's it owes then fill the cool-down, where 1F1B idles for
+ * gradients, and it runs them in micro-batch order. Stage s holds its p - s -
+ * 1 warm-up micro-batches, the one just forwarded and the s whose W waits: p
+ * at most, as 1F1B's stage 0. */
 void tt_build_zb_h1(tt_builder *b, int s)
 {
     int p = b->p, m = b->m;
@@ -201,8 +205,10 @@ void tt_build_zb_h1(tt_builder *b, int s)
  *  3. p-s rounds of (forward of u, B and W of u): the backwards have begun;
  *  4. the steady state, one micro-batch of each chunk a round: F, B, W of d,
  *     then F, B, W of u, until every forward is issued;
- *  5. the drain: the B's still owed go first, their W's fill the time the
- *     stage would otherwise wait for gradients.
+ *  5. the drain (the authors' handcrafted ZB-V, and PyTorch's
+ *     ScheduleZBVZeroBubble): s rounds of both chunks' B's, then p-s rounds
+ *     of d's B with a W of d behind it, then u's W's left, then d's. The
+ *     W's fill the time the stage would otherwise wait for gradients.
  * Stage s holds at most 2p (micro-batch, chunk) pairs, p micro-batches of
  * its two half-size chunks: 1F1B's memory. */
 enum { V_F, V_B, V_W }; /* a forward, a B, a W */
@@ -246,22 +252,22 @@ void tt_build_zb_v(tt_builder *b, int s)
         v_fbw(&v, D);
         v_fbw(&v, U);
     }
-    /* The drain: s rounds of both chunks' B's, p-s of d's B with a W of u
-     * behind it, then the W's left, alternating. */
+    /* The drain, as the authors' ZB-V has it: s rounds of both chunks'
+     * B's, p-s rounds of d's B with a W of d behind it, then u's W's left,
+     * then d's. */
     for (int i = 0; i < s; i++) {
         v_issue(&v, V_B, D);
         v_issue(&v, V_B, U);
     }
     for (int i = 0; i < p - s; i++) {
         v_issue(&v, V_B, D);
-        v_issue(&v, V_W, U);
-    }
-    while (v.done[V_W][D] < m || v.done[V_W][U] < m) {
-        int wd = v.done[V_W][D], wu = v.done[V_W][U];
         v_issue(&v, V_W, D);
-        v_issue(&v, V_W, U);
-        if (v.done[V_W][D] == wd && v.done[V_W][U] == wu)
-            break; /* nothing more can be issued: the checker says what is missing */
     }
+    /* Each issues while a B is ahead of its W; what was never issued, the
+     * checker names. */
+    while (v.done[V_W][U] < v.done[V_B][U])
+        v_issue(&v, V_W, U);
+    while (v.done[V_W][D] < v.done[V_B][D])
+        v_issue(&v, V_W, D);
 }
 

@@ -176,8 +176,8 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
         /* --dp-bucket 25 is 25 bytes, not 25 MB: thousands of all-reduces,
          * each a meeting of the group, make the steps crawl. */
         if (tt_dp_buckets(n, rc->dp_bucket) > 1000)
-            SAY("note: --dp-bucket %zu is bytes: %ld all-reduces a step, each a meeting of the "
-                "DP group, make every step slow; sizes take K and M (256K, 4M)\n",
+            SAY("note: a --dp-bucket of %zu bytes makes %ld all-reduces a step, each a meeting "
+                "of the DP group: every step is slow (sizes take K and M: 256K, 4M)\n",
                 rc->dp_bucket, tt_dp_buckets(n, rc->dp_bucket));
     }
     long end = rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps;
@@ -185,7 +185,7 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
         SAY("steps %ld..%ld of %ld; lr %g -> %g, warm-up %d%s\n", step0, end - 1, rc->steps,
             rc->optim.lr, rc->optim.lr_min, rc->optim.warmup,
             rc->validate ? "; --validate: rank 0 also trains the unsharded reference" : "");
-    else if (rc->stop_at && rc->stop_at <= step0)
+    else if (rc->stop_at && rc->stop_at <= step0 && step0 < rc->steps)
         SAY("no training steps in this run (at step %ld of %ld; --stop-at %ld is not past "
             "it)\n", step0, rc->steps, rc->stop_at);
     /* Otherwise the run's closing line says there were no steps, and why. */

@@ -141,7 +141,8 @@ double tt_coll_wait(const tt_grid *g, tt_coll_req *r, double not_before);
 /* Number of GPUs in a group (OTHER: the world). */
 int tt_group_size(const tt_grid *g, int where);
 /* How many tags, from 0 up, a caller may give point-to-point messages:
- * MPI's MPI_TAG_UB less the few the pair exchanges keep at its top. */
+ * MPI_TAG_UB + 1 (tags 0..MPI_TAG_UB) less the four the pair exchanges keep
+ * at the top. */
 long long tt_free_tags(void);
 
 /* Point-to-point between pipeline stages of this GPU's pipeline (same dp and
@@ -207,8 +208,9 @@ double tt_host_min(const tt_grid *g, double t);
  * rank 0 (free it), NULL elsewhere. */
 void *tt_gather_to_root(const tt_grid *g, const void *mine, int bytes);
 /* The same for records of different sizes: *sizes (rank 0 only, free it)
- * gets each rank's byte count. The records must total less than 2 GiB
- * (MPI's int displacements); past that, rank 0 ends the job with a message. */
+ * gets each rank's byte count. Each record must start within the first
+ * 2 GiB (MPI's int displacements); past that, rank 0 ends the job with a
+ * message (exit 1). */
 void *tt_gather_var_to_root(const tt_grid *g, const void *mine, int bytes, int **sizes);
 
 /* ---- observing ---- */
