@@ -16,7 +16,7 @@
 #  6. what zb-h1 cannot do is refused with one line: --recompute, m < p;
 #  7. zb-v (two chunks per stage in a V): --validate in the layout matrix,
 #     the same checkpoint as 1f1b, its bubble on the virtual clocks equal to
-#     doc/pipeline.md's (p-1)(2B - W) per stage, the V's turn is a copy (no
+#     doc/pipeline.md's (p-1) max(B, 2(B - W)) per stage, the V's turn is a copy (no
 #     message), and --virtual-stages other than 2 is refused.
 . "$TT_SRCDIR/testlib.sh"
 
