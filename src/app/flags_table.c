@@ -337,7 +337,7 @@ const tt_flag tt_flags[] = {
              "exit status"},
     {STRING("--plan-json", plan_json), .metavar = "FILE", IN(PLAN),
      .help = "also write the plan as JSON (doc/design.md\nsection 11)"},
-    {INT("--gpus", gpus, 1, 1 << 24), .metavar = "N", IN(PLAN),
+    {INT("--gpus", gpus, 1, TT_MAX_GPUS), .metavar = "N", IN(PLAN),
      .help = "GPUs to plan for (default: tp x pp x dp when all\nthree are given)"},
     {.name = "--precision", .kind = TT_FLAG_CHOICE, .words = precision_words,
      .metavar = "fp32|mixed", IN(PLAN),

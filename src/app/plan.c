@@ -284,9 +284,9 @@ int tt_plan_make(tt_plan *pl, const tt_run_config *rc, tt_err *e)
         if (rc->tp > 0 && rc->pp > 0 && rc->dp > 0) {
             /* In 64 bits, within --gpus's own range (an int product wraps). */
             const long long n = (long long)rc->tp * rc->pp * rc->dp;
-            if (n > 1 << 24)
+            if (n > TT_MAX_GPUS)
                 return tt_fail(e, "--plan: --tp %d x --pp %d x --dp %d = %lld GPUs, more than "
-                                  "the %d --gpus allows", rc->tp, rc->pp, rc->dp, n, 1 << 24);
+                                  "the %d --gpus allows", rc->tp, rc->pp, rc->dp, n, TT_MAX_GPUS);
             pl->gpus = (int)n;
         } else
             return tt_fail(e, "--plan needs --gpus N (or all of --tp, --pp and --dp)");

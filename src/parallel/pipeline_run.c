@@ -406,13 +406,14 @@ double tt_pipe_forward(tt_pipe *pipe, const int *idx, const int *targets, int B)
         if (k < pipe->K - 1 && to != pipe->stage) {
             tt_watch_purpose(WHY_FORWARD_ONLY, k + 1, 0);
             tt_send(pipe->g, s->x_out, (int)n, MPI_FLOAT, to, tag_of(pipe, DIR_ACT, k + 1, 0));
-        } else if (k == pipe->K - 1)
+        } else if (k == pipe->K - 1) {
             loss = l, m->logits = s->logits;
-        if (k == pipe->K - 1 && targets && B != Breal) {
-            double sum = 0.0; /* the real sequences' mean, as tt_chunk_forward's */
-            for (int t = 0; t < Breal * T; t++)
-                sum += s->losses[t];
-            loss = sum / (Breal * T);
+            if (targets && B != Breal) {
+                double sum = 0.0; /* the real sequences' mean, as tt_chunk_forward's */
+                for (int t = 0; t < Breal * T; t++)
+                    sum += s->losses[t];
+                loss = sum / (Breal * T);
+            }
         }
     }
     free(pad);

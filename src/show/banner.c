@@ -167,18 +167,18 @@ void tt_banner_print(const tt_run_config *rc, const tt_grid *g, const tt_model *
                             "before its backward, every micro-batch"
                           : "one all-gather of the weights per unit");
     } else if (g->dp > 1) {
-        size_t n = m->P.total;
+        const size_t n = m->P.total;
+        const long buckets = tt_dp_buckets(n, rc->dp_bucket);
         char h[32];
         SAY("DP gradient sync: %zu floats (%s) summed per step in %ld all-reduce bucket%s "
-            "of up to %zu bytes\n", n, tt_mem_human(n * 4, h, sizeof h),
-            tt_dp_buckets(n, rc->dp_bucket), tt_dp_buckets(n, rc->dp_bucket) > 1 ? "s" : "",
-            rc->dp_bucket);
+            "of up to %zu bytes\n", n, tt_mem_human(n * 4, h, sizeof h), buckets,
+            buckets > 1 ? "s" : "", rc->dp_bucket);
         /* --dp-bucket 25 is 25 bytes, not 25 MB: thousands of all-reduces,
          * each a meeting of the group, make the steps crawl. */
-        if (tt_dp_buckets(n, rc->dp_bucket) > 1000)
+        if (buckets > 1000)
             SAY("note: a --dp-bucket of %zu bytes makes %ld all-reduces a step, each a meeting "
                 "of the DP group: every step is slow (sizes take K and M: 256K, 4M)\n",
-                rc->dp_bucket, tt_dp_buckets(n, rc->dp_bucket));
+                rc->dp_bucket, buckets);
     }
     long end = rc->stop_at && rc->stop_at < rc->steps ? rc->stop_at : rc->steps;
     if (end > step0)

@@ -65,6 +65,9 @@ typedef struct {
 
 /* The field of a configuration c that row f stores into, read-only (the
  * parser's checks and --help read it; only the parser writes). */
+/* The most GPUs --gpus (and a plan's tp x pp x dp) may name. */
+#define TT_MAX_GPUS (1 << 24)
+
 #define TT_FLAG_CFIELD(c, f, type) ((const type *)((const char *)(c) + (f)->field))
 
 extern const tt_flag tt_flags[];
